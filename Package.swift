@@ -1,0 +1,36 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let upcoming: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "vault",
+    products: [
+        .executable(name: "vault", targets: ["vault"]),
+        .executable(name: "virtual-reader", targets: ["virtual-reader"]),
+        .library(name: "VaultKit", targets: ["VaultKit"]),
+        .library(name: "FingerprintKit", targets: ["FingerprintKit"]),
+    ],
+    targets: [
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(
+            name: "CFprint", pkgConfig: "libfprint-2",
+            providers: [.apt(["libfprint-2-dev", "libglib2.0-dev"])]),
+        .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite"], swiftSettings: upcoming),
+        .target(name: "FingerprintKit", dependencies: ["CFprint"], swiftSettings: upcoming),
+        .target(name: "VaultCLI", dependencies: ["VaultKit", "FingerprintKit"], swiftSettings: upcoming),
+        .executableTarget(name: "vault", dependencies: ["VaultCLI"], swiftSettings: upcoming),
+        .executableTarget(name: "virtual-reader", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
+        .testTarget(
+            name: "VaultKitTests", dependencies: ["VaultKit"],
+            resources: [.copy("Vectors")], swiftSettings: upcoming),
+        .testTarget(name: "FingerprintKitTests", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
+        .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit"], swiftSettings: upcoming),
+        .testTarget(name: "IntegrationTests", dependencies: ["VaultKit"], swiftSettings: upcoming),
+    ],
+    swiftLanguageModes: [.v6]
+)
