@@ -1,0 +1,52 @@
+internal import CSodium
+
+/// Argon2id parameters, stored in the passcode slot so the cost can change without a format change.
+public struct KDFParameters: Codable, Equatable, Sendable {
+    /// Memory in bytes.
+    public var memoryBytes: Int
+    /// Passes (opslimit).
+    public var operations: Int
+    /// 16-byte salt.
+    public var salt: [UInt8]
+
+    /// The default cost: 256 MiB, 3 passes (libsodium's MODERATE), about half a second here.
+    public static let defaultMemoryMiB = 256
+    /// Default passes.
+    public static let defaultOperations = 3
+    /// Lowest accepted memory (MiB); anything lower is only useful to make tests fast.
+    public static let minimumMemoryMiB = 8
+
+    /// Fresh parameters with a random salt.
+    public init(memoryMiB: Int = defaultMemoryMiB, operations: Int = defaultOperations) {
+        memoryBytes = memoryMiB * 1024 * 1024
+        self.operations = operations
+        salt = randomBytes(Int(crypto_pwhash_saltbytes()))
+    }
+}
+
+/// Argon2id password hashing (`crypto_pwhash`, ALG_ARGON2ID13).
+public enum PasswordKDF {
+    /// Derives a 32-byte key from `password` under `parameters`.
+    public static func deriveKey(password: borrowing SecretBytes, parameters: KDFParameters) throws -> SecretBytes {
+        guard parameters.salt.count == Int(crypto_pwhash_saltbytes()) else { throw CryptoError.badLength("salt") }
+        let out = try SecretBytes(zeroed: 32)
+        let rc = password.withUnsafeBytes { p in
+            out.withUnsafeMutableBytes { o in
+                crypto_pwhash(o.baseAddress!.assumingMemoryBound(to: UInt8.self), 32,
+                              p.baseAddress!.assumingMemoryBound(to: CChar.self), UInt64(p.count),
+                              parameters.salt, UInt64(parameters.operations), parameters.memoryBytes,
+                              crypto_pwhash_alg_argon2id13())
+            }
+        }
+        try Sodium.check(rc, "argon2id")
+        return out
+    }
+
+    /// Checks an encoded `$argon2id$...` hash string against a password (`crypto_pwhash_str_verify`).
+    public static func verify(encodedHash: String, password: [UInt8]) -> Bool {
+        _ = Sodium.ready
+        return password.withUnsafeBytes { p in
+            crypto_pwhash_str_verify(encodedHash, p.baseAddress!.assumingMemoryBound(to: CChar.self), UInt64(p.count)) == 0
+        }
+    }
+}

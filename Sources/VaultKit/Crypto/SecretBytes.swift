@@ -1,0 +1,95 @@
+internal import CSodium
+
+/// Secret bytes in guarded memory (`sodium_malloc`: guard pages, canary, `mlock`ed), wiped and
+/// freed when the value ends. Non-copyable so a key has exactly one owner; it has no description
+/// and no collection conformance, so it cannot be printed or iterated by accident.
+public struct SecretBytes: ~Copyable, @unchecked Sendable {
+    private let base: UnsafeMutableRawPointer
+    /// The number of secret bytes.
+    public let count: Int
+
+    /// Allocates `count` zeroed bytes of guarded memory.
+    /// - Throws: `CryptoError.outOfMemory` when libsodium cannot allocate.
+    public init(zeroed count: Int) throws {
+        _ = Sodium.ready
+        guard let p = sodium_malloc(max(count, 1)) else { throw CryptoError.outOfMemory }
+        sodium_memzero(p, max(count, 1))
+        base = p
+        self.count = count
+    }
+
+    /// Allocates `count` random bytes (libsodium's CSPRNG).
+    public static func random(count: Int) throws -> SecretBytes {
+        let s = try SecretBytes(zeroed: count)
+        randombytes_buf(s.base, count)
+        return s
+    }
+
+    /// Copies `bytes` into guarded memory. The caller's array is not wiped (Swift arrays can be
+    /// copied by the runtime); prefer building secrets in place with `init(zeroed:)`.
+    public init(copying bytes: [UInt8]) throws {
+        try self.init(zeroed: bytes.count)
+        bytes.withUnsafeBytes { src in
+            if let s = src.baseAddress { base.copyMemory(from: s, byteCount: bytes.count) }
+        }
+    }
+
+    /// Copies raw bytes into guarded memory.
+    public init(copying bytes: UnsafeRawBufferPointer) throws {
+        try self.init(zeroed: bytes.count)
+        if let s = bytes.baseAddress { base.copyMemory(from: s, byteCount: bytes.count) }
+    }
+
+    deinit {
+        sodium_memzero(base, max(count, 1))
+        sodium_free(base)
+    }
+
+    /// Lends the bytes read-only for the duration of `body`.
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    /// Lends the bytes writable for the duration of `body` (to fill a key in place).
+    public func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeMutableRawBufferPointer(start: base, count: count))
+    }
+
+    /// A copy in fresh guarded memory.
+    public func duplicate() throws -> SecretBytes {
+        try SecretBytes(copying: UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    /// Constant-time equality (`sodium_memcmp`); lengths are not secret.
+    public func isEqual(to other: borrowing SecretBytes) -> Bool {
+        guard count == other.count else { return false }
+        return other.withUnsafeBytes { o in sodium_memcmp(base, o.baseAddress!, count) == 0 }
+    }
+
+    /// The bytes as an ordinary array: only for values that leave guarded memory on purpose
+    /// (a decrypted record about to be decoded, a recovery key about to be shown).
+    public func exposedBytes() -> [UInt8] {
+        Array(UnsafeRawBufferPointer(start: base, count: count))
+    }
+}
+
+/// Constant-time comparison of two public-length byte arrays (MACs, checksums).
+func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    if a.isEmpty { return true }
+    return a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in sodium_memcmp(pa.baseAddress!, pb.baseAddress!, a.count) == 0 } }
+}
+
+/// Cryptographically random public bytes (nonces, salts, identifiers).
+public func randomBytes(_ count: Int) -> [UInt8] {
+    _ = Sodium.ready
+    var out = [UInt8](repeating: 0, count: count)
+    out.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, count) }
+    return out
+}
+
+/// A uniformly random integer in `0..<upperBound` (`randombytes_uniform`, no modulo bias).
+public func randomUniform(_ upperBound: UInt32) -> UInt32 {
+    _ = Sodium.ready
+    return randombytes_uniform(upperBound)
+}

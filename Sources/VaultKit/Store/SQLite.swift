@@ -1,0 +1,180 @@
+internal import CSQLite
+import Foundation
+
+/// A value bound to or read from a statement.
+enum SQLValue {
+    case integer(Int64)
+    case text(String)
+    case blob([UInt8])
+    case null
+}
+
+/// One SQLite connection. Every return code passes through `check`, which throws a `VaultError`
+/// naming the database path.
+final class Database {
+    private let handle: OpaquePointer
+    /// The database file.
+    let path: String
+
+    /// Opens (or, with `create`, creates) the database at `path` with WAL, foreign keys and a busy timeout.
+    init(path: String, create: Bool) throws {
+        self.path = path
+        var db: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            if let db { sqlite3_close_v2(db) }
+            throw Database.error(code: rc, message: message, path: path)
+        }
+        handle = db
+        sqlite3_extended_result_codes(db, 1)
+        try check(sqlite3_busy_timeout(db, 5000))
+        try execute("PRAGMA journal_mode=WAL")
+        try execute("PRAGMA foreign_keys=ON")
+        try execute("PRAGMA synchronous=NORMAL")
+        try execute("PRAGMA secure_delete=ON")
+    }
+
+    deinit { sqlite3_close_v2(handle) }
+
+    /// Maps an SQLite result code to the vault's error: damage is exit 5, access problems exit 6.
+    static func error(code: Int32, message: String, path: String) -> VaultError {
+        switch code & 0xff {
+        case SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_FORMAT:
+            return .corrupt("\(path) is not a valid vault database (\(message))")
+        case SQLITE_BUSY, SQLITE_LOCKED:
+            return .io(path: path, "the database is locked by another process")
+        case SQLITE_FULL:
+            return .io(path: path, "the disk is full")
+        default:
+            return .io(path: path, message)
+        }
+    }
+
+    /// Throws unless `code` is SQLITE_OK (or one of `accept`).
+    func check(_ code: Int32, accept: [Int32] = []) throws {
+        if code == SQLITE_OK || accept.contains(code) { return }
+        throw Database.error(code: code, message: String(cString: sqlite3_errmsg(handle)), path: path)
+    }
+
+    /// Runs SQL without results.
+    func execute(_ sql: String) throws {
+        try check(sqlite3_exec(handle, sql, nil, nil, nil))
+    }
+
+    /// Prepares one statement.
+    func prepare(_ sql: String) throws -> Statement {
+        var stmt: OpaquePointer?
+        try check(sqlite3_prepare_v2(handle, sql, -1, &stmt, nil))
+        return Statement(stmt!, database: self)
+    }
+
+    /// Runs `sql` with `values` and returns every row.
+    @discardableResult
+    func query(_ sql: String, _ values: [SQLValue] = []) throws -> [[SQLValue]] {
+        let s = try prepare(sql)
+        try s.bind(values)
+        var rows: [[SQLValue]] = []
+        while let row = try s.next() { rows.append(row) }
+        return rows
+    }
+
+    /// Runs `body` in one `BEGIN IMMEDIATE` transaction, rolled back if it throws.
+    @discardableResult
+    func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// The rowid of the last insert.
+    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// Rows changed by the last statement.
+    var changes: Int { Int(sqlite3_changes(handle)) }
+}
+
+/// A prepared statement, finalized in `deinit`.
+final class Statement {
+    private let handle: OpaquePointer
+    private let database: Database
+
+    init(_ handle: OpaquePointer, database: Database) {
+        self.handle = handle
+        self.database = database
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    /// Binds values to the parameters 1...n.
+    func bind(_ values: [SQLValue]) throws {
+        try database.check(sqlite3_reset(handle))
+        try database.check(sqlite3_clear_bindings(handle))
+        for (i, v) in values.enumerated() {
+            let idx = Int32(i + 1)
+            let rc: Int32
+            switch v {
+            case .integer(let n): rc = sqlite3_bind_int64(handle, idx, n)
+            case .text(let t): rc = sqlite3_bind_text(handle, idx, t, -1, Statement.transient)
+            case .blob(let b):
+                rc = b.withUnsafeBytes { sqlite3_bind_blob(handle, idx, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(b.count), Statement.transient) }
+            case .null: rc = sqlite3_bind_null(handle, idx)
+            }
+            try database.check(rc)
+        }
+    }
+
+    /// Steps once: the next row, or nil when done.
+    func next() throws -> [SQLValue]? {
+        let rc = sqlite3_step(handle)
+        if rc == SQLITE_DONE { return nil }
+        guard rc == SQLITE_ROW else {
+            try database.check(rc)
+            return nil
+        }
+        var row: [SQLValue] = []
+        for c in 0..<sqlite3_column_count(handle) {
+            switch sqlite3_column_type(handle, c) {
+            case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(handle, c)))
+            case SQLITE_TEXT: row.append(.text(String(cString: sqlite3_column_text(handle, c))))
+            case SQLITE_BLOB:
+                let n = Int(sqlite3_column_bytes(handle, c))
+                if n == 0 { row.append(.blob([])) } else {
+                    row.append(.blob(Array(UnsafeRawBufferPointer(start: sqlite3_column_blob(handle, c), count: n))))
+                }
+            default: row.append(.null)
+            }
+        }
+        return row
+    }
+}
+
+extension SQLValue {
+    /// The integer value, or nil.
+    var int: Int64? { if case .integer(let n) = self { n } else { nil } }
+    /// The blob value (text read as UTF-8), or nil.
+    var bytes: [UInt8]? {
+        switch self {
+        case .blob(let b): b
+        case .text(let t): Array(t.utf8)
+        default: nil
+        }
+    }
+    /// The text value, or nil.
+    var string: String? {
+        switch self {
+        case .text(let t): t
+        case .blob(let b): String(decoding: b, as: UTF8.self)
+        default: nil
+        }
+    }
+}

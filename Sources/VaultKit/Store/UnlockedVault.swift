@@ -1,0 +1,203 @@
+import Foundation
+
+/// A vault whose master key is in memory: reads and writes items, re-wraps slots.
+/// The master key and its subkeys live in guarded memory and are wiped when this object ends.
+public final class UnlockedVault {
+    /// The locked store underneath.
+    public let store: VaultStore
+    let masterKey: SecretBytes
+    let itemKey: SecretBytes
+    let indexKey: SecretBytes
+    let auditKey: SecretBytes
+    /// The key generation the master key belongs to.
+    public let generation: Int64
+
+    init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64) throws {
+        self.store = store
+        itemKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/item-key")
+        indexKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/name-index")
+        auditKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/audit-key")
+        self.masterKey = masterKey
+        self.generation = generation
+    }
+
+    var db: Database { store.db }
+
+    // MARK: slots
+
+    /// Wraps the master key into a new slot of `kind` whose key-encryption key `kek(slotID)` returns.
+    @discardableResult
+    func insertSlot(kind: String, params: [UInt8], generation: Int64, kek: (Int64) throws -> SecretBytes) throws -> Int64 {
+        let id = (try db.query("SELECT coalesce(max(id), 0) + 1 FROM slots").first?.first?.int) ?? 1
+        let ad = store.slotAD(id: id, kind: kind, params: params, generation: generation)
+        let key = try kek(id)
+        let sealed = try masterKey.withUnsafeBytes { try AEAD.seal($0, key: key, associatedData: ad) }
+        try db.query("INSERT INTO slots(id, kind, generation, params, nonce, wrapped) VALUES(?,?,?,?,?,?)",
+                     [.integer(id), .text(kind), .integer(generation), .blob(params), .blob(sealed.nonce), .blob(sealed.ciphertext)])
+        return id
+    }
+
+    func writePasscodeSlot(passcode: borrowing SecretBytes, kdf: KDFParameters, generation: Int64) throws {
+        let params = Array(try JSONEncoder().encode(kdf))
+        let kek = try PasswordKDF.deriveKey(password: passcode, parameters: kdf)
+        try insertSlot(kind: "passcode", params: params, generation: generation) { _ in try kek.duplicate() }
+    }
+
+    func writeRecoverySlot(recoveryKey: borrowing SecretBytes, generation: Int64) throws {
+        let kek = try KeyedHash.deriveKey(from: recoveryKey, context: "vault/v1/recovery-slot")
+        try insertSlot(kind: "recovery", params: Array(#"{"v":1}"#.utf8), generation: generation) { _ in try kek.duplicate() }
+    }
+
+    /// Replaces the passcode slot (the other slots and every item stay as they are).
+    /// `kdf` nil keeps the current cost with a fresh salt.
+    public func changePasscode(to passcode: borrowing SecretBytes, kdf: KDFParameters?) throws {
+        let current = try store.slots().first(where: { $0.kind == "passcode" })
+        var params = kdf ?? KDFParameters()
+        if kdf == nil, let current, let old = try? JSONDecoder().decode(KDFParameters.self, from: Data(current.params)) {
+            params.memoryBytes = old.memoryBytes
+            params.operations = old.operations
+        }
+        try db.transaction {
+            try db.query("DELETE FROM slots WHERE kind='passcode'")
+            try writePasscodeSlot(passcode: passcode, kdf: params, generation: generation)
+        }
+    }
+
+    /// Binds a new slot of `kind` in place of any slot of that kind, in one transaction.
+    /// `kek` receives the new slot's id (bound into fingerprint slot keys).
+    public func replaceSlot(kind: String, params: [UInt8], kek: (Int64) throws -> SecretBytes) throws {
+        try db.transaction {
+            try db.query("DELETE FROM slots WHERE kind=?", [.text(kind)])
+            try insertSlot(kind: kind, params: params, generation: generation, kek: kek)
+        }
+    }
+
+    /// Removes every slot of `kind`.
+    public func removeSlots(kind: String) throws {
+        try db.transaction { try db.query("DELETE FROM slots WHERE kind=?", [.text(kind)]) }
+    }
+
+    // MARK: items
+
+    /// The associated data of an item row: vault id, item id, format version, key generation.
+    func itemAD(id: [UInt8], generation: Int64) -> [UInt8] {
+        var w = ByteWriter(label: "vault-item-v1")
+        w.append(store.vaultID)
+        w.append(id)
+        w.append(formatVersion)
+        w.append(generation)
+        return w.bytes
+    }
+
+    /// The keyed BLAKE2b index of a (normalised) name.
+    func nameMAC(_ normalized: String) throws -> [UInt8] {
+        try KeyedHash.hash(Array(normalized.utf8), key: indexKey, outputLength: 32)
+    }
+
+    func seal(_ item: Item, id: [UInt8]) throws -> (nonce: [UInt8], sealed: [UInt8]) {
+        let plain = try JSONEncoder().encode(item)
+        let s = try plain.withUnsafeBytes { try AEAD.seal($0, key: itemKey, associatedData: itemAD(id: id, generation: generation)) }
+        return (s.nonce, s.ciphertext)
+    }
+
+    func open(id: [UInt8], nameMAC: [UInt8], nonce: [UInt8], sealed: [UInt8], generation rowGeneration: Int64) throws -> Item {
+        guard rowGeneration == generation else { throw CryptoError.authenticationFailed }
+        let plain = try AEAD.open(sealed, key: itemKey, nonce: nonce, associatedData: itemAD(id: id, generation: rowGeneration))
+        let item = try plain.withUnsafeBytes { try JSONDecoder().decode(Item.self, from: Data($0)) }
+        guard constantTimeEqual(try self.nameMAC(item.name), nameMAC) else { throw CryptoError.authenticationFailed }
+        return item
+    }
+
+    /// Reads one item.
+    /// - Throws: `.itemNotFound`, or `.corrupt` naming the item when its row fails authentication.
+    public func item(named name: String) throws -> Item {
+        let n = try Item.normalize(name: name)
+        guard let row = try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items WHERE name_mac=?",
+                                     [.blob(try nameMAC(n))]).first else { throw VaultError.itemNotFound(n) }
+        do {
+            return try open(id: row[0].bytes ?? [], nameMAC: row[1].bytes ?? [], nonce: row[2].bytes ?? [],
+                            sealed: row[3].bytes ?? [], generation: row[4].int ?? -1)
+        } catch is CryptoError {
+            throw VaultError.corrupt("item '\(n)' failed authentication")
+        } catch is DecodingError {
+            throw VaultError.corrupt("item '\(n)' is unreadable")
+        }
+    }
+
+    /// Whether an item of that name exists.
+    public func contains(_ name: String) throws -> Bool {
+        let n = try Item.normalize(name: name)
+        return !(try db.query("SELECT 1 FROM items WHERE name_mac=?", [.blob(try nameMAC(n))]).isEmpty)
+    }
+
+    /// Every row, opened: a damaged row is reported by its id instead of aborting the listing.
+    public func allItems() throws -> [ItemEntry] {
+        try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items").map { row in
+            let id = row[0].bytes ?? []
+            do {
+                return .item(try open(id: id, nameMAC: row[1].bytes ?? [], nonce: row[2].bytes ?? [],
+                                      sealed: row[3].bytes ?? [], generation: row[4].int ?? -1))
+            } catch {
+                return .damaged(rowID: hexString(id))
+            }
+        }
+    }
+
+    /// Adds an item. With `replace`, an existing item of that name is overwritten (its creation time kept).
+    /// - Throws: `.alreadyExists` unless `replace`.
+    public func add(_ item: Item, replace: Bool = false) throws {
+        var item = item
+        item.name = try Item.normalize(name: item.name)
+        let mac = try nameMAC(item.name)
+        try db.transaction {
+            if let existing = try db.query("SELECT id FROM items WHERE name_mac=?", [.blob(mac)]).first {
+                guard replace else { throw VaultError.alreadyExists(item.name) }
+                if let old = try? self.item(named: item.name) { item.created = old.created }
+                try db.query("DELETE FROM items WHERE id=?", [existing[0]])
+            }
+            let id = randomBytes(16)
+            let s = try seal(item, id: id)
+            try db.query("INSERT INTO items(id, name_mac, generation, nonce, sealed) VALUES(?,?,?,?,?)",
+                         [.blob(id), .blob(mac), .integer(generation), .blob(s.nonce), .blob(s.sealed)])
+        }
+    }
+
+    /// Changes an item in place (fresh nonce); a changed name moves its index entry.
+    /// - Throws: `.itemNotFound`, `.alreadyExists` when the new name is taken.
+    public func update(_ name: String, now: Int64 = unixNow(), _ change: (inout Item) throws -> Void) throws {
+        let n = try Item.normalize(name: name)
+        try db.transaction {
+            var item = try self.item(named: n)
+            guard let row = try db.query("SELECT id FROM items WHERE name_mac=?", [.blob(try nameMAC(n))]).first,
+                  let id = row[0].bytes else { throw VaultError.itemNotFound(n) }
+            try change(&item)
+            item.name = try Item.normalize(name: item.name)
+            item.modified = now
+            let mac = try nameMAC(item.name)
+            if item.name != n, !(try db.query("SELECT 1 FROM items WHERE name_mac=?", [.blob(mac)]).isEmpty) {
+                throw VaultError.alreadyExists(item.name)
+            }
+            let s = try seal(item, id: id)
+            try db.query("UPDATE items SET name_mac=?, nonce=?, sealed=?, generation=? WHERE id=?",
+                         [.blob(mac), .blob(s.nonce), .blob(s.sealed), .integer(generation), .blob(id)])
+        }
+    }
+
+    /// Deletes an item (SQLite's secure_delete overwrites the freed page content).
+    /// - Throws: `.itemNotFound`.
+    public func remove(_ name: String) throws {
+        let n = try Item.normalize(name: name)
+        try db.transaction {
+            try db.query("DELETE FROM items WHERE name_mac=?", [.blob(try nameMAC(n))])
+            if db.changes == 0 { throw VaultError.itemNotFound(n) }
+        }
+    }
+}
+
+/// One row of a listing: an item, or a row that failed authentication.
+public enum ItemEntry: Sendable {
+    /// A readable item.
+    case item(Item)
+    /// A row that could not be opened, by its row id (hex).
+    case damaged(rowID: String)
+}

@@ -1,0 +1,74 @@
+import Foundation
+
+/// Where a vault lives: `$VAULT_HOME/NAME/vault.db`, with `VAULT_HOME` defaulting to
+/// `$XDG_DATA_HOME/vault` (else `~/.local/share/vault`).
+public struct VaultLocation: Sendable, Equatable {
+    /// The vault's name (`--vault`, `VAULT_NAME`, or `default`).
+    public let name: String
+    /// The root holding every vault of the user.
+    public let root: String
+
+    /// The vault's folder (0700).
+    public var folder: String { root + "/" + name }
+    /// The database file (0600).
+    public var databasePath: String { folder + "/vault.db" }
+
+    /// Resolves a location from an explicit name and the environment.
+    /// - Throws: `VaultError.usage` for a name that is not a plain file name.
+    public init(name explicit: String?, environment: [String: String]) throws {
+        let name = explicit ?? environment["VAULT_NAME"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
+        try VaultLocation.validate(name: name)
+        self.name = name
+        if let home = environment["VAULT_HOME"], !home.isEmpty {
+            root = home
+        } else if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
+            root = data + "/vault"
+        } else {
+            root = (environment["HOME"] ?? NSHomeDirectory()) + "/.local/share/vault"
+        }
+    }
+
+    /// A vault name is one path component of letters, digits, `.`, `_` and `-`, not starting with `.`.
+    static func validate(name: String) throws {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+        guard !name.isEmpty, name.count <= 64, !name.hasPrefix("."), name.allSatisfy({ allowed.contains($0) }) else {
+            throw VaultError.usage("invalid vault name '\(name)'", hint: "use letters, digits, '.', '_' and '-'")
+        }
+    }
+
+    /// Whether a vault database exists here.
+    public var exists: Bool { FileManager.default.fileExists(atPath: databasePath) }
+}
+
+/// File-system helpers that keep vault files private.
+enum PrivateFiles {
+    /// Creates `path` and its parents as 0700 folders (under umask 077).
+    static func makeFolder(_ path: String) throws {
+        let old = umask(0o077)
+        defer { umask(old) }
+        var components: [String] = []
+        var current = ""
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            current += "/" + part
+            components.append(current)
+        }
+        for dir in components {
+            if mkdir(dir, 0o700) != 0 && errno != EEXIST {
+                throw VaultError.io(path: dir, String(cString: strerror(errno)))
+            }
+        }
+    }
+
+    /// Throws `insecurePermissions` if `path` is readable or writable by group or others.
+    static func checkPrivate(_ path: String, isDirectory: Bool) throws {
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            if errno == ENOENT { return }
+            throw VaultError.io(path: path, String(cString: strerror(errno)))
+        }
+        if st.st_mode & 0o077 != 0 { throw VaultError.insecurePermissions(path: path, isDirectory: isDirectory) }
+        if st.st_uid != getuid() {
+            throw VaultError.io(path: path, "owned by another user (uid \(st.st_uid))")
+        }
+    }
+}
