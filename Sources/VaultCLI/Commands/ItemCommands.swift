@@ -1,0 +1,270 @@
+import Foundation
+import VaultKit
+
+/// The location named by `--vault` and the environment.
+func location(_ inv: Invocation, _ ctx: CommandContext) throws -> VaultLocation {
+    try VaultLocation(name: inv.value("--vault"), environment: ctx.environment)
+}
+
+/// Fields of an item a listing shows (never the password, TOTP secret or notes).
+func listingJSON(_ item: Item) -> [String: Any] {
+    var o: [String: Any] = ["name": item.name, "urls": item.urls, "tags": item.tags,
+                            "fingerprint_login": item.fingerprintLogin, "created": item.created, "modified": item.modified]
+    if let u = item.username { o["username"] = u }
+    if let origin = item.origin { o["origin"] = origin }
+    return o
+}
+
+/// Prints a listing; damaged rows are reported on stderr and make the command end with exit 5
+/// after everything readable was printed.
+func printListing(_ entries: [ItemEntry], json: Bool, _ ctx: CommandContext) throws {
+    var items: [Item] = [], damaged: [String] = []
+    for e in entries {
+        switch e {
+        case .item(let i): items.append(i)
+        case .damaged(let id): damaged.append(id)
+        }
+    }
+    items.sort { $0.name < $1.name }
+    if json {
+        ctx.stdout.write(jsonText(["items": items.map(listingJSON), "damaged": damaged]))
+    } else {
+        for i in items { ctx.stdout.write(i.name + "\n") }
+    }
+    for id in damaged { ctx.say("vault: warning: item row \(id) is damaged and was skipped") }
+    if !damaged.isEmpty { throw VaultError.corrupt("\(damaged.count) item(s) could not be read") }
+}
+
+enum ItemCommands {
+    static let add = CommandSpec(
+        name: "add", summary: "save a new login",
+        usage: "vault add NAME [--username U] [--url URL]... [--password-stdin | --generate] [--force]",
+        options: [
+            .value("--username", "U", "the account name"),
+            .value("--url", "URL", "where the login is used (repeatable)", repeatable: true),
+            .value("--notes", "TEXT", "free text"),
+            .value("--tag", "TAG", "a label (repeatable)", repeatable: true),
+            .flag("--password-stdin", "read the password from the first line of standard input"),
+            .flag("--totp-stdin", "read an otpauth:// URI from the next line of standard input"),
+            .flag("--generate", "generate a random password (see 'vault help generate')"),
+            .value("--length", "N", "length of the generated password (default 24)"),
+            .flag("--force", "replace an existing item of that name"),
+        ] + Auth.options,
+        arguments: 1...1,
+        examples: """
+        printf '%s\\n' "$PW" | vault add github --username me --url https://github.com --password-stdin
+        vault add wifi --generate --length 32
+        """,
+        run: { inv, ctx in
+            if inv.has("--password-stdin") && inv.has("--generate") {
+                throw VaultError.usage("--password-stdin and --generate exclude each other")
+            }
+            let name = try Item.normalize(name: inv.arguments[0])
+            let store = try VaultStore.open(try location(inv, ctx))
+            let vault = try Auth.unlock(store, inv, ctx, purpose: "add '\(name)'")
+            if !inv.has("--force"), try vault.contains(name) { throw VaultError.alreadyExists(name) }
+            var item = Item(name: name, username: inv.value("--username"), urls: inv.all("--url"),
+                            notes: inv.value("--notes"), tags: inv.all("--tag"))
+            item.password = try newPassword(inv, ctx, name: name)
+            if inv.has("--totp-stdin") { item.totp = try totp(ctx) }
+            try vault.add(item, replace: inv.has("--force"))
+            ctx.say("saved '\(name)'")
+        })
+
+    /// The password for add/edit: stdin, generated, or asked on a terminal; nil when none is given.
+    static func newPassword(_ inv: Invocation, _ ctx: CommandContext, name: String) throws -> String? {
+        if inv.has("--password-stdin") {
+            return String(decoding: try SecretInput.stdinLine(ctx, what: "password").exposedBytes(), as: UTF8.self)
+        }
+        if inv.has("--generate") {
+            return try PasswordGenerator(length: inv.int("--length") ?? 24).generate()
+        }
+        return nil
+    }
+
+    static func totp(_ ctx: CommandContext) throws -> String {
+        let uri = String(decoding: try SecretInput.stdinLine(ctx, what: "otpauth:// URI").exposedBytes(), as: UTF8.self)
+        guard uri.hasPrefix("otpauth://") else { throw VaultError.usage("the TOTP secret must be an otpauth:// URI") }
+        return uri
+    }
+
+    static let edit = CommandSpec(
+        name: "edit", summary: "change fields of a login",
+        usage: "vault edit NAME [--username U] [--url URL]... [--notes T] [--tag T]... [--password-stdin | --generate]",
+        options: [
+            .value("--username", "U", "new account name"),
+            .value("--url", "URL", "replace the URLs (repeatable)", repeatable: true),
+            .value("--notes", "TEXT", "replace the notes"),
+            .value("--tag", "TAG", "replace the tags (repeatable)", repeatable: true),
+            .flag("--password-stdin", "read the new password from standard input"),
+            .flag("--totp-stdin", "read a new otpauth:// URI from standard input"),
+            .flag("--generate", "generate a new random password"),
+            .value("--length", "N", "length of the generated password (default 24)"),
+            .value("--clear", "FIELD", "remove a field: username, url, notes, tags, totp, password", repeatable: true),
+        ] + Auth.options,
+        arguments: 1...1,
+        examples: """
+        vault edit github --username new-me --url https://github.com/login
+        vault edit github --generate
+        """,
+        run: { inv, ctx in
+            if inv.has("--password-stdin") && inv.has("--generate") {
+                throw VaultError.usage("--password-stdin and --generate exclude each other")
+            }
+            let name = try Item.normalize(name: inv.arguments[0])
+            let clears = inv.all("--clear")
+            for c in clears where !["username", "url", "notes", "tags", "totp", "password"].contains(c) {
+                throw VaultError.usage("--clear: unknown field '\(c)'")
+            }
+            let store = try VaultStore.open(try location(inv, ctx))
+            let vault = try Auth.unlock(store, inv, ctx, purpose: "edit '\(name)'")
+            guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
+            let password = try newPassword(inv, ctx, name: name)
+            let totp = inv.has("--totp-stdin") ? try totp(ctx) : nil
+            try vault.update(name) { item in
+                for c in clears {
+                    switch c {
+                    case "username": item.username = nil
+                    case "url": item.urls = []
+                    case "notes": item.notes = nil
+                    case "tags": item.tags = []
+                    case "totp": item.totp = nil
+                    default: item.password = nil
+                    }
+                }
+                if let u = inv.value("--username") { item.username = u }
+                if inv.has("--url") { item.urls = inv.all("--url") }
+                if let n = inv.value("--notes") { item.notes = n }
+                if inv.has("--tag") { item.tags = inv.all("--tag") }
+                if let password { item.password = password }
+                if let totp { item.totp = totp }
+            }
+            ctx.say("updated '\(name)'")
+        })
+
+    static let rm = CommandSpec(
+        name: "rm", summary: "delete a login",
+        usage: "vault rm NAME [--force]",
+        options: [.flag("--force", "do not ask for confirmation (required without a terminal)")] + Auth.options,
+        arguments: 1...1,
+        examples: "vault rm old-login\nvault rm old-login --force --no-input --passcode-fd 3",
+        run: { inv, ctx in
+            let name = try Item.normalize(name: inv.arguments[0])
+            let store = try VaultStore.open(try location(inv, ctx))
+            if !inv.has("--force") && (inv.noInput || !ctx.terminal.isAvailable) {
+                throw VaultError.usage("refusing to delete '\(name)' without confirmation", hint: "pass --force")
+            }
+            let vault = try Auth.unlock(store, inv, ctx, purpose: "delete '\(name)'")
+            guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
+            if !inv.has("--force") {
+                let answer = ctx.terminal.readLine(prompt: "delete '\(name)'? [y/N] ") ?? ""
+                guard ["y", "yes"].contains(answer.lowercased()) else { throw VaultError.userCancel }
+            }
+            try vault.remove(name)
+            ctx.say("deleted '\(name)'")
+        })
+
+    static let mv = CommandSpec(
+        name: "mv", summary: "rename a login",
+        usage: "vault mv OLD NEW",
+        options: Auth.options,
+        arguments: 2...2,
+        examples: "vault mv github github-personal",
+        run: { inv, ctx in
+            let old = try Item.normalize(name: inv.arguments[0]), new = try Item.normalize(name: inv.arguments[1])
+            let store = try VaultStore.open(try location(inv, ctx))
+            let vault = try Auth.unlock(store, inv, ctx, purpose: "rename '\(old)'")
+            try vault.update(old) { $0.name = new }
+            ctx.say("renamed '\(old)' to '\(new)'")
+        })
+
+    static let ls = CommandSpec(
+        name: "ls", summary: "list the logins (names only, or --json)",
+        usage: "vault ls [--tag TAG] [--json]",
+        options: [.flag("--json", "print JSON"), .value("--tag", "TAG", "only items with this tag")] + Auth.options,
+        examples: "vault ls\nvault ls --json | jq -r '.items[].name'",
+        run: { inv, ctx in
+            let store = try VaultStore.open(try location(inv, ctx))
+            let vault = try Auth.unlock(store, inv, ctx, purpose: "list the items")
+            var entries = try vault.allItems()
+            if let tag = inv.value("--tag") {
+                entries = entries.filter { if case .item(let i) = $0 { i.tags.contains(tag) } else { true } }
+            }
+            try printListing(entries, json: inv.has("--json"), ctx)
+        })
+
+    static let search = CommandSpec(
+        name: "search", summary: "find logins by name, username, URL, tag or notes",
+        usage: "vault search TERM [--json]",
+        options: [.flag("--json", "print JSON")] + Auth.options,
+        arguments: 1...1,
+        examples: "vault search github",
+        run: { inv, ctx in
+            let term = inv.arguments[0].lowercased()
+            let store = try VaultStore.open(try location(inv, ctx))
+            let vault = try Auth.unlock(store, inv, ctx, purpose: "search the items")
+            let entries = try vault.allItems().filter { entry in
+                guard case .item(let i) = entry else { return true }
+                let hay = [i.name, i.username ?? "", i.notes ?? ""] + i.urls + i.tags
+                return hay.contains { $0.lowercased().contains(term) }
+            }
+            try printListing(entries, json: inv.has("--json"), ctx)
+        })
+
+    static let get = CommandSpec(
+        name: "get", summary: "print a login or one of its fields",
+        usage: "vault get NAME [--field F] [--json] [--reveal]",
+        options: [
+            .value("--field", "F", "print only this field: \(Item.fieldNames.joined(separator: ", "))"),
+            .flag("--json", "print JSON (the password only with --reveal or --field password)"),
+            .flag("--reveal", "include the password and TOTP secret"),
+        ] + Auth.options,
+        arguments: 1...1,
+        examples: """
+        vault get github --field password
+        vault get github --json | jq -r .username
+        PGPASSWORD=$(vault get prod-db --field password --no-input) psql ...
+        """,
+        run: { inv, ctx in
+            let name = try Item.normalize(name: inv.arguments[0])
+            if let f = inv.value("--field"), !Item.fieldNames.contains(f) {
+                throw VaultError.usage("unknown field '\(f)'", hint: "fields: \(Item.fieldNames.joined(separator: ", "))")
+            }
+            let store = try VaultStore.open(try location(inv, ctx))
+            let vault = try Auth.unlock(store, inv, ctx, purpose: "read '\(name)'")
+            let item = try vault.item(named: name)
+            try printItem(item, inv, ctx)
+        })
+
+    static func printItem(_ item: Item, _ inv: Invocation, _ ctx: CommandContext) throws {
+        if let f = inv.value("--field") {
+            guard let v = try item.field(f) else {
+                throw VaultError.failure("item '\(item.name)' has no \(f)")
+            }
+            if inv.has("--json") { ctx.stdout.write(jsonText([f: v])) } else { ctx.stdout.write(v + "\n") }
+            return
+        }
+        let reveal = inv.has("--reveal")
+        if inv.has("--json") {
+            var o = listingJSON(item)
+            if let n = item.notes { o["notes"] = n }
+            if reveal {
+                if let p = item.password { o["password"] = p }
+                if let t = item.totp { o["totp"] = t }
+            } else {
+                o["has_password"] = item.password != nil
+            }
+            ctx.stdout.write(jsonText(o))
+            return
+        }
+        var lines = ["name: \(item.name)"]
+        if let u = item.username { lines.append("username: \(u)") }
+        if item.password != nil { lines.append("password: " + (reveal ? item.password! : "******** (--reveal or --field password shows it)")) }
+        for u in item.urls { lines.append("url: \(u)") }
+        if !item.tags.isEmpty { lines.append("tags: \(item.tags.joined(separator: ", "))") }
+        if item.totp != nil { lines.append("totp: " + (reveal ? item.totp! : "set")) }
+        if let n = item.notes { lines.append("notes: \(n)") }
+        lines.append("fingerprint login: \(item.fingerprintLogin ? "on" : "off")")
+        ctx.stdout.write(lines.joined(separator: "\n") + "\n")
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import VaultKit
+
+enum VaultCommands {
+    static let initCommand = CommandSpec(
+        name: "init", summary: "create a vault: passcode, recovery key (printed once on stdout)",
+        usage: "vault init [--vault NAME] [--kdf-memory MIB] [--kdf-ops N] [--json]",
+        options: [
+            .value("--kdf-memory", "MIB", "Argon2id memory for the passcode slot (default 256)"),
+            .value("--kdf-ops", "N", "Argon2id passes (default 3)"),
+            .flag("--json", "print the result as JSON"),
+        ],
+        examples: """
+        vault init
+        vault init --vault work --passcode-fd 3 3<passcode.txt > recovery-key.txt
+        """,
+        run: { inv, ctx in
+            let loc = try location(inv, ctx)
+            let kdf = try kdfParameters(inv) ?? KDFParameters()
+            if loc.exists {
+                throw VaultError.failure("a vault named '\(loc.name)' already exists at \(loc.folder)",
+                                         hint: "pick another name with --vault NAME")
+            }
+            let passcode: SecretBytes
+            if let fd = try SecretInput.descriptor(inv, "--passcode-fd") {
+                passcode = try SecretInput.line(fd: fd, what: "passcode")
+                guard passcode.count >= 4 else { throw VaultError.usage("a passcode needs at least 4 characters") }
+            } else {
+                passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--passcode-fd")
+            }
+            let created = try VaultStore.create(at: loc, passcode: passcode, kdf: kdf)
+            if inv.has("--json") {
+                ctx.stdout.write(jsonText(["vault": loc.name, "path": loc.folder, "recovery_key": created.recoveryKey]))
+            } else {
+                ctx.say("created vault '\(loc.name)' at \(loc.folder)")
+                ctx.say("your recovery key (printed once on standard output; write it down and keep it apart from this machine):")
+                ctx.stdout.write(created.recoveryKey + "\n")
+            }
+        })
+
+    static let passcode = CommandSpec(
+        name: "passcode", summary: "change the passcode (re-wraps the passcode slot only)",
+        usage: "vault passcode [--passcode-fd N] [--new-passcode-fd M] [--kdf-memory MIB] [--kdf-ops N]",
+        options: [
+            .value("--new-passcode-fd", "M", "read the new passcode from file descriptor M"),
+            .value("--kdf-memory", "MIB", "new Argon2id memory"),
+            .value("--kdf-ops", "N", "new Argon2id passes"),
+        ],
+        examples: "vault passcode\nvault passcode --passcode-fd 3 --new-passcode-fd 4 3<old 4<new",
+        run: { inv, ctx in
+            let store = try VaultStore.open(try location(inv, ctx))
+            let kdf = try kdfParameters(inv)
+            let current = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+            let vault = try store.unlock(passcode: current)
+            let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
+            try vault.changePasscode(to: new, kdf: kdf)
+            ctx.say("passcode changed (only the passcode slot was re-wrapped; 'vault rotate' replaces every key)")
+        })
+
+    static let recover = CommandSpec(
+        name: "recover", summary: "set a new passcode with the recovery key",
+        usage: "vault recover [--recovery-key-fd N] [--new-passcode-fd M]",
+        options: [
+            .value("--recovery-key-fd", "N", "read the recovery key from file descriptor N"),
+            .value("--new-passcode-fd", "M", "read the new passcode from file descriptor M"),
+        ],
+        examples: "vault recover\nvault recover --recovery-key-fd 3 --new-passcode-fd 4 3<key.txt 4<new",
+        run: { inv, ctx in
+            let store = try VaultStore.open(try location(inv, ctx))
+            let key: SecretBytes
+            if let fd = try SecretInput.descriptor(inv, "--recovery-key-fd") {
+                key = try SecretInput.line(fd: fd, what: "recovery key")
+            } else {
+                key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
+            }
+            let vault = try store.unlock(recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
+            let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
+            try vault.changePasscode(to: new, kdf: nil)
+            try Auth.passcodeSucceeded(store, ctx)
+            ctx.say("new passcode set for vault '\(store.location.name)'")
+        })
+
+    static let status = CommandSpec(
+        name: "status", summary: "show the vault, its slots and the fingerprint state",
+        usage: "vault status [--json]",
+        options: [.flag("--json", "print JSON")],
+        examples: "vault status\nvault status --json | jq .domain_state",
+        run: { inv, ctx in
+            let loc = try location(inv, ctx)
+            let store = try VaultStore.open(loc)
+            let settings = try store.settings()
+            var o: [String: Any] = [
+                "vault": loc.name, "path": loc.folder, "schema_version": VaultStore.schemaVersion,
+                "key_generation": try store.keyGeneration(), "items": try store.itemCount(),
+                "slots": try store.slots().map(\.kind), "policy": settings.policy,
+                "passcode_interval_hours": settings.passcodeIntervalHours,
+                "passcode_after_reboot": settings.passcodeAfterReboot,
+            ]
+            o.merge(try Auth.statusFields(store, inv, ctx)) { $1 }
+            if inv.has("--json") {
+                ctx.stdout.write(jsonText(o))
+            } else {
+                let order = ["vault", "path", "items", "slots", "key_generation", "policy"] + o.keys.sorted().filter {
+                    !["vault", "path", "items", "slots", "key_generation", "policy"].contains($0)
+                }
+                for k in order { if let v = o[k] { ctx.stdout.write("\(k.replacingOccurrences(of: "_", with: " ")): \(describe(v))\n") } }
+            }
+        })
+
+    static func describe(_ v: Any) -> String {
+        if let a = v as? [Any] { return a.isEmpty ? "none" : a.map(describe).joined(separator: ", ") }
+        if let d = v as? [String: Any] { return d.keys.sorted().map { "\($0)=\(describe(d[$0]!))" }.joined(separator: " ") }
+        if let b = v as? Bool { return b ? "yes" : "no" }
+        return "\(v)"
+    }
+
+    static let generate = CommandSpec(
+        name: "generate", summary: "print a random password",
+        usage: "vault generate [--length N] [--no-symbols] [--no-digits] [--no-upper] [--no-lower] | --words N [--separator S]",
+        options: [
+            .value("--length", "N", "characters (default 24)"),
+            .flag("--no-symbols", "no punctuation"), .flag("--no-digits", "no digits"),
+            .flag("--no-upper", "no upper case"), .flag("--no-lower", "no lower case"),
+            .value("--words", "N", "N pronounceable words instead of characters (about 19 bits each)"),
+            .value("--separator", "S", "between words (default -)"),
+        ],
+        examples: "vault generate --length 32\nvault generate --words 6",
+        run: { inv, ctx in
+            if let w = try inv.int("--words") {
+                ctx.stdout.write(try PasswordGenerator.words(w, separator: inv.value("--separator") ?? "-") + "\n")
+                return
+            }
+            var g = PasswordGenerator(length: try inv.int("--length") ?? 24)
+            g.symbols = !inv.has("--no-symbols")
+            g.digits = !inv.has("--no-digits")
+            g.upper = !inv.has("--no-upper")
+            g.lower = !inv.has("--no-lower")
+            ctx.stdout.write(try g.generate() + "\n")
+        })
+
+    static let version = CommandSpec(
+        name: "version", summary: "print the version", usage: "vault version",
+        run: { _, ctx in ctx.stdout.write("vault \(VaultCLI.version)\n") })
+}

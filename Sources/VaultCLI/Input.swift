@@ -1,0 +1,81 @@
+import Foundation
+import VaultKit
+
+/// Set by the SIGINT handler; a prompt or scan that sees it ends with "cancelled by the user".
+nonisolated(unsafe) var interruptRequested: sig_atomic_t = 0
+
+/// Reading secrets: from a descriptor named on the command line, else from the terminal, never
+/// from argv or the environment.
+enum SecretInput {
+    /// A descriptor number from an option, checked to be open.
+    static func descriptor(_ inv: Invocation, _ option: String) throws -> Int32? {
+        guard let raw = inv.value(option) else { return nil }
+        guard let fd = Int32(raw), fd >= 0 else { throw VaultError.usage("\(option) expects a file descriptor number, not '\(raw)'") }
+        guard fcntl(fd, F_GETFD) != -1 else { throw VaultError.usage("\(option) \(fd): that file descriptor is not open") }
+        return fd
+    }
+
+    /// The first line of `fd`, refused when empty.
+    static func line(fd: Int32, what: String) throws -> SecretBytes {
+        guard let s = try SecretLine.read(fd: fd), s.count > 0 else {
+            throw VaultError.usage("no \(what) could be read from file descriptor \(fd)")
+        }
+        return s
+    }
+
+    /// Asks once on the terminal; `reason` explains a refusal to prompt.
+    static func ask(_ ctx: CommandContext, _ inv: Invocation, prompt: String, reason: String) throws -> SecretBytes {
+        guard !inv.noInput, ctx.terminal.isAvailable else { throw VaultError.passcodeNeeded(reason) }
+        guard let s = try ctx.terminal.readSecret(prompt: prompt) else { throw VaultError.userCancel }
+        if interruptRequested != 0 { throw VaultError.userCancel }
+        return s
+    }
+
+    /// The current passcode: `--passcode-fd`, else the terminal.
+    static func passcode(_ ctx: CommandContext, _ inv: Invocation, vault: String, reason: String = "no terminal and no --passcode-fd") throws -> SecretBytes {
+        if let fd = try descriptor(inv, "--passcode-fd") { return try line(fd: fd, what: "passcode") }
+        return try ask(ctx, inv, prompt: "passcode for vault '\(vault)': ", reason: reason)
+    }
+
+    /// A new passcode: read once from `fdOption`, or asked twice on the terminal.
+    static func newPasscode(_ ctx: CommandContext, _ inv: Invocation, fdOption: String) throws -> SecretBytes {
+        let s: SecretBytes
+        if let fd = try descriptor(inv, fdOption) {
+            s = try line(fd: fd, what: "new passcode")
+        } else {
+            let reason = "no terminal and no \(fdOption)"
+            let first = try ask(ctx, inv, prompt: "new passcode: ", reason: reason)
+            let second = try ask(ctx, inv, prompt: "repeat the new passcode: ", reason: reason)
+            guard first.isEqual(to: second) else { throw VaultError.usage("the two passcodes differ; nothing was changed") }
+            s = first
+        }
+        guard s.count >= 4 else { throw VaultError.usage("a passcode needs at least 4 characters") }
+        return s
+    }
+
+    /// `--password-stdin`: the next line of standard input.
+    static func stdinLine(_ ctx: CommandContext, what: String) throws -> SecretBytes {
+        guard let s = try SecretLine.read(fd: ctx.stdinFD) else {
+            throw VaultError.usage("standard input is empty; expected the \(what)")
+        }
+        return s
+    }
+}
+
+/// Argon2id cost from `--kdf-memory MIB` and `--kdf-ops N`.
+func kdfParameters(_ inv: Invocation) throws -> KDFParameters? {
+    let mem = try inv.int("--kdf-memory"), ops = try inv.int("--kdf-ops")
+    if mem == nil && ops == nil { return nil }
+    let m = mem ?? KDFParameters.defaultMemoryMiB, o = ops ?? KDFParameters.defaultOperations
+    guard (KDFParameters.minimumMemoryMiB...16384).contains(m) else {
+        throw VaultError.usage("--kdf-memory must be between \(KDFParameters.minimumMemoryMiB) and 16384 MiB")
+    }
+    guard (1...20).contains(o) else { throw VaultError.usage("--kdf-ops must be between 1 and 20") }
+    return KDFParameters(memoryMiB: m, operations: o)
+}
+
+/// JSON for scripts: sorted keys, one document, a newline.
+func jsonText(_ object: Any) -> String {
+    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+    return String(decoding: data, as: UTF8.self) + "\n"
+}

@@ -1,0 +1,81 @@
+import Foundation
+import VaultKit
+
+/// The `vault` command line: one table of commands, one exit path.
+public enum VaultCLI {
+    /// The program version.
+    public static let version = "0.1.0"
+
+    static let helpCommand = CommandSpec(
+        name: "help", summary: "show help for a command, or 'exit-codes'", usage: "vault help [COMMAND | exit-codes]",
+        arguments: 0...1,
+        run: { inv, ctx in
+            guard let topic = inv.arguments.first else { ctx.stdout.write(Help.overview(table)); return }
+            if topic == "exit-codes" { ctx.stdout.write(Help.exitCodeText); return }
+            guard let c = table.first(where: { $0.name == topic }) else {
+                let near = Parser.suggestion(topic, among: table.map(\.name) + ["exit-codes"])
+                throw VaultError.usage("no help for '\(topic)'", hint: near.map { "did you mean 'vault help \($0)'?" })
+            }
+            ctx.stdout.write(Help.command(c))
+        })
+
+    /// Every command, in the order help lists them.
+    static var table: [CommandSpec] {
+        [VaultCommands.initCommand, VaultCommands.status,
+         ItemCommands.add, ItemCommands.edit, ItemCommands.rm, ItemCommands.mv, ItemCommands.ls,
+         ItemCommands.search, ItemCommands.get, VaultCommands.generate,
+         VaultCommands.passcode, VaultCommands.recover]
+            + FingerprintCommands.all
+            + [helpCommand, VaultCommands.version]
+    }
+
+    /// Runs one command line (without the program name) and returns the exit code. Nothing here
+    /// exits the process: `main` does, with this code.
+    public static func run(_ arguments: [String], context ctx: CommandContext) -> Int32 {
+        do {
+            guard let inv = try Parser.parse(arguments, table: table) else {
+                if arguments.isEmpty {
+                    ctx.stderr.write(Help.overview(table))
+                    return 2
+                }
+                ctx.stdout.write(Help.overview(table))
+                return 0
+            }
+            if inv.flags.contains("--help") {
+                ctx.stdout.write(Help.command(inv.command))
+                return 0
+            }
+            try inv.command.run(inv, ctx)
+            return 0
+        } catch let e as VaultError {
+            report(e, ctx)
+            return e.exitCode
+        } catch let e as CryptoError {
+            report(.failure("crypto failure: \(e)"), ctx)
+            return 1
+        } catch {
+            report(.failure("\(error)"), ctx)
+            return 1
+        }
+    }
+
+    static func report(_ e: VaultError, _ ctx: CommandContext) {
+        ctx.stderr.write("vault: error: \(e.message)\n")
+        if let h = e.hint { ctx.stderr.write("vault: hint: \(h)\n") }
+    }
+
+    /// Installs the SIGINT handler (a prompt or scan in progress ends as "cancelled by the user",
+    /// exit 11, after restoring the terminal) and runs the process's command line.
+    public static func main() -> Int32 {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in interruptRequested = 1; interruptHook?() }
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = 0
+        sigaction(SIGINT, &action, nil)
+        umask(0o077)
+        return run(Array(CommandLine.arguments.dropFirst()), context: .process())
+    }
+}
+
+/// Called from the SIGINT handler (async-signal-safe work only: it cancels a running scan).
+nonisolated(unsafe) var interruptHook: (@convention(c) () -> Void)?

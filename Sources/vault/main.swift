@@ -1,0 +1,4 @@
+import VaultCLI
+import Glibc
+
+exit(VaultCLI.main())
