@@ -4,6 +4,7 @@ internal import CSodium
 public enum KeyedHash {
     /// BLAKE2b of `message` with an optional key (empty = unkeyed), `outputLength` 16...64 bytes.
     public static func hash(_ message: [UInt8], key: [UInt8], outputLength: Int = 32) throws -> [UInt8] {
+        _ = Sodium.ready
         var out = [UInt8](repeating: 0, count: outputLength)
         let rc = out.withUnsafeMutableBufferPointer { o in
             crypto_generichash(o.baseAddress!, outputLength, message, UInt64(message.count),

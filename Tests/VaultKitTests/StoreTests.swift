@@ -1,0 +1,235 @@
+import Foundation
+import Testing
+@testable import VaultKit
+
+/// A throw-away vault root, removed when the test ends.
+final class TempRoot {
+    let path: String
+    init() {
+        path = NSTemporaryDirectory() + "vault-test-" + hexString(randomBytes(6))
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+    func location(_ name: String = "default") throws -> VaultLocation {
+        try VaultLocation(name: name, environment: ["VAULT_HOME": path])
+    }
+}
+
+let fastKDF = KDFParameters(memoryMiB: 8, operations: 1)
+
+func secret(_ s: String) throws -> SecretBytes { try SecretBytes(copying: Array(s.utf8)) }
+
+@Suite struct StoreTests {
+    let root = TempRoot()
+
+    func makeVault() throws -> (UnlockedVault, String) {
+        let r = try VaultStore.create(at: try root.location(), passcode: try secret("correct horse"), kdf: fastKDF)
+        return (r.vault, r.recoveryKey)
+    }
+
+    @Test func createsPrivateFilesAndReopensWithThePasscode() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "github", username: "me", password: "s3cret", urls: ["https://github.com"]))
+        let loc = try root.location()
+        var st = stat()
+        #expect(stat(loc.folder, &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o700)
+        #expect(stat(loc.databasePath, &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o600)
+        let reopened = try VaultStore.open(loc).unlock(passcode: try secret("correct horse"))
+        let item = try reopened.item(named: "github")
+        #expect(item.password == "s3cret")
+        #expect(item.username == "me")
+    }
+
+    @Test func namesAndSecretsAreNotStoredInClear() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "very-distinctive-name", password: "very-distinctive-password"))
+        let raw = try Data(contentsOf: URL(fileURLWithPath: try root.location().databasePath))
+            + ((try? Data(contentsOf: URL(fileURLWithPath: try root.location().databasePath + "-wal"))) ?? Data())
+        #expect(raw.range(of: Data("very-distinctive".utf8)) == nil)
+    }
+
+    @Test func wrongPasscodeFails() throws {
+        _ = try makeVault()
+        #expect(throws: VaultError.authenticationFailed("wrong passcode")) {
+            _ = try VaultStore.open(try root.location()).unlock(passcode: try secret("wrong horse"))
+        }
+    }
+
+    @Test func recoveryKeyUnlocksAndAWrongOneFails() throws {
+        let (vault, recovery) = try makeVault()
+        try vault.add(Item(name: "a", password: "1"))
+        let store = try VaultStore.open(try root.location())
+        #expect(try store.unlock(recoveryKey: recovery.lowercased()).item(named: "a").password == "1")
+        // A fresh, well-formed key of another vault: checksum fine, slot does not open.
+        let other = try VaultStore.create(at: try root.location("other"), passcode: try secret("xxxx"), kdf: fastKDF).recoveryKey
+        #expect(throws: VaultError.authenticationFailed("wrong recovery key")) { _ = try store.unlock(recoveryKey: other) }
+        // One character changed: the checksum catches the typo.
+        var chars = Array(recovery)
+        chars[0] = chars[0] == "A" ? "B" : "A"
+        #expect(throws: VaultError.self) { _ = try store.unlock(recoveryKey: String(chars)) }
+    }
+
+    @Test func tamperedSlotDoesNotOpen() throws {
+        _ = try makeVault()
+        let store = try VaultStore.open(try root.location())
+        try store.db.query("UPDATE slots SET params = replace(params, '\"operations\":1', '\"operations\":2') WHERE kind='passcode'")
+        #expect(throws: VaultError.authenticationFailed("wrong passcode")) { _ = try store.unlock(passcode: try secret("correct horse")) }
+    }
+
+    @Test func tamperedRowIsReportedAndOthersStillRead() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "good", password: "g"))
+        try vault.add(Item(name: "bad", password: "b"))
+        let mac = try vault.nameMAC("bad")
+        let row = try vault.db.query("SELECT sealed FROM items WHERE name_mac=?", [.blob(mac)])[0][0].bytes!
+        var flipped = row
+        flipped[5] ^= 0x01
+        try vault.db.query("UPDATE items SET sealed=? WHERE name_mac=?", [.blob(flipped), .blob(mac)])
+        #expect(throws: VaultError.corrupt("item 'bad' failed authentication")) { _ = try vault.item(named: "bad") }
+        #expect(try vault.item(named: "good").password == "g")
+        let entries = try vault.allItems()
+        #expect(entries.count == 2)
+        #expect(entries.filter { if case .damaged = $0 { true } else { false } }.count == 1)
+    }
+
+    @Test func swappedRowsBetweenItemsFailAuthentication() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "one", password: "1"))
+        try vault.add(Item(name: "two", password: "2"))
+        let rows = try vault.db.query("SELECT id, nonce, sealed FROM items")
+        try vault.db.query("UPDATE items SET nonce=?, sealed=? WHERE id=?", [rows[1][1], rows[1][2], rows[0][0]])
+        try vault.db.query("UPDATE items SET nonce=?, sealed=? WHERE id=?", [rows[0][1], rows[0][2], rows[1][0]])
+        #expect(throws: VaultError.self) { _ = try vault.item(named: "one") }
+        #expect(throws: VaultError.self) { _ = try vault.item(named: "two") }
+    }
+
+    @Test func swappedNameIndexIsDetected() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "one", password: "1"))
+        try vault.add(Item(name: "two", password: "2"))
+        let m1 = try vault.nameMAC("one"), m2 = try vault.nameMAC("two")
+        try vault.db.transaction {
+            try vault.db.query("UPDATE items SET name_mac=? WHERE name_mac=?", [.blob([0]), .blob(m1)])
+            try vault.db.query("UPDATE items SET name_mac=? WHERE name_mac=?", [.blob(m1), .blob(m2)])
+            try vault.db.query("UPDATE items SET name_mac=? WHERE name_mac=?", [.blob(m2), .blob([0])])
+        }
+        #expect(throws: VaultError.corrupt("item 'one' failed authentication")) { _ = try vault.item(named: "one") }
+    }
+
+    @Test func newerSchemaVersionIsAClearError() throws {
+        _ = try makeVault()
+        let store = try VaultStore.open(try root.location())
+        try store.db.query("UPDATE meta SET value=99 WHERE key='schema_version'")
+        #expect(throws: VaultError.newerFormat(found: 99, supported: VaultStore.schemaVersion)) {
+            _ = try VaultStore.open(try root.location())
+        }
+    }
+
+    @Test func notADatabaseAndTruncatedFilesAreCorrupt() throws {
+        _ = try makeVault()
+        let path = try root.location().databasePath
+        try? FileManager.default.removeItem(atPath: path + "-wal")
+        try? FileManager.default.removeItem(atPath: path + "-shm")
+        let original = try Data(contentsOf: URL(fileURLWithPath: path))
+        try original.prefix(1000).write(to: URL(fileURLWithPath: path))
+        #expect(throws: VaultError.self) { _ = try VaultStore.open(try root.location()).unlock(passcode: try secret("correct horse")) }
+        try Data("this is not sqlite at all, just text".utf8).write(to: URL(fileURLWithPath: path))
+        do {
+            _ = try VaultStore.open(try root.location())
+            Issue.record("opened a text file as a vault")
+        } catch let e as VaultError {
+            #expect(e.exitCode == 5)
+        }
+    }
+
+    @Test func groupReadableFolderIsRefused() throws {
+        _ = try makeVault()
+        let loc = try root.location()
+        chmod(loc.folder, 0o750)
+        #expect(throws: VaultError.insecurePermissions(path: loc.folder, isDirectory: true)) { _ = try VaultStore.open(loc) }
+        chmod(loc.folder, 0o700)
+        chmod(loc.databasePath, 0o644)
+        #expect(throws: VaultError.insecurePermissions(path: loc.databasePath, isDirectory: false)) { _ = try VaultStore.open(loc) }
+    }
+
+    @Test func addRefusesDuplicatesUnlessReplacing() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "x", password: "1"))
+        #expect(throws: VaultError.alreadyExists("x")) { try vault.add(Item(name: "x", password: "2")) }
+        try vault.add(Item(name: "x", password: "2"), replace: true)
+        #expect(try vault.item(named: "x").password == "2")
+    }
+
+    @Test func renameMovesTheIndexAndRemoveDeletes() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "old", password: "p"))
+        try vault.add(Item(name: "taken", password: "t"))
+        #expect(throws: VaultError.alreadyExists("taken")) { try vault.update("old") { $0.name = "taken" } }
+        try vault.update("old") { $0.name = "new" }
+        #expect(throws: VaultError.itemNotFound("old")) { _ = try vault.item(named: "old") }
+        #expect(try vault.item(named: "new").password == "p")
+        try vault.remove("new")
+        #expect(throws: VaultError.itemNotFound("new")) { try vault.remove("new") }
+    }
+
+    @Test func changingThePasscodeKeepsItemsAndRetiresTheOldOne() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "x", password: "1"))
+        try vault.changePasscode(to: try secret("new passcode"), kdf: nil)
+        let store = try VaultStore.open(try root.location())
+        #expect(throws: VaultError.authenticationFailed("wrong passcode")) { _ = try store.unlock(passcode: try secret("correct horse")) }
+        #expect(try store.unlock(passcode: try secret("new passcode")).item(named: "x").password == "1")
+        #expect(try store.slots().filter { $0.kind == "passcode" }.count == 1)
+    }
+
+    @Test func namesAreNormalised() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "caf\u{65}\u{301}", password: "1"))
+        #expect(try vault.item(named: "caf\u{e9}").password == "1")
+        for bad in ["", " lead", "a/../b", "tab\there"] {
+            #expect(throws: VaultError.self) { try vault.add(Item(name: bad, password: "1")) }
+        }
+    }
+}
+
+@Suite struct CryptoTests {
+    @Test func secretBytesCompareInConstantTimeAndCopy() throws {
+        let a = try secret("abc"), b = try secret("abc"), c = try secret("abd")
+        let same = a.isEqual(to: b), differ = a.isEqual(to: c)
+        #expect(same)
+        #expect(!differ)
+        let d = try a.duplicate()
+        let copied = d.isEqual(to: a)
+        #expect(copied)
+    }
+
+    @Test func aeadRejectsWrongAssociatedData() throws {
+        let key = try SecretBytes.random(count: 32)
+        let sealed = try Array("hello".utf8).withUnsafeBytes { try AEAD.seal($0, key: key, associatedData: [1]) }
+        #expect(try AEAD.open(sealed.ciphertext, key: key, nonce: sealed.nonce, associatedData: [1]).exposedBytes() == Array("hello".utf8))
+        #expect(throws: CryptoError.authenticationFailed) { _ = try AEAD.open(sealed.ciphertext, key: key, nonce: sealed.nonce, associatedData: [2]) }
+    }
+
+    @Test func base32RoundTrips() {
+        for n in 0..<40 {
+            let b = randomBytes(n)
+            #expect(Base32.decode(Base32.encode(b)) == b)
+        }
+        #expect(Base32.encode(Array("foobar".utf8)) == "MZXW6YTBOI")
+    }
+
+    @Test func generatorHonoursClassesAndLength() throws {
+        var g = PasswordGenerator(length: 40)
+        g.symbols = false
+        for _ in 0..<50 {
+            let p = try g.generate()
+            #expect(p.count == 40)
+            #expect(p.allSatisfy { $0.isLetter || $0.isNumber })
+            #expect(p.contains { $0.isNumber })
+        }
+        let w = try PasswordGenerator.words(5)
+        #expect(w.split(separator: "-").count == 5)
+        #expect(throws: VaultError.self) { _ = try PasswordGenerator(length: 2).generate() }
+    }
+}
