@@ -1,0 +1,180 @@
+import Foundation
+import Testing
+
+@Suite struct VaultLifeTests {
+    let box = Sandbox()
+    let pc = Sandbox.passcode
+
+    @Test func wholeLifeOfAVault() throws {
+        let recovery = box.initVault()
+        #expect(recovery.range(of: #"^([A-Z2-7]{4}-){13}[A-Z2-7]{4}$"#, options: .regularExpression) != nil)
+
+        // add: the password from stdin, never from argv; stdout stays empty (messages go to stderr).
+        var r = box.vault(["add", "github", "--username", "me", "--url", "https://github.com", "--tag", "dev",
+                           "--password-stdin"], passcode: pc, stdin: "gh-secret-1\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.isEmpty)
+        r = box.vault(["add", "github", "--password-stdin"], passcode: pc, stdin: "x\n")
+        #expect(r.status == 4)
+        r = box.vault(["add", "mail", "--generate", "--length", "30"], passcode: pc)
+        #expect(r.status == 0)
+
+        // get
+        r = box.vault(["get", "github", "--field", "password"], passcode: pc)
+        #expect(r.status == 0)
+        #expect(r.stdout == "gh-secret-1\n")
+        r = box.vault(["get", "mail", "--field", "password"], passcode: pc)
+        #expect(r.stdout.trimmingCharacters(in: .newlines).count == 30)
+        r = box.vault(["get", "github", "--json"], passcode: pc)
+        var o = json(r.stdout)
+        #expect(o["username"] as? String == "me")
+        #expect(o["password"] == nil, "password shown without --reveal")
+        r = box.vault(["get", "github", "--json", "--reveal"], passcode: pc)
+        #expect(json(r.stdout)["password"] as? String == "gh-secret-1")
+        r = box.vault(["get", "github"], passcode: pc)
+        #expect(!r.stdout.contains("gh-secret-1"))
+        #expect(r.stdout.contains("username: me"))
+
+        // edit, mv, search
+        r = box.vault(["edit", "github", "--username", "me2", "--password-stdin"], passcode: pc, stdin: "gh-secret-2\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["get", "github", "--field", "username"], passcode: pc)
+        #expect(r.stdout == "me2\n")
+        r = box.vault(["mv", "github", "github-personal"], passcode: pc)
+        #expect(r.status == 0)
+        r = box.vault(["get", "github", "--field", "password"], passcode: pc)
+        #expect(r.status == 3)
+        r = box.vault(["search", "GITHUB", "--json"], passcode: pc)
+        o = json(r.stdout)
+        let names = (o["items"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
+        #expect(names == ["github-personal"])
+        r = box.vault(["ls"], passcode: pc)
+        #expect(r.stdout == "github-personal\nmail\n")
+
+        // rm: refused without a terminal unless --force
+        r = box.vault(["rm", "mail"], passcode: pc)
+        #expect(r.status == 2)
+        r = box.vault(["rm", "mail", "--force"], passcode: pc)
+        #expect(r.status == 0)
+        r = box.vault(["rm", "mail", "--force"], passcode: pc)
+        #expect(r.status == 3)
+
+        // passcode change: the old passcode stops working, items stay.
+        r = box.vault(["passcode", "--new-passcode-fd", "4"], passcode: pc, fds: [4: "second passcode\n"])
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["get", "github-personal", "--field", "password"], passcode: pc)
+        #expect(r.status == 10)
+        #expect(r.stdout.isEmpty)
+        r = box.vault(["get", "github-personal", "--field", "password"], passcode: "second passcode")
+        #expect(r.stdout == "gh-secret-2\n")
+
+        // recovery: the recovery key sets a new passcode.
+        r = box.vault(["recover", "--recovery-key-fd", "3", "--new-passcode-fd", "4"],
+                      fds: [3: recovery + "\n", 4: "third passcode\n"])
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["get", "github-personal", "--field", "password"], passcode: "third passcode")
+        #expect(r.stdout == "gh-secret-2\n")
+        r = box.vault(["recover", "--recovery-key-fd", "3", "--new-passcode-fd", "4"],
+                      fds: [3: "AAAA-BBBB\n", 4: "fourth passcode\n"])
+        #expect(r.status == 10)
+
+        // File modes.
+        var st = stat()
+        #expect(stat(box.home + "/vaults/default", &st) == 0 && st.st_mode & 0o777 == 0o700)
+        #expect(stat(box.home + "/vaults/default/vault.db", &st) == 0 && st.st_mode & 0o777 == 0o600)
+    }
+
+    @Test func exitCodesForMissingVaultWrongPasscodeAndNoInput() {
+        var r = box.vault(["ls"], passcode: pc)
+        #expect(r.status == 3)
+        #expect(r.stderr.contains("vault init"))
+        box.initVault()
+        r = box.vault(["ls"], passcode: "nope nope")
+        #expect(r.status == 10)
+        #expect(r.stdout.isEmpty)
+        r = box.vault(["ls", "--no-input"])
+        #expect(r.status == 12)
+        r = box.vault(["--vault", "../x", "ls"])
+        #expect(r.status == 2)
+        r = box.vault(["lss"])
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("did you mean 'vault ls'"))
+        r = box.vault(["get", "x", "--feild", "password"])
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("--field"))
+        r = box.vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: pc)
+        #expect(r.status == 1)
+    }
+
+    @Test func globalOptionsBeforeOrAfterTheCommand() {
+        box.initVault("work")
+        var r = box.vault(["--vault", "work", "add", "a", "--password-stdin"], passcode: pc, stdin: "1\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["get", "a", "--field", "password", "--vault", "work"], passcode: pc)
+        #expect(r.stdout == "1\n")
+        var env = box.env
+        env["VAULT_NAME"] = "work"
+        r = spawn(vaultBinary, ["get", "a", "--field", "password", "--passcode-fd", "3"], env: env, fds: [3: pc + "\n"])
+        #expect(r.stdout == "1\n")
+    }
+
+    @Test func damagedRowIsNamedAndTheRestStillReads() throws {
+        box.initVault()
+        box.vault(["add", "good", "--password-stdin"], passcode: pc, stdin: "g\n")
+        box.vault(["add", "bad", "--password-stdin"], passcode: pc, stdin: "b\n")
+        // Flip one byte of one row with the sqlite3 command-line-free route: SQLite's own C API via python.
+        let db = box.home + "/vaults/default/vault.db"
+        let script = """
+        import sqlite3,sys
+        c=sqlite3.connect(sys.argv[1]); rows=c.execute('select id, sealed from items').fetchall()
+        for rid, sealed in rows:
+            b=bytearray(sealed); b[3]^=1; c.execute('update items set sealed=? where id=?',(bytes(b),rid)); break
+        c.commit()
+        """
+        let p = spawn("/usr/bin/env", ["python3", "-c", script, db], env: box.env)
+        #expect(p.status == 0, "\(p.stderr)")
+        let g = box.vault(["get", "good", "--field", "password"], passcode: pc)
+        let b = box.vault(["get", "bad", "--field", "password"], passcode: pc)
+        let damaged = g.status == 5 ? g : b
+        let fine = g.status == 5 ? b : g
+        #expect(damaged.status == 5)
+        #expect(damaged.stderr.contains("item '"))
+        #expect(fine.status == 0)
+        let l = box.vault(["ls"], passcode: pc)
+        #expect(l.status == 5)
+        #expect(l.stdout.split(separator: "\n").count == 1)
+        #expect(l.stderr.contains("damaged"))
+    }
+
+    @Test func truncatedDatabaseAndLoosePermissions() throws {
+        box.initVault()
+        let db = box.home + "/vaults/default/vault.db"
+        chmod(box.home + "/vaults/default", 0o755)
+        var r = box.vault(["ls"], passcode: pc)
+        #expect(r.status == 6)
+        #expect(r.stderr.contains("chmod 700"))
+        chmod(box.home + "/vaults/default", 0o700)
+        try "garbage, not a database".write(toFile: db, atomically: false, encoding: .utf8)
+        try? FileManager.default.removeItem(atPath: db + "-wal")
+        try? FileManager.default.removeItem(atPath: db + "-shm")
+        r = box.vault(["ls"], passcode: pc)
+        #expect(r.status == 5)
+    }
+
+    @Test func helpAndVersion() {
+        var r = box.vault(["help"])
+        #expect(r.status == 0 && r.stdout.contains("usage: vault"))
+        r = box.vault(["help", "get"])
+        #expect(r.stdout.contains("--field"))
+        r = box.vault(["get", "--help"])
+        #expect(r.status == 0 && r.stdout.contains("examples:"))
+        r = box.vault(["help", "exit-codes"])
+        #expect(r.stdout.contains("20  enrolled prints changed"))
+        r = box.vault([])
+        #expect(r.status == 2)
+        r = box.vault(["version"])
+        #expect(r.stdout.hasPrefix("vault "))
+        r = box.vault(["generate", "--words", "6"])
+        #expect(r.stdout.split(separator: "-").count == 6)
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages vault builds and tests with, then builds it.
+# Sourced by demo.sh and test.sh; safe to run again.
+set -euo pipefail
+packages=(libsodium-dev libfprint-2-dev libglib2.0-dev libsqlite3-dev pkg-config python3 git)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" = 0 ]; then
+    echo "vault setup: installing ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+  else
+    echo "vault setup: missing Debian packages; run:" >&2
+    echo "  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+command -v swift >/dev/null || { echo "vault setup: the Swift toolchain is not on PATH" >&2; exit 1; }
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+swift build -c "${VAULT_BUILD_CONFIG:-debug}" >&2
