@@ -28,7 +28,9 @@ let package = Package(
         .testTarget(
             name: "VaultKitTests", dependencies: ["VaultKit"],
             resources: [.copy("Vectors")], swiftSettings: upcoming),
-        .testTarget(name: "FingerprintKitTests", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
+        .testTarget(
+            name: "FingerprintKitTests", dependencies: ["FingerprintKit"], exclude: ["Fixtures"],
+            swiftSettings: upcoming),
         .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit"], swiftSettings: upcoming),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultKit"], swiftSettings: upcoming),
     ],

@@ -78,6 +78,8 @@ public protocol Terminal: AnyObject {
     func readLine(prompt: String) -> String?
     /// Writes to the terminal (progress bars, narration).
     func write(_ text: String)
+    /// The descriptor to watch for a key press during a scan, or -1.
+    var inputFD: Int32 { get }
 }
 
 /// The controlling terminal (`/dev/tty`), opened lazily.
@@ -87,6 +89,9 @@ public final class ControllingTerminal: Terminal {
     /// A handle on /dev/tty.
     public init() {}
     deinit { if fd >= 0 { close(fd) } }
+
+    /// The terminal's descriptor, or -1.
+    public var inputFD: Int32 { isAvailable ? fd : -1 }
 
     /// Whether /dev/tty opened.
     public var isAvailable: Bool { fd >= 0 && isatty(fd) == 1 }

@@ -1,12 +1,199 @@
+import Foundation
+import FingerprintKit
 import VaultKit
 
 enum FingerprintCommands {
-    static let all: [CommandSpec] = []
-}
+    static let all: [CommandSpec] = [enroll, unenroll, fingers, doctor, unlock]
 
-extension Auth {
-    /// Fingerprint fields of `vault status`.
-    static func statusFields(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> [String: Any] { [:] }
-    /// A passcode or recovery unlock succeeded: resets the fingerprint lockout.
-    static func passcodeSucceeded(_ store: VaultStore, _ ctx: CommandContext) throws {}
+    static let enroll = CommandSpec(
+        name: "enroll", summary: "enrol a finger (needs the passcode of the vault named), or --bind the vault",
+        usage: "vault enroll [--finger F] [--bind] [--scan-timeout D]",
+        options: [
+            .value("--finger", "F", "which finger: \(Finger.allCases.map(\.rawValue).joined(separator: ", "))"),
+            .flag("--bind", "bind this vault to the enrolled prints (no new finger unless --finger)"),
+            .value("--scan-timeout", "D", "how long to wait for each touch (default 30s)"),
+        ],
+        examples: """
+        vault enroll --finger right-index
+        vault enroll --bind --vault work      # after another vault enrolled a finger
+        """,
+        run: { inv, ctx in
+            let finger = try inv.value("--finger").map(parseFinger)
+            let store = try VaultStore.open(try location(inv, ctx))
+            let vault = try Auth.unlockWithPasscode(store, inv, ctx)
+            let authority = try Auth.authority(ctx)
+            let sensor = try openSensor(inv, ctx)
+            defer { sensor.close() }
+            let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
+            if !inv.has("--bind") || finger != nil {
+                try enrollFinger(finger, sensor: sensor, identity: identity, authority: authority, inv, ctx)
+            } else if try authority.prints().filter({ $0.sensor == identity }).isEmpty {
+                throw VaultError.biometryNotEnrolled
+            }
+            try bind(vault, sensor: sensor, identity: identity, authority: authority, ctx)
+        })
+
+    /// At `init`: with a reader present, enrol a first finger if none is enrolled on it, then bind
+    /// the new vault. Without a reader the vault simply opens with the passcode.
+    static func setUpAtInit(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) throws {
+        let finger = try inv.value("--finger").map(parseFinger)
+        let sensor: FingerprintSensor
+        do {
+            sensor = try openSensor(inv, ctx)
+        } catch let e as VaultError {
+            ctx.say("vault: \(e.message): the vault opens with the passcode; later run 'vault enroll --bind'")
+            return
+        }
+        defer { sensor.close() }
+        let authority = try Auth.authority(ctx)
+        let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
+        if try authority.prints().filter({ $0.sensor == identity }).isEmpty {
+            try enrollFinger(finger, sensor: sensor, identity: identity, authority: authority, inv, ctx)
+        }
+        try bind(vault, sensor: sensor, identity: identity, authority: authority, ctx)
+    }
+
+    static func parseFinger(_ s: String) throws -> Finger {
+        guard let f = Finger(rawValue: s) else {
+            throw VaultError.usage("unknown finger '\(s)'", hint: "fingers: \(Finger.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return f
+    }
+
+    /// Enrols one finger on `sensor` with a progress bar, and records it in the authority.
+    static func enrollFinger(_ requested: Finger?, sensor: FingerprintSensor, identity: SensorIdentity,
+                             authority: any KeyAuthority, _ inv: Invocation, _ ctx: CommandContext) throws {
+        let existing = try authority.prints().filter { $0.sensor == identity }.map(\.finger)
+        let finger = requested ?? [Finger.rightIndex, .leftIndex, .rightThumb, .leftThumb, .rightMiddle, .leftMiddle]
+            .first { !existing.contains($0.rawValue) } ?? .rightRing
+        if existing.contains(finger.rawValue) {
+            throw VaultError.failure("\(finger.rawValue) is already enrolled on this reader",
+                                     hint: "remove it first with 'vault unenroll \(finger.rawValue)'")
+        }
+        let onTerminal = ctx.terminal.isAvailable && !inv.noInput
+        let total = sensor.info.enrollStages
+        ctx.say("vault: enrolling \(finger.rawValue) on \(sensor.info.name): touch the reader \(total) times")
+        let timeout = try scanTimeout(inv)
+        let cancellation = FingerprintCancellation()
+        let out = Unchecked(value: (terminal: ctx.terminal, stderr: ctx.stderr))
+        let progress: @Sendable (EnrollProgress) -> Void = { p in
+            let bar = String(repeating: "#", count: p.completedStages) + String(repeating: "-", count: max(0, p.totalStages - p.completedStages))
+            let note = p.retry.map { "\($0.advice)" } ?? (p.completedStages < p.totalStages ? "lift and touch again" : "done")
+            let line = "[\(bar)] \(p.completedStages)/\(p.totalStages) - \(note)"
+            if onTerminal { out.value.terminal.write("\r\u{1b}[K" + line + (p.completedStages == p.totalStages ? "\n" : "")) }
+            else { out.value.stderr.write("vault: enrol " + line + "\n") }
+        }
+        let data: [UInt8]
+        do {
+            let r = try watchingKeyboard(ctx, allowFallback: false, cancellation: cancellation) {
+                try sensor.enroll(finger: finger, username: NSUserName(), timeout: timeout, cancellation: cancellation, progress: progress)
+            }
+            data = r.result ?? []
+        } catch let e as FingerprintError {
+            throw vaultError(e)
+        }
+        try authority.add(EnrolledPrint(finger: finger.rawValue, sensor: identity, data: data))
+        ctx.say("vault: enrolled \(finger.rawValue)")
+    }
+
+    /// Re-binds `vault` to the current domain state of `sensor`.
+    static func bind(_ vault: UnlockedVault, sensor: FingerprintSensor, identity: SensorIdentity,
+                     authority: any KeyAuthority, _ ctx: CommandContext) throws {
+        let chip: [String]
+        do { chip = try sensor.storedPrintIdentities() } catch { throw vaultError(error) }
+        let state = try authority.domainState(chipPrints: chip)
+        try vault.bindFingerprint(authority: authority, sensor: identity, domainState: state)
+        ctx.say("vault: vault '\(vault.store.location.name)' is bound to the enrolled fingerprints; other vaults need their passcode and 'vault enroll --bind' (or 'vault rotate')")
+    }
+
+    static let unenroll = CommandSpec(
+        name: "unenroll", summary: "remove an enrolled finger (needs the passcode of the vault named)",
+        usage: "vault unenroll FINGER",
+        arguments: 1...1,
+        examples: "vault unenroll right-index",
+        run: { inv, ctx in
+            let finger = try parseFinger(inv.arguments[0])
+            let store = try VaultStore.open(try location(inv, ctx))
+            let vault = try Auth.unlockWithPasscode(store, inv, ctx)
+            let authority = try Auth.authority(ctx)
+            let gone = try authority.remove(finger: finger.rawValue)
+            guard !gone.isEmpty else { throw VaultError.failure("\(finger.rawValue) is not enrolled", hint: "see 'vault fingers'") }
+            ctx.say("vault: removed \(finger.rawValue)")
+            if let sensor = try? openSensor(inv, ctx) {
+                defer { sensor.close() }
+                for p in gone { try? sensor.deletePrint(p.data) }
+                let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
+                if try authority.prints().contains(where: { $0.sensor == identity }) {
+                    try bind(vault, sensor: sensor, identity: identity, authority: authority, ctx)
+                    return
+                }
+            }
+            try vault.removeSlots(kind: "fingerprint")
+            ctx.say("vault: no fingers left on the reader: vault '\(store.location.name)' now opens with the passcode")
+        })
+
+    static let fingers = CommandSpec(
+        name: "fingers", summary: "list the enrolled fingers",
+        usage: "vault fingers [--json]",
+        options: [.flag("--json", "print JSON")],
+        examples: "vault fingers",
+        run: { inv, ctx in
+            let prints = try Auth.authority(ctx).prints()
+            if inv.has("--json") {
+                ctx.stdout.write(jsonText(["fingers": prints.map { ["finger": $0.finger, "sensor": $0.sensor.canonical, "enrolled": $0.enrolled] }]))
+            } else if prints.isEmpty {
+                ctx.say("no fingers enrolled; add one with 'vault enroll'")
+            } else {
+                for p in prints { ctx.stdout.write("\(p.finger)\t\(p.sensor.canonical)\n") }
+            }
+        })
+
+    static let doctor = CommandSpec(
+        name: "doctor", summary: "list fingerprint readers and explain what stops one from working",
+        usage: "vault doctor [--json]",
+        options: [.flag("--json", "print JSON")],
+        examples: "vault doctor",
+        run: { inv, ctx in
+            let readers: [SensorInfo]
+            do { readers = try FingerprintService.shared.sensors() } catch let e as FingerprintError { throw vaultError(e) }
+            var rows: [[String: Any]] = []
+            for r in readers {
+                var row: [String: Any] = ["driver": r.driver, "device_id": r.deviceID, "name": r.name, "scan_type": r.scanType,
+                                          "match_on_chip": r.matchOnChip, "identify": r.supportsIdentify, "enroll_stages": r.enrollStages]
+                do {
+                    let s = try FingerprintService.shared.open(selector: r.deviceID)
+                    s.close()
+                    row["status"] = "ok"
+                } catch let e as FingerprintError {
+                    row["status"] = e.message
+                    if let h = e.hint { row["hint"] = h }
+                }
+                rows.append(row)
+            }
+            if inv.has("--json") {
+                ctx.stdout.write(jsonText(["readers": rows]))
+                return
+            }
+            if rows.isEmpty {
+                ctx.stdout.write("no fingerprint reader found\n")
+                ctx.say("vault: hint: check that the reader is plugged in and supported by libfprint (lsusb); vault works with the passcode meanwhile")
+            }
+            for r in rows {
+                ctx.stdout.write("\(r["name"]!) [\(r["driver"]!) \(r["device_id"]!)]: \(r["scan_type"]!), " +
+                    "\((r["match_on_chip"] as? Bool) == true ? "match-on-chip" : "matched on this computer"), \(r["enroll_stages"]!) enrol stages: \(r["status"]!)\n")
+                if let h = r["hint"] { ctx.stdout.write("  hint: \(h)\n") }
+            }
+        })
+
+    static let unlock = CommandSpec(
+        name: "unlock", summary: "authenticate (finger or passcode) and report the outcome",
+        usage: "vault unlock [--passcode] [--reason T] [--policy P]",
+        options: Auth.options + [.flag("--json", "print the outcome as JSON")],
+        examples: "vault unlock --no-input && echo unlocked",
+        run: { inv, ctx in
+            let store = try VaultStore.open(try location(inv, ctx))
+            _ = try Auth.unlock(store, inv, ctx, purpose: "unlock")
+            if inv.has("--json") { ctx.stdout.write(jsonText(["vault": store.location.name, "unlocked": true])) }
+            ctx.say("vault: vault '\(store.location.name)' unlocked")
+        })
 }

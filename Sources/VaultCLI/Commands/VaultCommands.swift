@@ -9,6 +9,9 @@ enum VaultCommands {
             .value("--kdf-memory", "MIB", "Argon2id memory for the passcode slot (default 256)"),
             .value("--kdf-ops", "N", "Argon2id passes (default 3)"),
             .flag("--json", "print the result as JSON"),
+            .flag("--no-fingerprint", "do not enrol a finger or bind the vault to the enrolled prints"),
+            .value("--finger", "F", "the finger to enrol when none is enrolled yet (default right-index)"),
+            .value("--scan-timeout", "D", "how long to wait for each touch (default 30s)"),
         ],
         examples: """
         vault init
@@ -29,6 +32,8 @@ enum VaultCommands {
                 passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--passcode-fd")
             }
             let created = try VaultStore.create(at: loc, passcode: passcode, kdf: kdf)
+            try Auth.passcodeSucceeded(created.vault.store, ctx)
+            if !inv.has("--no-fingerprint") { try FingerprintCommands.setUpAtInit(created.vault, inv, ctx) }
             if inv.has("--json") {
                 ctx.stdout.write(jsonText(["vault": loc.name, "path": loc.folder, "recovery_key": created.recoveryKey]))
             } else {

@@ -139,9 +139,11 @@ public final class AuthContext {
 
     /// A passcode unlock; success resets the lockout and the reboot/48 h clock.
     public func unlockWithPasscode(_ store: VaultStore, because why: VaultError) throws -> UnlockedVault {
-        if case .passcodeNeeded(let m) = why, !passcodeFirst { say("vault: \(m): the passcode is needed") }
-        else if !passcodeFirst { say("vault: \(why.message)") }
-        guard let passcode = try readPasscode("passcode for vault '\(store.location.name)'") else { throw why }
+        var prompt = "passcode for vault '\(store.location.name)'"
+        if !passcodeFirst {
+            if case .passcodeNeeded(let m) = why { prompt = m + "; " + prompt } else { prompt = why.message + "; " + prompt }
+        }
+        guard let passcode = try readPasscode(prompt) else { throw why }
         let vault = try store.unlock(passcode: passcode)
         try authority.recordPasscodeUnlock()
         return vault

@@ -1,0 +1,144 @@
+import Foundation
+import FingerprintKit
+import VaultKit
+
+/// The reader selector: `--sensor`, else `VAULT_SENSOR`.
+func sensorSelector(_ inv: Invocation, _ ctx: CommandContext) -> String? {
+    inv.value("--sensor") ?? ctx.environment["VAULT_SENSOR"].flatMap { $0.isEmpty ? nil : $0 }
+}
+
+/// `--scan-timeout` in seconds (default 30).
+func scanTimeout(_ inv: Invocation) throws -> Double {
+    guard let raw = inv.value("--scan-timeout") else { return 30 }
+    guard let d = Duration.seconds(raw), d > 0 else { throw VaultError.usage("--scan-timeout expects a duration like 30, 30s or 2m") }
+    return d
+}
+
+/// Durations: plain seconds or with a unit (`90`, `90s`, `5m`, `12h`).
+enum Duration {
+    static func seconds(_ text: String) -> Double? {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        if let last = text.last, let mult = units[last] { return Double(text.dropLast()).map { $0 * mult } }
+        return Double(text)
+    }
+}
+
+/// Maps FingerprintKit's errors to the vault's exit codes.
+func vaultError(_ e: FingerprintError) -> VaultError {
+    switch e {
+    case .noReader: .biometryNotAvailable("no fingerprint reader found")
+    case .readerBusy(let m): .systemCancel("the fingerprint reader is busy (\(m)); fprintd may hold it")
+    case .permissionDenied(let m): .biometryNotAvailable("no permission to open the reader (\(m))")
+    case .removed: .biometryNotAvailable("the reader was removed")
+    case .cancelled: .userCancel
+    case .cancelledByProgram: .appCancel("the scan was cancelled")
+    case .timedOut: .appCancel("no finger within the scan timeout")
+    case .retry(let r): .failure("the scan did not work: \(r.advice)")
+    case .duplicate: .failure("this finger is already enrolled on the reader")
+    case .noEnrolledPrints: .biometryNotEnrolled
+    default: .biometryNotAvailable(e.message)
+    }
+}
+
+/// Opens the selected reader.
+func openSensor(_ inv: Invocation, _ ctx: CommandContext) throws -> FingerprintSensor {
+    do {
+        return try FingerprintService.shared.open(selector: sensorSelector(inv, ctx))
+    } catch {
+        throw vaultError(error)
+    }
+}
+
+/// Runs a blocking fingerprint operation on a helper thread while this thread watches for Ctrl-C
+/// and, on a terminal, for Enter (the passcode fallback). Returns the operation's result.
+func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, cancellation: FingerprintCancellation,
+                                   _ body: @escaping @Sendable () throws -> T) throws -> (result: T?, fallback: Bool) {
+    let box = ResultBox<T>()
+    let done = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+        do { box.set(.success(try body())) } catch { box.set(.failure(error)) }
+        done.signal()
+    }
+    var fallback = false
+    let tty = allowFallback ? ctx.terminal.inputFD : -1
+    while done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
+        if interruptRequested != 0 { cancellation.cancel(.user) }
+        if tty >= 0 && !fallback {
+            var p = pollfd(fd: tty, events: Int16(POLLIN), revents: 0)
+            if poll(&p, 1, 0) > 0 {
+                var buf = [UInt8](repeating: 0, count: 64)
+                _ = read(tty, &buf, buf.count)
+                fallback = true
+                cancellation.cancel(.program)
+            }
+        }
+    }
+    switch box.get()! {
+    case .success(let v): return (v, fallback)
+    case .failure(let e):
+        if fallback { return (nil, true) }
+        if interruptRequested != 0 { throw VaultError.userCancel }
+        throw e
+    }
+}
+
+final class ResultBox<T: Sendable>: @unchecked Sendable {
+    private var value: Result<T, any Error>?
+    private let lock = NSLock()
+    func set(_ v: Result<T, any Error>) { lock.lock(); value = v; lock.unlock() }
+    func get() -> Result<T, any Error>? { lock.lock(); defer { lock.unlock() }; return value }
+}
+
+/// FingerprintKit's sensor as VaultKit's `FingerprintReader`.
+final class LibfprintReader: FingerprintReader {
+    let sensor: FingerprintSensor
+    let identity: SensorIdentity
+    let ctx: CommandContext
+    let timeout: Double
+    let interactive: Bool
+
+    init(sensor: FingerprintSensor, ctx: CommandContext, timeout: Double, interactive: Bool) {
+        self.sensor = sensor
+        identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
+        self.ctx = ctx
+        self.timeout = timeout
+        self.interactive = interactive
+    }
+
+    deinit { sensor.close() }
+
+    func chipPrints() throws -> [String] {
+        do { return try sensor.storedPrintIdentities() } catch { throw vaultError(error) }
+    }
+
+    func scan(against prints: [[UInt8]], prompt: String) throws -> Int? {
+        ctx.say("vault: " + prompt + (interactive ? " (or press Enter for the passcode)" : ""))
+        let cancellation = FingerprintCancellation()
+        let sensor = self.sensor, timeout = self.timeout
+        do {
+            let r = try watchingKeyboard(ctx, allowFallback: interactive, cancellation: cancellation) {
+                try sensor.match(prints: prints, timeout: timeout, cancellation: cancellation)
+            }
+            if r.fallback { throw ScanInterruption.fallbackRequested }
+            return r.result ?? nil
+        } catch let e as FingerprintError {
+            switch e {
+            case .retry(let reason): throw ScanInterruption.retry(advice: reason.advice)
+            case .timedOut: throw ScanInterruption.timedOut
+            case .cancelled: throw ScanInterruption.userCancelled
+            case .cancelledByProgram: throw ScanInterruption.programCancelled
+            case .removed: throw ScanInterruption.removed
+            case .readerBusy(let m): throw ScanInterruption.busy(m)
+            default: throw ScanInterruption.failed(e.message)
+            }
+        } catch VaultError.userCancel {
+            throw ScanInterruption.userCancelled
+        }
+    }
+}
+
+/// Hands a value to the libfprint thread's callbacks; the sinks it carries write with `write(2)`,
+/// which is safe from any thread.
+struct Unchecked<T>: @unchecked Sendable {
+    let value: T
+}
