@@ -85,20 +85,20 @@ public enum FingerprintError: Error, Sendable, Equatable {
     public var hint: String? {
         switch self {
         case .noReader:
-            "connect a reader supported by libfprint, or pick one with --sensor"
+            "connect a fingerprint reader that libfprint supports"
         case .readerBusy:
-            "fprintd or another program may hold the reader: let it finish, or stop it (systemctl stop fprintd) and try again"
+            "fprintd or another program may hold the reader: let it finish, or stop it "
+                + "(systemctl stop fprintd) and try again"
         case .permissionDenied:
-            "install libfprint's udev rules (package libfprint-2-2) or add a udev rule that gives your user access to the reader"
+            "install libfprint's udev rules (package libfprint-2-2) or add a udev rule "
+                + "that gives your user access to the reader"
         case .removed:
             "reconnect the reader and try again"
-        case .retry(let reason):
-            reason.advice
         case .dataFull:
             "remove prints stored on the reader, then enrol again"
         case .noEnrolledPrints:
             "enrol a finger on this reader first"
-        case .cancelled, .cancelledByProgram, .timedOut, .dataNotFound, .duplicate, .invalidPrint,
+        case .cancelled, .cancelledByProgram, .timedOut, .retry, .dataNotFound, .duplicate, .invalidPrint,
             .notSupported, .failed:
             nil
         }

@@ -99,10 +99,10 @@ public struct PrintMetadata: Sendable, Equatable {
     public var username: String?
     /// Whether the print lives on the reader's chip (match-on-chip).
     public var deviceStored: Bool
-    /// A stable identity of the print's template data: lowercase hex SHA-256 over the print type,
-    /// driver, device id and template, ignoring metadata (finger, user name, date). Two prints have
-    /// the same identity exactly when libfprint's `fp_print_equal` holds, so it is also what
-    /// ``FingerprintSensor/storedPrintIdentities()`` reports for prints on a chip.
+    /// A stable identity of the print's template: lowercase hex SHA-256 over the print type, driver,
+    /// device id and template data, the fields libfprint's `fp_print_equal` compares; metadata
+    /// (finger, user name, date) is left out. A print listed from a chip therefore has the identity
+    /// of the enrolled print it is, which is what ``FingerprintSensor/storedPrintIdentities()`` reports.
     public var identity: String
 
     /// Creates metadata; FingerprintKit fills it from libfprint.

@@ -57,21 +57,29 @@ final class FprintThread: Sendable {
 }
 
 /// One synchronous job: the body, its result, and a semaphore the caller waits on.
-/// `@unchecked` because the body is non-escaping in disguise: the caller blocks until it has run.
+/// `@unchecked` because the body is non-escaping in disguise: the caller blocks until it has run,
+/// and the job drops the body before signalling, so nothing keeps it past the caller's frame.
 private final class Job<T>: @unchecked Sendable {
-    let body: () throws(FingerprintError) -> T
+    private var body: (() throws(FingerprintError) -> T)?
     var result: Result<T, FingerprintError>?
     let done = DispatchSemaphore(value: 0)
 
     init(_ body: @escaping () throws(FingerprintError) -> T) { self.body = body }
 
     @Sendable func execute() {
-        do throws(FingerprintError) {
-            result = .success(try body())
-        } catch {
-            result = .failure(error)
-        }
+        result = takeAndRun()
         done.signal()
+    }
+
+    /// A function of its own so that the body's last reference ends before the caller is woken.
+    private func takeAndRun() -> Result<T, FingerprintError>? {
+        guard let body else { return nil }
+        self.body = nil
+        do throws(FingerprintError) {
+            return .success(try body())
+        } catch {
+            return .failure(error)
+        }
     }
 }
 

@@ -103,7 +103,7 @@ enum FingerprintCommands {
         do { chip = try sensor.storedPrintIdentities() } catch { throw vaultError(error) }
         let state = try authority.domainState(chipPrints: chip)
         try vault.bindFingerprint(authority: authority, sensor: identity, domainState: state)
-        ctx.say("vault: vault '\(vault.store.location.name)' is bound to the enrolled fingerprints; other vaults need their passcode and 'vault enroll --bind' (or 'vault rotate')")
+        ctx.say("vault: vault '\(vault.store.location.name)' is bound to the enrolled fingerprints; other vaults need their passcode and 'vault enroll --bind'")
     }
 
     static let unenroll = CommandSpec(
@@ -161,7 +161,7 @@ enum FingerprintCommands {
                 var row: [String: Any] = ["driver": r.driver, "device_id": r.deviceID, "name": r.name, "scan_type": r.scanType,
                                           "match_on_chip": r.matchOnChip, "identify": r.supportsIdentify, "enroll_stages": r.enrollStages]
                 do {
-                    let s = try FingerprintService.shared.open(selector: r.deviceID)
+                    let s = try FingerprintService.shared.open(selector: r.driver)
                     s.close()
                     row["status"] = "ok"
                 } catch let e as FingerprintError {
