@@ -92,7 +92,11 @@ import Testing
         r = box.vault(["ls"], passcode: "nope nope")
         #expect(r.status == 10)
         #expect(r.stdout.isEmpty)
+        // No passcode can be read and no finger is enrolled: the code says why (16).
         r = box.vault(["ls", "--no-input"])
+        #expect(r.status == 16)
+        #expect(r.stdout.isEmpty)
+        r = box.vault(["ls", "--no-input", "--passcode"])
         #expect(r.status == 12)
         r = box.vault(["--vault", "../x", "ls"])
         #expect(r.status == 2)
