@@ -87,8 +87,8 @@ touch_with alice-left-index
 say "personal/github by the left index: $("$vault" get github --vault personal --field password --no-input)"
 wait
 
-step "9. 'work' is restored with its passcode (vault enroll --bind), then the finger opens it again"
-"$vault" enroll --bind --vault work --passcode-fd 3 3<"$demo/work-passcode"
+step "9. 'work' follows the hint: its passcode, and its keys are rotated and bound to the new prints"
+"$vault" unlock --vault work --passcode --rotate --passcode-fd 3 3<"$demo/work-passcode"
 touch_with alice-right-index
 say "work/jira by finger: $("$vault" get jira --vault work --field password --no-input)"
 wait

@@ -24,7 +24,7 @@ public enum VaultCLI {
         [VaultCommands.initCommand, VaultCommands.status,
          ItemCommands.add, ItemCommands.edit, ItemCommands.rm, ItemCommands.mv, ItemCommands.ls,
          ItemCommands.search, ItemCommands.get, VaultCommands.generate,
-         VaultCommands.passcode, VaultCommands.recover]
+         VaultCommands.passcode, VaultCommands.recover, RotateCommand.rotate]
             + FingerprintCommands.all
             + [helpCommand, VaultCommands.version]
     }

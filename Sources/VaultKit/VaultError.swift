@@ -111,7 +111,7 @@ public enum VaultError: Error, Equatable, Sendable {
         case .biometryLockout: "unlock with the passcode to reset it: vault unlock --passcode"
         case .appCancel: nil
         case .sessionInvalid: "unlock again with 'vault unlock'"
-        case .domainStateChanged: "unlock with the passcode and re-bind: vault enroll --bind (asks for the passcode)"
+        case .domainStateChanged: "unlock with the passcode and rotate the keys: vault unlock --passcode --rotate"
         }
     }
 }

@@ -20,17 +20,22 @@ enum FingerprintCommands {
         run: { inv, ctx in
             let finger = try inv.value("--finger").map(parseFinger)
             let store = try VaultStore.open(try location(inv, ctx))
-            let vault = try Auth.unlockWithPasscode(store, inv, ctx)
+            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+            let vault = try store.unlock(passcode: passcode)
+            try Auth.passcodeSucceeded(store, ctx)
             let authority = try Auth.authority(ctx)
             let sensor = try openSensor(inv, ctx)
             defer { sensor.close() }
             let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
-            if !inv.has("--bind") || finger != nil {
-                try enrollFinger(finger, sensor: sensor, identity: identity, authority: authority, inv, ctx)
-            } else if try authority.prints().filter({ $0.sensor == identity }).isEmpty {
-                throw VaultError.biometryNotEnrolled
+            if inv.has("--bind") && finger == nil {
+                if try authority.prints().filter({ $0.sensor == identity }).isEmpty { throw VaultError.biometryNotEnrolled }
+                try bind(vault, sensor: sensor, identity: identity, authority: authority, ctx)
+                return
             }
-            try bind(vault, sensor: sensor, identity: identity, authority: authority, ctx)
+            try enrollFinger(finger, sensor: sensor, identity: identity, authority: authority, inv, ctx)
+            // The prints changed: the vault named here gets new keys, bound to the new set.
+            try RotateCommand.rotate(vault, passcode: passcode, kdf: nil, inv, ctx, sensor: sensor)
+            ctx.say("vault: other vaults now need their passcode once: vault unlock --vault NAME --passcode --rotate")
         })
 
     /// At `init`: with a reader present, enrol a first finger if none is enrolled on it, then bind
@@ -114,22 +119,17 @@ enum FingerprintCommands {
         run: { inv, ctx in
             let finger = try parseFinger(inv.arguments[0])
             let store = try VaultStore.open(try location(inv, ctx))
-            let vault = try Auth.unlockWithPasscode(store, inv, ctx)
+            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+            let vault = try store.unlock(passcode: passcode)
+            try Auth.passcodeSucceeded(store, ctx)
             let authority = try Auth.authority(ctx)
             let gone = try authority.remove(finger: finger.rawValue)
             guard !gone.isEmpty else { throw VaultError.failure("\(finger.rawValue) is not enrolled", hint: "see 'vault fingers'") }
             ctx.say("vault: removed \(finger.rawValue)")
-            if let sensor = try? openSensor(inv, ctx) {
-                defer { sensor.close() }
-                for p in gone { try? sensor.deletePrint(p.data) }
-                let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
-                if try authority.prints().contains(where: { $0.sensor == identity }) {
-                    try bind(vault, sensor: sensor, identity: identity, authority: authority, ctx)
-                    return
-                }
-            }
-            try vault.removeSlots(kind: "fingerprint")
-            ctx.say("vault: no fingers left on the reader: vault '\(store.location.name)' now opens with the passcode")
+            let sensor = try? openSensor(inv, ctx)
+            defer { sensor?.close() }
+            if let sensor { for p in gone { try? sensor.deletePrint(p.data) } }
+            try RotateCommand.rotate(vault, passcode: passcode, kdf: nil, inv, ctx, sensor: sensor)
         })
 
     static let fingers = CommandSpec(
@@ -187,12 +187,23 @@ enum FingerprintCommands {
 
     static let unlock = CommandSpec(
         name: "unlock", summary: "authenticate (finger or passcode) and report the outcome",
-        usage: "vault unlock [--passcode] [--reason T] [--policy P]",
-        options: Auth.options + [.flag("--json", "print the outcome as JSON")],
-        examples: "vault unlock --no-input && echo unlocked",
+        usage: "vault unlock [--passcode [--rotate]] [--reason T] [--policy P]",
+        options: Auth.options + [.flag("--json", "print the outcome as JSON"),
+                                 .flag("--rotate", "with --passcode: replace the vault's keys and re-bind it to the current prints")],
+        examples: "vault unlock --no-input && echo unlocked\nvault unlock --passcode --rotate     # after exit 20",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
-            _ = try Auth.unlock(store, inv, ctx, purpose: "unlock")
+            if inv.has("--rotate") {
+                guard inv.has("--passcode") || inv.has("--passcode-fd") else {
+                    throw VaultError.usage("--rotate needs the passcode", hint: "vault unlock --passcode --rotate")
+                }
+                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+                let vault = try store.unlock(passcode: passcode)
+                try Auth.passcodeSucceeded(store, ctx)
+                try RotateCommand.rotate(vault, passcode: passcode, kdf: nil, inv, ctx)
+            } else {
+                _ = try Auth.unlock(store, inv, ctx, purpose: "unlock")
+            }
             if inv.has("--json") { ctx.stdout.write(jsonText(["vault": store.location.name, "unlocked": true])) }
             ctx.say("vault: vault '\(store.location.name)' unlocked")
         })

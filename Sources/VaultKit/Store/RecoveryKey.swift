@@ -36,7 +36,13 @@ struct RecoveryKey: ~Copyable {
         return RecoveryKey(secret: try SecretBytes(copying: key), text: trimmed)
     }
 
-    func withSecret<R: ~Copyable>(_ body: (borrowing SecretBytes) throws -> R) rethrows -> R {
-        try body(secret)
+    /// The X25519 private scalar the recovery slot is sealed to.
+    func scalar() throws -> SecretBytes {
+        try KeyedHash.deriveKey(from: secret, context: "vault/v1/recovery-x25519")
+    }
+
+    /// The matching public key, kept in the recovery slot's parameters.
+    func publicKey() throws -> [UInt8] {
+        try X25519Seal.publicKey(of: try scalar())
     }
 }

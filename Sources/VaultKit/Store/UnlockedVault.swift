@@ -28,10 +28,19 @@ public final class UnlockedVault {
     /// Wraps the master key into a new slot of `kind` whose key-encryption key `kek(slotID)` returns.
     @discardableResult
     func insertSlot(kind: String, params: [UInt8], generation: Int64, kek: (Int64) throws -> SecretBytes) throws -> Int64 {
+        try insertSlot(kind: kind, params: params, generation: generation) { id, ad in
+            let key = try kek(id)
+            return try masterKey.withUnsafeBytes { try AEAD.seal($0, key: key, associatedData: ad) }
+        }
+    }
+
+    /// Inserts a slot whose wrapping `wrap(slotID, associatedData)` performs.
+    @discardableResult
+    func insertSlot(kind: String, params: [UInt8], generation: Int64,
+                    wrap: (Int64, [UInt8]) throws -> (nonce: [UInt8], ciphertext: [UInt8])) throws -> Int64 {
         let id = (try db.query("SELECT coalesce(max(id), 0) + 1 FROM slots").first?.first?.int) ?? 1
         let ad = store.slotAD(id: id, kind: kind, params: params, generation: generation)
-        let key = try kek(id)
-        let sealed = try masterKey.withUnsafeBytes { try AEAD.seal($0, key: key, associatedData: ad) }
+        let sealed = try wrap(id, ad)
         try db.query("INSERT INTO slots(id, kind, generation, params, nonce, wrapped) VALUES(?,?,?,?,?,?)",
                      [.integer(id), .text(kind), .integer(generation), .blob(params), .blob(sealed.nonce), .blob(sealed.ciphertext)])
         return id
@@ -43,9 +52,14 @@ public final class UnlockedVault {
         try insertSlot(kind: "passcode", params: params, generation: generation) { _ in try kek.duplicate() }
     }
 
-    func writeRecoverySlot(recoveryKey: borrowing SecretBytes, generation: Int64) throws {
-        let kek = try KeyedHash.deriveKey(from: recoveryKey, context: "vault/v1/recovery-slot")
-        try insertSlot(kind: "recovery", params: Array(#"{"v":1}"#.utf8), generation: generation) { _ in try kek.duplicate() }
+    /// The recovery slot seals the master key to the recovery key's X25519 public key, so
+    /// rotation can re-wrap it with the public key alone.
+    func writeRecoverySlot(publicKey: [UInt8], generation: Int64) throws {
+        let params = Array(try JSONEncoder().encode(RecoveryParams(publicKey: hexString(publicKey))))
+        try insertSlot(kind: "recovery", params: params, generation: generation) { _, ad in
+            let s = try X25519Seal.seal(masterKey, to: publicKey, associatedData: ad)
+            return (s.nonce, s.sealed)
+        }
     }
 
     /// Replaces the passcode slot (the other slots and every item stay as they are).
@@ -192,6 +206,13 @@ public final class UnlockedVault {
             if db.changes == 0 { throw VaultError.itemNotFound(n) }
         }
     }
+}
+
+/// The public parameters of a recovery slot.
+struct RecoveryParams: Codable {
+    var v = 1
+    /// The recovery key's X25519 public key (hex).
+    var publicKey: String
 }
 
 /// One row of a listing: an item, or a row that failed authentication.

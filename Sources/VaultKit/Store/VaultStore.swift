@@ -57,7 +57,7 @@ public final class VaultStore {
             try store.setMeta("created", .integer(Int64(Date().timeIntervalSince1970)))
             try store.setMeta("settings", .blob(Array(try JSONEncoder().encode(VaultSettings()))))
             try unlocked.writePasscodeSlot(passcode: passcode, kdf: kdf, generation: 1)
-            try recovery.withSecret { key in try unlocked.writeRecoverySlot(recoveryKey: key, generation: 1) }
+            try unlocked.writeRecoverySlot(publicKey: try recovery.publicKey(), generation: 1)
         }
         return (unlocked, recovery.text)
     }
@@ -194,8 +194,9 @@ public final class VaultStore {
             throw VaultError.authenticationFailed("this vault has no recovery slot")
         }
         do {
-            let kek = try key.withSecret { try KeyedHash.deriveKey(from: $0, context: "vault/v1/recovery-slot") }
-            let vmk = try unwrap(slot, kek: kek)
+            let scalar = try key.scalar()
+            let ad = slotAD(id: slot.id, kind: slot.kind, params: slot.params, generation: slot.generation)
+            let vmk = try X25519Seal.open(slot.wrapped, nonce: slot.nonce, secret: scalar, associatedData: ad)
             return try UnlockedVault(store: self, masterKey: vmk, generation: slot.generation)
         } catch is CryptoError {
             throw VaultError.authenticationFailed("wrong recovery key")

@@ -1,0 +1,87 @@
+import Foundation
+import FingerprintKit
+import VaultKit
+
+enum RotateCommand {
+    static let rotate = CommandSpec(
+        name: "rotate", summary: "replace the vault's keys: re-seal every item, re-make every slot (needs the passcode or recovery key)",
+        usage: "vault rotate [--new-recovery-key] [--recovery-key-fd N --new-passcode-fd M] [--kdf-memory MIB] [--kdf-ops N]",
+        options: [
+            .flag("--new-recovery-key", "also replace the recovery key (the new one is printed once on stdout)"),
+            .flag("--recovery", "authenticate with the recovery key instead of the passcode (then a new passcode is set)"),
+            .value("--recovery-key-fd", "N", "read the recovery key from file descriptor N (implies --recovery)"),
+            .value("--new-passcode-fd", "M", "read the new passcode from file descriptor M"),
+            .value("--kdf-memory", "MIB", "new Argon2id memory for the passcode slot"),
+            .value("--kdf-ops", "N", "new Argon2id passes"),
+        ],
+        examples: """
+        vault rotate
+        vault rotate --new-recovery-key --passcode-fd 3 3<passcode > new-recovery-key.txt
+        vault rotate --recovery-key-fd 3 --new-passcode-fd 4 3<key.txt 4<new-passcode
+        """,
+        run: { inv, ctx in
+            let store = try VaultStore.open(try location(inv, ctx))
+            let kdf = try kdfParameters(inv)
+            if inv.has("--recovery") || inv.has("--recovery-key-fd") {
+                let key: SecretBytes
+                if let fd = try SecretInput.descriptor(inv, "--recovery-key-fd") {
+                    key = try SecretInput.line(fd: fd, what: "recovery key")
+                } else {
+                    key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
+                }
+                let vault = try store.unlock(recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
+                try Auth.passcodeSucceeded(store, ctx)
+                let passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
+                try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
+            } else {
+                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+                let vault = try store.unlock(passcode: passcode)
+                try Auth.passcodeSucceeded(store, ctx)
+                if inv.has("--new-passcode-fd") {
+                    try rotate(vault, passcode: try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd"), kdf: kdf, inv, ctx)
+                } else {
+                    try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
+                }
+            }
+        })
+
+    /// Rotates `vault`, re-binding its fingerprint slot to the current prints when a reader with
+    /// enrolled prints is present; prints "re-sealed N items" and, if replaced, the new recovery key.
+    @discardableResult
+    static func rotate(_ vault: UnlockedVault, passcode: borrowing SecretBytes, kdf: KDFParameters?,
+                       _ inv: Invocation, _ ctx: CommandContext, sensor given: FingerprintSensor? = nil) throws -> UnlockedVault {
+        let authority = try Auth.authority(ctx)
+        var fingerprint: (binding: FingerprintBinding, kek: (Int64) throws -> SecretBytes)?
+        let enrolled = try !authority.prints().isEmpty
+        let sensor = given ?? (enrolled ? try? openSensor(inv, ctx) : nil)
+        if let sensor {
+            let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
+            if try authority.prints().contains(where: { $0.sensor == identity }) {
+                let chip: [String]
+                do { chip = try sensor.storedPrintIdentities() } catch { throw vaultError(error) }
+                let state = try authority.domainState(chipPrints: chip)
+                let vaultID = vault.store.vaultID
+                fingerprint = (FingerprintBinding(sensor: identity, domainState: state), { slotID in
+                    try authority.fingerprintSlotKey(vaultID: vaultID, slotID: slotID, sensor: identity, domainState: state)
+                })
+            }
+            if given == nil { sensor.close() }
+        }
+        let onTerminal = ctx.terminal.isAvailable && !inv.noInput
+        let terminal = ctx.terminal
+        let result = try vault.rotate(passcode: passcode, kdf: kdf, recovery: inv.has("--new-recovery-key") ? .replace : .keep,
+                                      fingerprint: fingerprint) { done, total in
+            guard onTerminal, total > 0 else { return }
+            let width = 30, filled = done * width / total
+            terminal.write("\r\u{1b}[K[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+                           + "] \(done)/\(total) items re-sealed" + (done == total ? "\n" : ""))
+        }
+        ctx.say("vault: re-sealed \(result.items) items of vault '\(vault.store.location.name)' under new keys (generation \(result.vault.generation))"
+                + (fingerprint == nil ? "; no fingerprint slot (no reader or no prints): bind later with 'vault enroll --bind'" : "; fingerprint slot bound to the current prints"))
+        if let key = result.recoveryKey {
+            ctx.say("vault: your new recovery key (the old one no longer works; printed once on standard output):")
+            ctx.stdout.write(key + "\n")
+        }
+        return result.vault
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+
+/// What a rotation does with the recovery slot.
+public enum RecoveryRotation {
+    /// Re-wrap the slot for the same recovery key (only its public key is needed).
+    case keep
+    /// Make a new recovery key; the old one stops working.
+    case replace
+}
+
+/// The result of a rotation.
+public struct RotationResult {
+    /// The vault under its new master key.
+    public let vault: UnlockedVault
+    /// Items re-sealed.
+    public let items: Int
+    /// The new recovery key, when it was replaced (to be shown once).
+    public let recoveryKey: String?
+}
+
+extension UnlockedVault {
+    /// Replaces the master key: every item and audit record is re-sealed with a fresh nonce under
+    /// keys of the new generation, the name index is recomputed, the passcode and recovery slots are
+    /// re-wrapped, the fingerprint slot is re-bound (when `fingerprint` is given) and every old slot
+    /// is deleted -- all in one SQLite transaction, so a crash leaves either the old vault or the
+    /// new one, never a mix.
+    ///
+    /// - Parameters:
+    ///   - passcode: the passcode the new passcode slot opens with (the current one, or a new one).
+    ///   - kdf: new Argon2id cost, or nil to keep the current cost (with a fresh salt).
+    ///   - recovery: keep or replace the recovery key.
+    ///   - fingerprint: the binding and a function deriving the new slot's key from its slot id.
+    ///   - progress: called with (done, total) as items are re-sealed.
+    /// - Throws: `.corrupt` naming damaged rows (nothing is changed: a damaged row cannot be
+    ///   re-sealed and would be lost), or any store error.
+    public func rotate(passcode: borrowing SecretBytes, kdf: KDFParameters?, recovery: RecoveryRotation,
+                       fingerprint: (binding: FingerprintBinding, kek: (Int64) throws -> SecretBytes)?,
+                       progress: (Int, Int) -> Void = { _, _ in }) throws -> RotationResult {
+        let newGeneration = generation + 1
+        let fresh = try UnlockedVault(store: store, masterKey: try SecretBytes.random(count: 32), generation: newGeneration)
+        let slots = try store.slots()
+        var params = kdf
+        if params == nil, let current = slots.first(where: { $0.kind == "passcode" }),
+           let old = try? JSONDecoder().decode(KDFParameters.self, from: Data(current.params)) {
+            var p = KDFParameters()
+            p.memoryBytes = old.memoryBytes
+            p.operations = old.operations
+            params = p
+        }
+        var newRecovery: RecoveryKey?
+        var recoveryPublic: [UInt8]?
+        switch recovery {
+        case .replace:
+            let key = try RecoveryKey.generate()
+            recoveryPublic = try key.publicKey()
+            newRecovery = consume key
+        case .keep:
+            if let slot = slots.first(where: { $0.kind == "recovery" }),
+               let p = try? JSONDecoder().decode(RecoveryParams.self, from: Data(slot.params)), let pk = bytesFromHex(p.publicKey) {
+                recoveryPublic = pk
+            }
+        }
+        let passcodeKEK = try PasswordKDF.deriveKey(password: passcode, parameters: params ?? KDFParameters())
+        var count = 0
+        try db.transaction {
+            let total = try store.itemCount()
+            let rows = try db.prepare("SELECT id, name_mac, nonce, sealed, generation FROM items")
+            try rows.bind([])
+            let update = try db.prepare("UPDATE items SET name_mac=?, nonce=?, sealed=?, generation=? WHERE id=?")
+            var damaged: [String] = []
+            var pending: [([UInt8], Item)] = []
+            while let row = try rows.next() {
+                let id = row[0].bytes ?? []
+                do {
+                    pending.append((id, try open(id: id, nameMAC: row[1].bytes ?? [], nonce: row[2].bytes ?? [],
+                                                 sealed: row[3].bytes ?? [], generation: row[4].int ?? -1)))
+                } catch {
+                    damaged.append(hexString(id))
+                }
+            }
+            guard damaged.isEmpty else {
+                throw VaultError.corrupt("\(damaged.count) damaged item row(s) (\(damaged.prefix(3).joined(separator: ", "))) cannot be re-sealed; nothing was changed")
+            }
+            // Clear the index first so old and new MACs never meet in the UNIQUE column.
+            try db.query("UPDATE items SET name_mac = id")
+            for (id, item) in pending {
+                let s = try fresh.seal(item, id: id)
+                try update.bind([.blob(try fresh.nameMAC(item.name)), .blob(s.nonce), .blob(s.sealed), .integer(newGeneration), .blob(id)])
+                _ = try update.next()
+                count += 1
+                if count % 256 == 0 || count == total { progress(count, total) }
+            }
+            try reseal(auditInto: fresh)
+            try db.query("DELETE FROM slots")
+            try fresh.insertSlot(kind: "passcode", params: Array(try JSONEncoder().encode(params ?? KDFParameters())),
+                                 generation: newGeneration) { _ in try passcodeKEK.duplicate() }
+            if let pk = recoveryPublic { try fresh.writeRecoverySlot(publicKey: pk, generation: newGeneration) }
+            if let fp = fingerprint {
+                try fresh.insertSlot(kind: "fingerprint", params: Array(try JSONEncoder().encode(fp.binding)),
+                                     generation: newGeneration, kek: fp.kek)
+            }
+            try store.setMeta("key_generation", .integer(newGeneration))
+            try store.setMeta("rotated", .integer(unixNow()))
+        }
+        return RotationResult(vault: fresh, items: count, recoveryKey: newRecovery?.text)
+    }
+
+    /// Re-seals every audit record under the new generation's audit key.
+    func reseal(auditInto fresh: UnlockedVault) throws {
+        let rows = try db.query("SELECT id, nonce, sealed FROM audit")
+        for row in rows {
+            let id = row[0].int ?? 0
+            let plain = try AEAD.open(row[2].bytes ?? [], key: auditKey, nonce: row[1].bytes ?? [], associatedData: auditAD(id: id, generation: generation))
+            let s = try plain.withUnsafeBytes { try AEAD.seal($0, key: fresh.auditKey, associatedData: fresh.auditAD(id: id, generation: fresh.generation)) }
+            try db.query("UPDATE audit SET nonce=?, sealed=?, generation=? WHERE id=?", [.blob(s.nonce), .blob(s.ciphertext), .integer(fresh.generation), .integer(id)])
+        }
+    }
+
+    /// The associated data of an audit record: vault id, record id, key generation.
+    func auditAD(id: Int64, generation: Int64) -> [UInt8] {
+        var w = ByteWriter(label: "vault-audit-v1")
+        w.append(store.vaultID)
+        w.append(id)
+        w.append(generation)
+        return w.bytes
+    }
+}
