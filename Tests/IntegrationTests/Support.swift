@@ -118,3 +118,41 @@ final class Sandbox {
 func json(_ text: String) -> [String: Any] {
     (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
 }
+
+/// Starts a program without waiting: stdout and stderr go to /dev/null, `fds` are fed from pipes.
+/// Returns its pid; reap it with `waitpid`.
+func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32: String] = [:]) -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    var writes: [(Int32, String)] = [], closeAfter: [Int32] = []
+    for (fd, content) in fds {
+        var p: [Int32] = [0, 0]
+        precondition(pipe(&p) == 0)
+        posix_spawn_file_actions_adddup2(&actions, p[0], fd)
+        writes.append((p[1], content)); closeAfter.append(p[0])
+    }
+    let argv = ([path] + args).map { strdup($0) } + [nil]
+    let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, &actions, nil, argv, envp)
+    argv.forEach { free($0) }
+    envp.forEach { free($0) }
+    closeAfter.forEach { close($0) }
+    precondition(rc == 0, "spawn \(path) failed: \(rc)")
+    for (fd, content) in writes {
+        _ = content.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+    }
+    return pid
+}
+
+/// Waits for `pid` and returns its exit code (128 + signal when killed).
+func reap(_ pid: pid_t) -> Int32 {
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+}

@@ -38,7 +38,11 @@ public final class UnlockedVault {
     @discardableResult
     func insertSlot(kind: String, params: [UInt8], generation: Int64,
                     wrap: (Int64, [UInt8]) throws -> (nonce: [UInt8], ciphertext: [UInt8])) throws -> Int64 {
-        let id = (try db.query("SELECT coalesce(max(id), 0) + 1 FROM slots").first?.first?.int) ?? 1
+        // Slot ids never repeat (a counter in meta), so an old slot can never pass for a new one.
+        let highest = max(try store.meta("slot_seq")?.int ?? 0,
+                          (try db.query("SELECT coalesce(max(id), 0) FROM slots").first?.first?.int) ?? 0)
+        let id = highest + 1
+        try store.setMeta("slot_seq", .integer(id))
         let ad = store.slotAD(id: id, kind: kind, params: params, generation: generation)
         let sealed = try wrap(id, ad)
         try db.query("INSERT INTO slots(id, kind, generation, params, nonce, wrapped) VALUES(?,?,?,?,?,?)",
