@@ -23,7 +23,7 @@ public enum VaultCLI {
     static var table: [CommandSpec] {
         [VaultCommands.initCommand, VaultCommands.status,
          ItemCommands.add, ItemCommands.edit, ItemCommands.rm, ItemCommands.mv, ItemCommands.ls,
-         ItemCommands.search, ItemCommands.get, VaultCommands.generate,
+         ItemCommands.search, ItemCommands.get, ItemCommands.log, VaultCommands.generate,
          VaultCommands.passcode, VaultCommands.recover, RotateCommand.rotate]
             + FingerprintCommands.all
             + [helpCommand, VaultCommands.version]

@@ -60,8 +60,7 @@ enum ItemCommands {
                 throw VaultError.usage("--password-stdin and --generate exclude each other")
             }
             let name = try Item.normalize(name: inv.arguments[0])
-            let store = try VaultStore.open(try location(inv, ctx))
-            let vault = try Auth.unlock(store, inv, ctx, purpose: "add '\(name)'")
+            let vault = try openAccess(inv, ctx, purpose: "add '\(name)'")
             if !inv.has("--force"), try vault.contains(name) { throw VaultError.alreadyExists(name) }
             var item = Item(name: name, username: inv.value("--username"), urls: inv.all("--url"),
                             notes: inv.value("--notes"), tags: inv.all("--tag"))
@@ -116,8 +115,7 @@ enum ItemCommands {
             for c in clears where !["username", "url", "notes", "tags", "totp", "password"].contains(c) {
                 throw VaultError.usage("--clear: unknown field '\(c)'")
             }
-            let store = try VaultStore.open(try location(inv, ctx))
-            let vault = try Auth.unlock(store, inv, ctx, purpose: "edit '\(name)'")
+            let vault = try openAccess(inv, ctx, purpose: "edit '\(name)'")
             guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
             let password = try newPassword(inv, ctx, name: name)
             let totp = inv.has("--totp-stdin") ? try totp(ctx) : nil
@@ -150,11 +148,10 @@ enum ItemCommands {
         examples: "vault rm old-login\nvault rm old-login --force --no-input --passcode-fd 3",
         run: { inv, ctx in
             let name = try Item.normalize(name: inv.arguments[0])
-            let store = try VaultStore.open(try location(inv, ctx))
             if !inv.has("--force") && (inv.noInput || !ctx.terminal.isAvailable) {
                 throw VaultError.usage("refusing to delete '\(name)' without confirmation", hint: "pass --force")
             }
-            let vault = try Auth.unlock(store, inv, ctx, purpose: "delete '\(name)'")
+            let vault = try openAccess(inv, ctx, purpose: "delete '\(name)'")
             guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
             if !inv.has("--force") {
                 let answer = ctx.terminal.readLine(prompt: "delete '\(name)'? [y/N] ") ?? ""
@@ -172,8 +169,8 @@ enum ItemCommands {
         examples: "vault mv github github-personal",
         run: { inv, ctx in
             let old = try Item.normalize(name: inv.arguments[0]), new = try Item.normalize(name: inv.arguments[1])
-            let store = try VaultStore.open(try location(inv, ctx))
-            let vault = try Auth.unlock(store, inv, ctx, purpose: "rename '\(old)'")
+            let vault = try openAccess(inv, ctx, purpose: "rename '\(old)'")
+            if try vault.contains(new) { throw VaultError.alreadyExists(new) }
             try vault.update(old) { $0.name = new }
             ctx.say("renamed '\(old)' to '\(new)'")
         })
@@ -184,8 +181,7 @@ enum ItemCommands {
         options: [.flag("--json", "print JSON"), .value("--tag", "TAG", "only items with this tag")] + Auth.options,
         examples: "vault ls\nvault ls --json | jq -r '.items[].name'",
         run: { inv, ctx in
-            let store = try VaultStore.open(try location(inv, ctx))
-            let vault = try Auth.unlock(store, inv, ctx, purpose: "list the items")
+            let vault = try openAccess(inv, ctx, purpose: "list the items")
             var entries = try vault.allItems()
             if let tag = inv.value("--tag") {
                 entries = entries.filter { if case .item(let i) = $0 { i.tags.contains(tag) } else { true } }
@@ -201,8 +197,7 @@ enum ItemCommands {
         examples: "vault search github",
         run: { inv, ctx in
             let term = inv.arguments[0].lowercased()
-            let store = try VaultStore.open(try location(inv, ctx))
-            let vault = try Auth.unlock(store, inv, ctx, purpose: "search the items")
+            let vault = try openAccess(inv, ctx, purpose: "search the items")
             let entries = try vault.allItems().filter { entry in
                 guard case .item(let i) = entry else { return true }
                 let hay = [i.name, i.username ?? "", i.notes ?? ""] + i.urls + i.tags
@@ -230,9 +225,12 @@ enum ItemCommands {
             if let f = inv.value("--field"), !Item.fieldNames.contains(f) {
                 throw VaultError.usage("unknown field '\(f)'", hint: "fields: \(Item.fieldNames.joined(separator: ", "))")
             }
-            let store = try VaultStore.open(try location(inv, ctx))
-            let vault = try Auth.unlock(store, inv, ctx, purpose: "read '\(name)'")
+            let vault = try openAccess(inv, ctx, purpose: "read '\(name)'")
             let item = try vault.item(named: name)
+            let field = inv.value("--field") ?? (inv.has("--reveal") ? "password" : nil)
+            if let field, ["password", "totp"].contains(field) || inv.has("--reveal") {
+                try vault.recordRelease(item: item.name, field: field, command: "get")
+            }
             try printItem(item, inv, ctx)
         })
 
@@ -267,4 +265,31 @@ enum ItemCommands {
         lines.append("fingerprint login: \(item.fingerprintLogin ? "on" : "off")")
         ctx.stdout.write(lines.joined(separator: "\n") + "\n")
     }
+}
+
+extension ItemCommands {
+    static let log = CommandSpec(
+        name: "log", summary: "show the audit log: every secret released, when, to which command and uid",
+        usage: "vault log [--limit N] [--json]",
+        options: [.flag("--json", "print JSON"), .value("--limit", "N", "only the last N records")] + Auth.options,
+        examples: "vault log --limit 20",
+        run: { inv, ctx in
+            let vault = try openAccess(inv, ctx, purpose: "read the audit log")
+            let records = try vault.auditRecords(limit: try inv.int("--limit"))
+            var damaged = 0
+            var rows: [[String: Any]] = []
+            let formatter = ISO8601DateFormatter()
+            for r in records {
+                switch r {
+                case .success(let a):
+                    rows.append(["time": a.time, "item": a.item, "field": a.field, "command": a.command, "uid": a.uid, "pid": a.pid ?? NSNull()])
+                    if !inv.has("--json") {
+                        ctx.stdout.write("\(formatter.string(from: Date(timeIntervalSince1970: TimeInterval(a.time))))  uid \(a.uid)  \(a.command)  \(a.item)  \(a.field)\n")
+                    }
+                case .failure: damaged += 1
+                }
+            }
+            if inv.has("--json") { ctx.stdout.write(jsonText(["records": rows, "damaged": damaged])) }
+            if damaged > 0 { throw VaultError.corrupt("\(damaged) audit record(s) failed authentication") }
+        })
 }
