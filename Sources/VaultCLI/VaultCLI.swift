@@ -26,6 +26,7 @@ public enum VaultCLI {
          ItemCommands.search, ItemCommands.get, ItemCommands.log, VaultCommands.generate,
          VaultCommands.passcode, VaultCommands.recover, RotateCommand.rotate]
             + FingerprintCommands.all
+            + [SessionCommands.lock, SessionCommands.agent]
             + [helpCommand, VaultCommands.version]
     }
 

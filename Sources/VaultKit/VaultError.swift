@@ -41,6 +41,8 @@ public enum VaultError: Error, Equatable, Sendable {
     case sessionInvalid(String)
     /// 20: the enrolled prints changed since this vault's fingerprint slot was bound.
     case domainStateChanged
+    /// An error another vault process (the agent) reported, with its code.
+    case relayed(code: Int32, message: String, hint: String?)
 
     /// The process exit code (DESIGN.md).
     public var exitCode: Int32 {
@@ -62,6 +64,7 @@ public enum VaultError: Error, Equatable, Sendable {
         case .appCancel: 18
         case .sessionInvalid: 19
         case .domainStateChanged: 20
+        case .relayed(let code, _, _): code
         }
     }
 
@@ -87,6 +90,7 @@ public enum VaultError: Error, Equatable, Sendable {
         case .appCancel(let m): "cancelled: \(m)"
         case .sessionInvalid(let m): "the unlock session \(m)"
         case .domainStateChanged: "the enrolled fingerprints changed since this vault was bound to them"
+        case .relayed(_, let m, _): m
         }
     }
 
@@ -112,6 +116,7 @@ public enum VaultError: Error, Equatable, Sendable {
         case .appCancel: nil
         case .sessionInvalid: "unlock again with 'vault unlock'"
         case .domainStateChanged: "unlock with the passcode and rotate the keys: vault unlock --passcode --rotate"
+        case .relayed(_, _, let h): h
         }
     }
 }

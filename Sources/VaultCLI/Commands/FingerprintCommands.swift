@@ -186,25 +186,40 @@ enum FingerprintCommands {
         })
 
     static let unlock = CommandSpec(
-        name: "unlock", summary: "authenticate (finger or passcode) and report the outcome",
-        usage: "vault unlock [--passcode [--rotate]] [--reason T] [--policy P]",
+        name: "unlock", summary: "authenticate once (finger or passcode) and open an unlock session for scripts",
+        usage: "vault unlock [--timeout D] [--max-lifetime D] [--passcode [--rotate]] [--reason T] [--policy P]",
         options: Auth.options + [.flag("--json", "print the outcome as JSON"),
+                                 .value("--timeout", "D", "end the session after D idle (default 120s; 90, 90s, 5m, 12h)"),
+                                 .value("--max-lifetime", "D", "end the session after D at most (default 12h)"),
                                  .flag("--rotate", "with --passcode: replace the vault's keys and re-bind it to the current prints")],
         examples: "vault unlock --no-input && echo unlocked\nvault unlock --passcode --rotate     # after exit 20",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
+            let idle = try SessionCommands.duration(inv, "--timeout", default: 120)
+            let hard = try SessionCommands.duration(inv, "--max-lifetime", default: 12 * 3600)
+            let vault: UnlockedVault
             if inv.has("--rotate") {
                 guard inv.has("--passcode") || inv.has("--passcode-fd") else {
                     throw VaultError.usage("--rotate needs the passcode", hint: "vault unlock --passcode --rotate")
                 }
                 let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-                let vault = try store.unlock(passcode: passcode)
+                let current = try store.unlock(passcode: passcode)
                 try Auth.passcodeSucceeded(store, ctx)
-                try RotateCommand.rotate(vault, passcode: passcode, kdf: nil, inv, ctx)
+                vault = try RotateCommand.rotate(current, passcode: passcode, kdf: nil, inv, ctx)
             } else {
-                _ = try Auth.unlock(store, inv, ctx, purpose: "unlock")
+                vault = try Auth.unlock(store, inv, ctx, purpose: "unlock")
             }
-            if inv.has("--json") { ctx.stdout.write(jsonText(["vault": store.location.name, "unlocked": true])) }
-            ctx.say("vault: vault '\(store.location.name)' unlocked")
+            let client = try AgentClient.ensureRunning(ctx.environment)
+            try vault.withMasterKey { key in
+                var tail = key.exposedBytes()
+                defer { AgentWire.wipe(&tail) }
+                _ = try client.request(["op": "unlock", "root": store.location.root, "name": store.location.name,
+                                        "vault": store.location.databasePath, "generation": Int(vault.generation),
+                                        "idle": idle, "max": hard], tail: tail)
+            }
+            if inv.has("--json") {
+                ctx.stdout.write(jsonText(["vault": store.location.name, "unlocked": true, "idle_timeout": Int(idle), "max_lifetime": Int(hard)]))
+            }
+            ctx.say("vault: vault '\(store.location.name)' unlocked: scripts can fetch logins until \(Int(idle)) s idle (at most \(SessionCommands.describe(hard))); 'vault lock' ends it")
         })
 }

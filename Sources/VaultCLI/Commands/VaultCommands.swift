@@ -102,6 +102,7 @@ enum VaultCommands {
                 "passcode_after_reboot": settings.passcodeAfterReboot,
             ]
             o.merge(try Auth.statusFields(store, inv, ctx)) { $1 }
+            o.merge(SessionCommands.statusFields(loc, ctx)) { $1 }
             if inv.has("--json") {
                 ctx.stdout.write(jsonText(o))
             } else {

@@ -226,3 +226,34 @@ public enum ItemEntry: Sendable {
     /// A row that could not be opened, by its row id (hex).
     case damaged(rowID: String)
 }
+
+extension UnlockedVault {
+    /// Lends the master key, to hand it to the unlock session's agent over its private socket.
+    public func withMasterKey<R>(_ body: (borrowing SecretBytes) throws -> R) rethrows -> R {
+        try body(masterKey)
+    }
+}
+
+extension VaultStore {
+    /// A vault opened with a master key handed over by an unlocking process (the agent's side).
+    /// - Throws: `.sessionInvalid` when the vault's key generation moved on since.
+    public func adopt(masterKey: consuming SecretBytes, generation: Int64) throws -> UnlockedVault {
+        guard try keyGeneration() == generation else { throw VaultError.sessionInvalid("was invalidated by a key rotation") }
+        return try UnlockedVault(store: self, masterKey: masterKey, generation: generation)
+    }
+
+    /// A counter that changes whenever a slot is made or replaced (rotation, re-bind, passcode
+    /// change): an unlock session compares it to decide whether it is still valid.
+    public func slotSequence() throws -> Int64 {
+        try meta("slot_seq")?.int ?? 0
+    }
+}
+
+extension VaultLocation {
+    /// A location from an explicit root and name (the agent receives both from its client).
+    public init(root: String, name: String) throws {
+        try VaultLocation.validate(name: name)
+        guard root.hasPrefix("/") else { throw VaultError.usage("vault root must be an absolute path") }
+        self.init(uncheckedRoot: root, name: name)
+    }
+}

@@ -20,12 +20,17 @@ public struct VaultLocation: Sendable, Equatable {
         try VaultLocation.validate(name: name)
         self.name = name
         if let home = environment["VAULT_HOME"], !home.isEmpty {
-            root = home
+            root = home.hasPrefix("/") ? home : FileManager.default.currentDirectoryPath + "/" + home
         } else if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
             root = data + "/vault"
         } else {
             root = (environment["HOME"] ?? NSHomeDirectory()) + "/.local/share/vault"
         }
+    }
+
+    init(uncheckedRoot: String, name: String) {
+        self.root = uncheckedRoot
+        self.name = name
     }
 
     /// A vault name is one path component of letters, digits, `.`, `_` and `-`, not starting with `.`.
