@@ -56,6 +56,9 @@ final class Agent {
 
     /// Binds the socket and serves until idle for `exitIdle` seconds with no session (0: forever).
     func run() throws {
+        // Whatever descriptors the starting process left open (pipes of its own caller) are not
+        // the agent's to keep: holding them would keep those pipes from ever reaching end of file.
+        for fd in 3..<Int32(min(getdtablesize(), 65536)) { close(fd) }
         _ = prctl5(4 /* PR_SET_DUMPABLE */, 0, 0, 0, 0)
         var rl = rlimit(rlim_cur: 0, rlim_max: 0)
         setrlimit(Int32(RLIMIT_CORE.rawValue), &rl)
@@ -93,7 +96,7 @@ final class Agent {
                     _ = fcntl(c, F_SETFD, FD_CLOEXEC)
                     guard let peer = AgentWire.peer(c), peer.uid == uid else {
                         _ = AgentWire.writeAll(c, AgentWire.frame(ItemWire.error(.failure("refused: the agent serves only uid \(uid)"))))
-                        close(c)
+                        Agent.closeGently(c)
                         continue
                     }
                     var tv = timeval(tv_sec: 5, tv_usec: 0)
@@ -110,7 +113,7 @@ final class Agent {
                     let len = AgentWire.u32(pending[0..<4])
                     if len < 4 || len > AgentWire.maxFrame {
                         _ = AgentWire.writeAll(p.fd, AgentWire.frame(ItemWire.error(.usage("malformed or oversized frame (\(len) bytes)"))))
-                        AgentWire.wipe(&clients[p.fd]!); clients[p.fd] = nil; close(p.fd)
+                        AgentWire.wipe(&clients[p.fd]!); clients[p.fd] = nil; Agent.closeGently(p.fd)
                         break
                     }
                     guard pending.count >= 4 + len else { break }
@@ -127,7 +130,7 @@ final class Agent {
                         response = ItemWire.error(.usage("malformed request"))
                         _ = AgentWire.writeAll(p.fd, AgentWire.frame(response))
                         AgentWire.wipe(&body)
-                        AgentWire.wipe(&clients[p.fd]!); clients[p.fd] = nil; close(p.fd)
+                        AgentWire.wipe(&clients[p.fd]!); clients[p.fd] = nil; Agent.closeGently(p.fd)
                         break
                     }
                     AgentWire.wipe(&body)
@@ -138,6 +141,17 @@ final class Agent {
                 }
             }
         }
+    }
+
+    /// Closes after the reply: stop writing, drop what the peer already sent (closing with unread
+    /// input would reset the connection before the peer reads the reply), then close.
+    static func closeGently(_ fd: Int32) {
+        shutdown(fd, Int32(SHUT_WR))
+        var buf = [UInt8](repeating: 0, count: 4096)
+        var tv = timeval(tv_sec: 0, tv_usec: 200_000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        while recv(fd, &buf, buf.count, 0) > 0 {}
+        close(fd)
     }
 
     func checkPrivateFolder(_ folder: String) throws {

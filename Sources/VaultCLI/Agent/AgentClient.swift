@@ -52,9 +52,8 @@ final class AgentClient {
     static func ensureRunning(_ env: [String: String]) throws -> AgentClient {
         if let c = connect(env) { return c }
         let folder = AgentWire.folder(env)
-        let old = umask(0o077)
-        mkdir(folder, 0o700)
-        umask(old)
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,
+                                                 attributes: [.posixPermissions: 0o700])
         var st = stat()
         guard lstat(folder, &st) == 0, st.st_uid == getuid(), st.st_mode & 0o077 == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
             throw VaultError.insecurePermissions(path: folder, isDirectory: true)
