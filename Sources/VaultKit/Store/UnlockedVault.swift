@@ -257,3 +257,34 @@ extension VaultLocation {
         self.init(uncheckedRoot: root, name: name)
     }
 }
+
+extension UnlockedVault {
+    /// Adds many items in one transaction (import). With `replace`, existing names are overwritten;
+    /// otherwise the first existing name aborts the whole import (nothing is written).
+    /// - Returns: the number of items written.
+    @discardableResult
+    public func add(contentsOf items: [Item], replace: Bool) throws -> Int {
+        let insert = try db.prepare("INSERT INTO items(id, name_mac, generation, nonce, sealed) VALUES(?,?,?,?,?)")
+        let remove = try db.prepare("DELETE FROM items WHERE name_mac=?")
+        let exists = try db.prepare("SELECT 1 FROM items WHERE name_mac=?")
+        return try db.transaction {
+            var seen = Set<[UInt8]>()
+            for var item in items {
+                item.name = try Item.normalize(name: item.name)
+                let mac = try nameMAC(item.name)
+                guard seen.insert(mac).inserted else { throw VaultError.usage("'\(item.name)' appears twice in the import") }
+                try exists.bind([.blob(mac)])
+                if try exists.next() != nil {
+                    guard replace else { throw VaultError.alreadyExists(item.name) }
+                    try remove.bind([.blob(mac)])
+                    _ = try remove.next()
+                }
+                let id = randomBytes(16)
+                let s = try seal(item, id: id)
+                try insert.bind([.blob(id), .blob(mac), .integer(generation), .blob(s.nonce), .blob(s.sealed)])
+                _ = try insert.next()
+            }
+            return items.count
+        }
+    }
+}
