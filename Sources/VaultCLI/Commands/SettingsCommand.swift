@@ -1,0 +1,45 @@
+import Foundation
+import VaultKit
+
+enum SettingsCommand {
+    static let settings = CommandSpec(
+        name: "settings", summary: "show or change the vault's policy and passcode rules (changes need the passcode)",
+        usage: "vault settings [--policy P] [--passcode-interval HOURS] [--passcode-after-reboot on|off] [--json]",
+        options: [
+            .value("--policy", "P", "default policy: biometrics or biometrics-or-passcode"),
+            .value("--passcode-interval", "HOURS", "ask for the passcode after HOURS without one (0: never; default 48)"),
+            .value("--passcode-after-reboot", "on|off", "ask for the passcode at the first unlock after a reboot (default on)"),
+            .flag("--json", "print JSON"),
+        ],
+        examples: "vault settings\nvault settings --policy biometrics --passcode-interval 24",
+        run: { inv, ctx in
+            let store = try VaultStore.open(try location(inv, ctx))
+            var s = try store.settings()
+            let changing = inv.has("--policy") || inv.has("--passcode-interval") || inv.has("--passcode-after-reboot")
+            if changing {
+                if let p = inv.value("--policy") {
+                    guard AuthPolicy(rawValue: p) != nil else {
+                        throw VaultError.usage("unknown policy '\(p)'", hint: "policies: biometrics, biometrics-or-passcode")
+                    }
+                    s.policy = p
+                }
+                if let h = try inv.int("--passcode-interval") {
+                    guard (0...8760).contains(h) else { throw VaultError.usage("--passcode-interval must be 0 to 8760 hours") }
+                    s.passcodeIntervalHours = h
+                }
+                if let r = inv.value("--passcode-after-reboot") {
+                    guard ["on", "off"].contains(r) else { throw VaultError.usage("--passcode-after-reboot takes on or off") }
+                    s.passcodeAfterReboot = r == "on"
+                }
+                // The passcode, not a finger: these rules decide when a finger is enough.
+                _ = try Auth.unlockWithPasscode(store, inv, ctx)
+                try store.setSettings(s)
+                ctx.say("vault: settings of vault '\(store.location.name)' saved")
+            }
+            let o: [String: Any] = ["policy": s.policy, "passcode_interval_hours": s.passcodeIntervalHours,
+                                    "passcode_after_reboot": s.passcodeAfterReboot]
+            if inv.has("--json") { ctx.stdout.write(jsonText(o)) } else if !changing {
+                ctx.stdout.write("policy: \(s.policy)\npasscode interval: \(s.passcodeIntervalHours == 0 ? "never" : "\(s.passcodeIntervalHours) h")\npasscode after reboot: \(s.passcodeAfterReboot ? "on" : "off")\n")
+            }
+        })
+}
