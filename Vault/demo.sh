@@ -11,7 +11,7 @@ vault="$bin/vault"
 reader="$bin/virtual-reader"
 
 demo=$(mktemp -d /tmp/vault-demo.XXXXXX)
-trap 'rm -rf "$demo"' EXIT
+trap '"$vault" lock --all >/dev/null 2>&1 || true; pkill -f "agent --socket $demo" 2>/dev/null || true; rm -rf "$demo"' EXIT
 export VAULT_HOME="$demo/vaults" XDG_STATE_HOME="$demo/state"
 export FP_VIRTUAL_DEVICE="$demo/reader.sock" FP_DRIVERS_WHITELIST=virtual_device
 printf 'correct horse battery\n' > "$demo/passcode"       # for the demo only: a real passcode is typed
@@ -47,6 +47,17 @@ touch_with alice-right-index
 token=$("$vault" get github --vault personal --field password --no-input --reason "deploy script")
 wait
 say "the script got '$token'"
+
+step "3b. One touch opens an unlock session: the script fetches logins without touching again"
+export XDG_RUNTIME_DIR="$demo/run"; mkdir -p -m 700 "$XDG_RUNTIME_DIR"
+touch_with alice-right-index
+"$vault" unlock --vault personal --no-input --timeout 2m
+wait
+for i in 1 2 3; do say "fetch $i without a finger: $("$vault" get github --vault personal --field password --no-input)"; done
+"$vault" status --vault personal --json | python3 -c 'import json,sys; s=json.load(sys.stdin)["session"]; print("   session open, idle time left:", s["idle_left"], "s")'
+"$vault" lock --vault personal
+say "after 'vault lock' a script gets exit 19 (session ended):"
+expect_exit 19 "$vault" get github --vault personal --field password --no-input
 
 step "4. A stranger's finger is refused three times (one evaluation allows 3 tries)"
 touch_with mallory 3
@@ -89,6 +100,9 @@ wait
 
 step "9. 'work' follows the hint: its passcode, and its keys are rotated and bound to the new prints"
 "$vault" unlock --vault work --passcode --rotate --passcode-fd 3 3<"$demo/work-passcode"
+say "(that also opened a session for 'work'; lock it: the next request learns the session ended, exit 19)"
+"$vault" lock --vault work
+expect_exit 19 "$vault" get jira --vault work --field password --no-input
 touch_with alice-right-index
 say "work/jira by finger: $("$vault" get jira --vault work --field password --no-input)"
 wait

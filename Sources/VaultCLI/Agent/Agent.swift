@@ -42,7 +42,7 @@ final class Agent {
     let socketPath: String
     let exitIdle: Double
     var sessions: [String: Session] = [:]
-    /// Ended sessions: requests for them answer exit 19 with the reason, until a new unlock or `lock`.
+    /// Ended sessions: the next request for one answers exit 19 with the reason.
     var ended: [String: String] = [:]
     var lastLive: Double = Date().timeIntervalSince1970
     let uid = getuid()
@@ -179,13 +179,14 @@ final class Agent {
         if let s = sessions[key] {
             if let reason = s.endReason(now: Agent.now()) {
                 sessions[key] = nil
-                ended[key] = reason
                 throw VaultError.sessionInvalid(reason)
             }
             s.lastUse = Agent.now()
             return s
         }
-        if let reason = ended[key] { throw VaultError.sessionInvalid(reason) }
+        // An ended session is reported once (exit 19, with why); after that the vault is simply
+        // locked and clients authenticate by themselves again.
+        if let reason = ended.removeValue(forKey: key) { throw VaultError.sessionInvalid(reason) }
         throw VaultError.relayed(code: 0, message: "no session", hint: nil)
     }
 
