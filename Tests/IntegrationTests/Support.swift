@@ -6,6 +6,9 @@ struct RunResult {
     var stdout: String
     var stderr: String
     var status: Int32
+    /// With `Sandbox.vault(_:reader:)`: the exit status of each `virtual-reader` run, in order
+    /// (137 when it was killed because the vault never took it).
+    var reader: [Int32] = []
 }
 
 /// The package root, from this file's path.
@@ -22,11 +25,19 @@ let vaultBinary: String = {
 
 /// Runs a program with `stdin` and extra descriptors (fd -> content), reading stdout and stderr
 /// while it runs, and waits for it.
+///
+/// `timeLimit` kills it (SIGKILL, status 137) when it runs longer; `onStderr` sees all of stderr so
+/// far each time more arrives.
 func spawn(_ path: String, _ args: [String], env: [String: String], stdin: String = "",
-           fds: [Int32: String] = [:], argv0: String? = nil) -> RunResult {
+           fds: [Int32: String] = [:], argv0: String? = nil,
+           timeLimit: Double? = nil, onStderr: ((String) -> Void)? = nil) -> RunResult {
+    // O_CLOEXEC: tests run in parallel, and a pipe end leaked into another test's child (or an
+    // agent it starts) would keep this test from ever seeing end of file.
     func makePipe() -> (Int32, Int32) {
         var p: [Int32] = [0, 0]
         precondition(pipe(&p) == 0)
+        _ = fcntl(p[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(p[1], F_SETFD, FD_CLOEXEC)
         return (p[0], p[1])
     }
     var actions = posix_spawn_file_actions_t()
@@ -49,7 +60,17 @@ func spawn(_ path: String, _ args: [String], env: [String: String], stdin: Strin
     var attr = posix_spawnattr_t()
     posix_spawnattr_init(&attr)
     defer { posix_spawnattr_destroy(&attr) }
-    posix_spawnattr_setflags(&attr, Int16(0x80)) // POSIX_SPAWN_SETSID: no controlling terminal, so no prompt can appear
+    // POSIX_SPAWN_SETSID: no controlling terminal, so no prompt can appear.
+    // As from a shell: no blocked signals, SIGINT and SIGTERM at their defaults. The test threads
+    // (libdispatch workers) block signals, and a child would inherit that mask: Ctrl-C would never arrive.
+    var noSignals = sigset_t(), defaults = sigset_t()
+    sigemptyset(&noSignals)
+    sigemptyset(&defaults)
+    sigaddset(&defaults, SIGINT)
+    sigaddset(&defaults, SIGTERM)
+    posix_spawnattr_setsigmask(&attr, &noSignals)
+    posix_spawnattr_setsigdefault(&attr, &defaults)
+    posix_spawnattr_setflags(&attr, Int16(0x80 | 0x08 | 0x04)) // SETSID | SETSIGMASK | SETSIGDEF
     let argv = ([argv0 ?? path] + args).map { strdup($0) } + [nil]
     let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
     var pid: pid_t = 0
@@ -64,13 +85,22 @@ func spawn(_ path: String, _ args: [String], env: [String: String], stdin: Strin
     }
     var out = [UInt8](), err = [UInt8]()
     var open: Set<Int32> = [outR, errR]
+    let deadline = timeLimit.map { Date(timeIntervalSinceNow: $0) }
+    var killed = false
     while !open.isEmpty {
         var pfds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-        _ = poll(&pfds, nfds_t(pfds.count), 1000)
+        _ = poll(&pfds, nfds_t(pfds.count), deadline == nil ? 1000 : 100)
         for p in pfds where p.revents != 0 {
             var buf = [UInt8](repeating: 0, count: 65536)
             let n = read(p.fd, &buf, buf.count)
-            if n <= 0 { open.remove(p.fd); close(p.fd) } else if p.fd == outR { out += buf[0..<n] } else { err += buf[0..<n] }
+            if n <= 0 { open.remove(p.fd); close(p.fd) } else if p.fd == outR { out += buf[0..<n] } else {
+                err += buf[0..<n]
+                onStderr?(String(decoding: err, as: UTF8.self))
+            }
+        }
+        if let deadline, !killed, Date() > deadline {
+            kill(pid, SIGKILL)
+            killed = true
         }
     }
     var status: Int32 = 0
@@ -84,14 +114,54 @@ final class Sandbox {
     let home: String
     var env: [String: String]
     static let passcode = "correct horse battery"
+    /// The socket of the virtual reader chosen with `useVirtualReader(_:)`.
+    private(set) var readerSocket = ""
 
     init() {
         home = NSTemporaryDirectory() + "vault-it-" + UUID().uuidString.prefix(8)
-        try? FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        try? FileManager.default.createDirectory(atPath: home + "/run", withIntermediateDirectories: true,
+                                                 attributes: [.posixPermissions: 0o700])
+        chmod(home, 0o700)
         env = ["VAULT_HOME": home + "/vaults", "HOME": home, "XDG_STATE_HOME": home + "/state",
                "XDG_RUNTIME_DIR": home + "/run", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
     }
-    deinit { try? FileManager.default.removeItem(atPath: home) }
+    deinit {
+        try? FileManager.default.removeItem(atPath: home)
+        if !readerSocket.isEmpty && !readerSocket.hasPrefix(home + "/") { unlink(readerSocket) }
+    }
+
+    /// Makes libfprint in the `vault` runs see exactly one virtual reader of `driver`
+    /// (`virtual_device`, `virtual_device_storage` or `virtual_image`), listening on a socket of its own.
+    func useVirtualReader(_ driver: String) {
+        let variables = ["virtual_device": "FP_VIRTUAL_DEVICE", "virtual_device_storage": "FP_VIRTUAL_DEVICE_STORAGE",
+                         "virtual_image": "FP_VIRTUAL_IMAGE"]
+        guard let variable = variables[driver] else { preconditionFailure("no virtual driver \(driver)") }
+        var socket = home + "/r.sock"
+        // sockaddr_un holds 108 bytes: with a long TMPDIR the socket goes to /tmp.
+        if socket.utf8.count > 100 { socket = "/tmp/vault-it-" + UUID().uuidString.prefix(8) + ".sock" }
+        readerSocket = socket
+        for v in variables.values { env[v] = nil }
+        env[variable] = socket
+        env["FP_DRIVERS_WHITELIST"] = driver
+    }
+
+    /// Runs `vault args` while a `ReaderFeed` plays `steps` on the virtual reader from another thread,
+    /// then gives the feed `grace` seconds to finish (a step the vault never takes is killed then).
+    /// The vault itself is killed after `timeLimit` seconds, so a hang fails instead of blocking.
+    func vault(_ args: [String], passcode: String? = nil, stdin: String = "", fds: [Int32: String] = [:],
+               reader steps: [ReaderStep], grace: Double = 5, timeLimit: Double = 60) -> RunResult {
+        precondition(!readerSocket.isEmpty, "call useVirtualReader first")
+        var all = args, fds = fds
+        if let passcode {
+            all += ["--passcode-fd", "3"]
+            fds[3] = passcode + "\n"
+        }
+        let feed = ReaderFeed(socket: readerSocket, env: env, steps: steps, log: home + "/virtual-reader.log")
+        var r = spawn(vaultBinary, all, env: env, stdin: stdin, fds: fds, timeLimit: timeLimit,
+                      onStderr: { feed.stderrChanged($0) })
+        r.reader = feed.finish(grace: grace)
+        return r
+    }
 
     /// Runs `vault args`; `passcode` goes in on fd 3 with `--passcode-fd 3`.
     @discardableResult
@@ -132,6 +202,8 @@ func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32:
     for (fd, content) in fds {
         var p: [Int32] = [0, 0]
         precondition(pipe(&p) == 0)
+        _ = fcntl(p[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(p[1], F_SETFD, FD_CLOEXEC)
         posix_spawn_file_actions_adddup2(&actions, p[0], fd)
         writes.append((p[1], content)); closeAfter.append(p[0])
     }
@@ -155,4 +227,119 @@ func reap(_ pid: pid_t) -> Int32 {
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+}
+
+/// The built `virtual-reader` tool, next to `vault`.
+let readerBinary: String = URL(fileURLWithPath: vaultBinary).deletingLastPathComponent()
+    .appendingPathComponent("virtual-reader").path
+
+/// One thing a `ReaderFeed` does.
+enum ReaderStep: Sendable {
+    /// `virtual-reader device --wait 30 SOCKET COMMAND` (virtual_device, virtual_device_storage):
+    /// waits for the reader to be open, sends the command, and waits until the driver took it.
+    case device(String)
+    /// `virtual-reader image --wait 30 SOCKET ITEM...` (virtual_image): PGM paths and options.
+    case image([String])
+    /// Waits (at most 30 s) until the vault has printed `text` on stderr, e.g. the scan prompt.
+    case awaitStderr(String)
+}
+
+/// Plays `ReaderStep`s on a background thread, one after the other, while a `vault` run goes on.
+final class ReaderFeed: @unchecked Sendable {
+    private let socket: String
+    private let env: [String: String]
+    private let steps: [ReaderStep]
+    private let log: String
+    private let cond = NSCondition()
+    private var stderrSoFar = ""
+    private var child: pid_t = 0
+    private var cancelled = false
+    private var done = false
+    private var statuses: [Int32] = []
+
+    init(socket: String, env: [String: String], steps: [ReaderStep], log: String) {
+        self.socket = socket
+        self.env = env
+        self.steps = steps
+        self.log = log
+        Thread.detachNewThread { self.run() }
+    }
+
+    /// What the vault printed on stderr so far (for `.awaitStderr`).
+    func stderrChanged(_ text: String) {
+        cond.lock()
+        stderrSoFar = text
+        cond.broadcast()
+        cond.unlock()
+    }
+
+    /// Waits up to `grace` seconds for the steps to end, then kills the running one and skips the
+    /// rest. Returns the exit status of each `virtual-reader` run (137: killed).
+    func finish(grace: Double) -> [Int32] {
+        cond.lock()
+        defer { cond.unlock() }
+        let limit = Date(timeIntervalSinceNow: grace)
+        while !done && cond.wait(until: limit) {}
+        if !done {
+            cancelled = true
+            if child > 0 { kill(child, SIGKILL) }
+            cond.broadcast()
+            while !done { cond.wait() }
+        }
+        return statuses
+    }
+
+    private func run() {
+        loop: for step in steps {
+            switch step {
+            case .awaitStderr(let text):
+                cond.lock()
+                let limit = Date(timeIntervalSinceNow: 30)
+                while !cancelled && !stderrSoFar.contains(text) && cond.wait(until: limit) {}
+                let seen = stderrSoFar.contains(text)
+                cond.unlock()
+                if !seen { break loop }
+            case .device(let command):
+                if !tool(["device", "--wait", "30", socket, command]) { break loop }
+            case .image(let items):
+                if !tool(["image", "--wait", "30", socket] + items) { break loop }
+            }
+        }
+        cond.lock()
+        done = true
+        cond.broadcast()
+        cond.unlock()
+    }
+
+    /// Runs `virtual-reader args` (output appended to the log); false when cancelled.
+    private func tool(_ args: [String]) -> Bool {
+        cond.lock()
+        guard !cancelled else { cond.unlock(); return false }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = ([readerBinary] + args).map { strdup($0) } + [nil]
+        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, readerBinary, &actions, nil, argv, envp)
+        argv.forEach { free($0) }
+        envp.forEach { free($0) }
+        guard rc == 0 else {
+            statuses.append(-1)
+            cond.unlock()
+            return false
+        }
+        child = pid
+        cond.unlock()
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        cond.lock()
+        child = 0
+        statuses.append((status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f))
+        cond.unlock()
+        return true
+    }
 }

@@ -182,3 +182,43 @@ import Testing
         #expect(r.stdout.split(separator: "-").count == 6)
     }
 }
+
+@Suite struct SettingsAndImportTests {
+    let box = Sandbox()
+    let pc = Sandbox.passcode
+
+    @Test func settingsNeedThePasscodeAndArePersisted() {
+        box.initVault()
+        var r = box.vault(["settings", "--json"])
+        #expect(json(r.stdout)["policy"] as? String == "biometrics-or-passcode")
+        #expect(json(r.stdout)["passcode_interval_hours"] as? Int == 48)
+        r = box.vault(["settings", "--policy", "biometrics", "--no-input"])
+        #expect(r.status == 12)
+        r = box.vault(["settings", "--policy", "biometrics", "--passcode-interval", "24", "--passcode-after-reboot", "off"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["status", "--json"])
+        #expect(json(r.stdout)["policy"] as? String == "biometrics")
+        #expect(json(r.stdout)["passcode_interval_hours"] as? Int == 24)
+        r = box.vault(["settings", "--policy", "face-id"], passcode: pc)
+        #expect(r.status == 2)
+        // The passcode given explicitly still opens the vault under the biometrics policy.
+        r = box.vault(["ls"], passcode: pc)
+        #expect(r.status == 0)
+    }
+
+    @Test func importIsAllOrNothingAndExportRoundTrips() {
+        box.initVault()
+        var r = box.vault(["import"], passcode: pc, stdin: #"[{"name":"a","password":"1","username":"u"},{"name":"b","password":"2","urls":["https://b.example"]}]"#)
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["import"], passcode: pc, stdin: #"[{"name":"c","password":"3"},{"name":"a","password":"x"}]"#)
+        #expect(r.status == 4)
+        r = box.vault(["ls"], passcode: pc)
+        #expect(r.stdout == "a\nb\n", "a failed import wrote nothing")
+        r = box.vault(["import"], passcode: pc, stdin: "not json")
+        #expect(r.status == 2)
+        r = box.vault(["export"], passcode: pc)
+        let items = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [[String: Any]] ?? []
+        #expect(items.count == 2)
+        #expect(items.first { $0["name"] as? String == "b" }?["password"] as? String == "2")
+    }
+}
