@@ -17,6 +17,24 @@ enum Auth {
         try EmbeddedKeyAuthority(folder: EmbeddedKeyAuthority.defaultFolder(environment: ctx.environment))
     }
 
+    /// The authority, for a caller that has just proved a passcode: a damaged prints file is reset
+    /// (with a warning) instead of blocking enrolment forever.
+    static func ownerAuthority(_ ctx: CommandContext) throws -> EmbeddedKeyAuthority {
+        let authority = try authority(ctx)
+        do {
+            _ = try authority.prints()
+        } catch VaultError.authorityDamaged(let why) {
+            try authority.resetPrints()
+            ctx.say("vault: warning: \(why); it was reset: every vault needs its passcode once, then enrol your fingers again with 'vault enroll'")
+        }
+        return authority
+    }
+
+    /// The reader the enrolled prints belong to, to prefer when none is named.
+    static func enrolledSensor(_ authority: any KeyAuthority) -> SensorIdentity? {
+        (try? authority.prints())?.first?.sensor
+    }
+
     /// The context for `store`: policy from `--policy` or the vault, passcode from `--passcode-fd`
     /// or the terminal, the reader opened only when a scan is due.
     static func context(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> AuthContext {
@@ -34,7 +52,9 @@ enum Auth {
         let interactive = !inv.noInput && ctx.terminal.isAvailable
         let auth = AuthContext(
             authority: try authority(ctx), policy: policy,
-            openReader: { LibfprintReader(sensor: try openSensor(inv, ctx), ctx: ctx, timeout: timeout, interactive: interactive) },
+            openReader: { bound in
+                LibfprintReader(sensor: try openSensor(inv, ctx, prefer: bound), ctx: ctx, timeout: timeout, interactive: interactive)
+            },
             readPasscode: { prompt in
                 if let fd = passcodeFD { return try SecretInput.line(fd: fd, what: "passcode") }
                 guard interactive else { return nil }
@@ -72,13 +92,15 @@ enum Auth {
     static func statusFields(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> [String: Any] {
         let authority = try authority(ctx)
         var o: [String: Any] = [:]
-        let prints = (try? authority.prints()) ?? []
+        var prints: [EnrolledPrint] = []
+        do { prints = try authority.prints() } catch let e as VaultError { o["prints_error"] = e.message }
         o["enrolled_fingers"] = prints.map { ["finger": $0.finger, "sensor": $0.sensor.canonical] }
         let readers = (try? FingerprintService.shared.sensors()) ?? []
         o["readers"] = readers.map { ["driver": $0.driver, "device_id": $0.deviceID, "name": $0.name, "match_on_chip": $0.matchOnChip] }
         var chip: [String] = []
         var sensorID: SensorIdentity?
-        if !readers.isEmpty, let sensor = try? openSensor(inv, ctx) {
+        let bound = try? AuthContext.binding(of: store)?.1.sensor
+        if !readers.isEmpty, let sensor = try? openSensor(inv, ctx, prefer: bound ?? prints.first?.sensor) {
             sensorID = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
             chip = (try? sensor.storedPrintIdentities()) ?? []
             sensor.close()

@@ -41,9 +41,11 @@ func vaultError(_ e: FingerprintError) -> VaultError {
 }
 
 /// Opens the selected reader.
-func openSensor(_ inv: Invocation, _ ctx: CommandContext) throws -> FingerprintSensor {
+/// Opens the reader named by `--sensor`/`VAULT_SENSOR`, else the one `prefer` names (the reader a
+/// vault is bound to, or the prints were enrolled on), else the first usable one.
+func openSensor(_ inv: Invocation, _ ctx: CommandContext, prefer: SensorIdentity? = nil) throws -> FingerprintSensor {
     do {
-        return try FingerprintService.shared.open(selector: sensorSelector(inv, ctx))
+        return try FingerprintService.shared.open(selector: sensorSelector(inv, ctx) ?? prefer?.driver)
     } catch {
         throw vaultError(error)
     }

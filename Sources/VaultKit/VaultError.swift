@@ -41,6 +41,8 @@ public enum VaultError: Error, Equatable, Sendable {
     case sessionInvalid(String)
     /// 20: the enrolled prints changed since this vault's fingerprint slot was bound.
     case domainStateChanged
+    /// 5: the key authority's state (prints file, lockout record, device secret) failed authentication.
+    case authorityDamaged(String)
     /// An error another vault process (the agent) reported, with its code.
     case relayed(code: Int32, message: String, hint: String?)
 
@@ -51,7 +53,7 @@ public enum VaultError: Error, Equatable, Sendable {
         case .usage: 2
         case .itemNotFound, .vaultNotFound: 3
         case .alreadyExists: 4
-        case .corrupt, .newerFormat: 5
+        case .corrupt, .newerFormat, .authorityDamaged: 5
         case .io, .insecurePermissions: 6
         case .authenticationFailed: 10
         case .userCancel: 11
@@ -91,6 +93,7 @@ public enum VaultError: Error, Equatable, Sendable {
         case .sessionInvalid(let m): "the unlock session \(m)"
         case .domainStateChanged: "the enrolled fingerprints changed since this vault was bound to them"
         case .relayed(_, let m, _): m
+        case .authorityDamaged(let m): "the fingerprint state is damaged: \(m)"
         }
     }
 
@@ -117,6 +120,7 @@ public enum VaultError: Error, Equatable, Sendable {
         case .sessionInvalid: "unlock again with 'vault unlock'"
         case .domainStateChanged: "unlock with the passcode and rotate the keys: vault unlock --passcode --rotate"
         case .relayed(_, _, let h): h
+        case .authorityDamaged: "run 'vault enroll' (it asks for a vault's passcode): the damaged file is reset and you enrol your fingers again"
         }
     }
 }

@@ -346,17 +346,13 @@ private func isHex64(_ s: String?) -> Bool {
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == password + "\n")
 
-        // The error says "re-enrol your fingers": with the passcode, enrolling again must work and
-        // bring fingerprint unlock back. Today every fingerprint command stops at the damaged file
-        // (enroll, enroll --bind, unenroll, unlock --passcode --rotate, fingers: all exit 5), so the
-        // only way out is deleting the file by hand, which nothing says.
-        withKnownIssue("a damaged prints.sealed cannot be replaced: enroll exits 5 (EmbeddedKeyAuthority.add reads the damaged file first)") {
-            r = box.vault(["enroll", "--finger", "right-index"], passcode: pc, reader: scans("alice", 5), grace: 0.5)
-            #expect(r.status == 0, "\(r.stderr)")
-            r = box.vault(getPassword, reader: scans("alice"), grace: 0.5)
-            #expect(r.status == 0, "\(r.stderr)")
-            #expect(r.stdout == password + "\n")
-        }
+        // With a passcode, enrolling again resets the damaged file and brings fingerprint unlock back.
+        r = box.vault(["enroll", "--finger", "right-index"], passcode: pc, reader: scans("alice", 5), grace: 0.5)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("was reset"))
+        r = box.vault(getPassword, reader: scans("alice"), grace: 0.5)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == password + "\n")
     }
 
     @Test func anotherReaderIsNotAChangeOfTheEnrolledPrints() {
@@ -370,23 +366,16 @@ private func isHex64(_ s: String?) -> Bool {
         #expect(r.status == 0, "the binding is fine when the bound reader is chosen: \(r.stderr)")
         #expect(r.stdout == password + "\n")
         r = box.vault(getPassword + ["--scan-timeout", "3"], reader: scans("alice"), grace: 0.5, timeLimit: 30)
-        // Nothing was enrolled or removed, so 20 ("the enrolled fingerprints changed", whose hint is
-        // to rotate; rotating with this reader chosen drops the fingerprint slot) is wrong: the
-        // vault knows the reader it is bound to and should use it.
-        withKnownIssue("unlock opens the first reader, not the bound one, and calls that 20 'enrolled fingerprints changed' (AuthContext.unlockWithFingerprint)") {
-            #expect(r.status == 0, "\(r.stderr)")
-            #expect(r.stdout == password + "\n")
-        }
-        #expect(r.status == 0 || r.stdout.isEmpty)
+        // Nothing was enrolled or removed: the vault uses the reader it is bound to.
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == password + "\n")
 
         // Only the other reader: the bound one is not available (15), or this one has no prints (16).
         box.useVirtualReader("virtual_image")
         r = box.vault(getPassword + ["--scan-timeout", "2"], reader: [], timeLimit: 30)
         #expect(r.status != 0)
         #expect(r.stdout.isEmpty)
-        withKnownIssue("with only another reader than the bound one, unlock exits 20 'enrolled fingerprints changed'") {
-            #expect([15, 16].contains(r.status), "\(r.stderr)")
-        }
+        #expect(r.status == 15, "\(r.stderr)")
 
         // The bound reader alone: the binding is intact.
         box.env = bound

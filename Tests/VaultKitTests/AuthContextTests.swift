@@ -61,7 +61,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
     fileprivate func contextThatMustNotScan(_ authority: any KeyAuthority, policy: AuthPolicy = .biometricsOrPasscode,
                                 sourceLocation: SourceLocation = #_sourceLocation) -> AuthContext {
         AuthContext(authority: authority, policy: policy,
-                    openReader: {
+                    openReader: { _ in
                         Issue.record("the reader was opened although the passcode is required", sourceLocation: sourceLocation)
                         return ScriptedReader(identity: sensor, answer: 0)
                     },
@@ -71,7 +71,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
     /// A context with a reader that matches (print 0) and, optionally, a passcode.
     fileprivate func matchingContext(_ authority: any KeyAuthority, reader: ScriptedReader, passcode: String? = nil,
                          policy: AuthPolicy = .biometricsOrPasscode) -> AuthContext {
-        AuthContext(authority: authority, policy: policy, openReader: { reader },
+        AuthContext(authority: authority, policy: policy, openReader: { _ in reader },
                     readPasscode: { _ in
                         guard let passcode else { return nil }
                         return try secret(passcode)

@@ -23,8 +23,8 @@ enum FingerprintCommands {
             let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
             let vault = try store.unlock(passcode: passcode)
             try Auth.passcodeSucceeded(store, ctx)
-            let authority = try Auth.authority(ctx)
-            let sensor = try openSensor(inv, ctx)
+            let authority = try Auth.ownerAuthority(ctx)
+            let sensor = try openSensor(inv, ctx, prefer: Auth.enrolledSensor(authority))
             defer { sensor.close() }
             let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
             if inv.has("--bind") && finger == nil {
@@ -42,15 +42,15 @@ enum FingerprintCommands {
     /// the new vault. Without a reader the vault simply opens with the passcode.
     static func setUpAtInit(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) throws {
         let finger = try inv.value("--finger").map(parseFinger)
+        let authority = try Auth.ownerAuthority(ctx)
         let sensor: FingerprintSensor
         do {
-            sensor = try openSensor(inv, ctx)
+            sensor = try openSensor(inv, ctx, prefer: Auth.enrolledSensor(authority))
         } catch let e as VaultError {
             ctx.say("vault: \(e.message): the vault opens with the passcode; later run 'vault enroll --bind'")
             return
         }
         defer { sensor.close() }
-        let authority = try Auth.authority(ctx)
         let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
         if try authority.prints().filter({ $0.sensor == identity }).isEmpty {
             try enrollFinger(finger, sensor: sensor, identity: identity, authority: authority, inv, ctx)
@@ -122,11 +122,11 @@ enum FingerprintCommands {
             let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
             let vault = try store.unlock(passcode: passcode)
             try Auth.passcodeSucceeded(store, ctx)
-            let authority = try Auth.authority(ctx)
+            let authority = try Auth.ownerAuthority(ctx)
             let gone = try authority.remove(finger: finger.rawValue)
             guard !gone.isEmpty else { throw VaultError.failure("\(finger.rawValue) is not enrolled", hint: "see 'vault fingers'") }
             ctx.say("vault: removed \(finger.rawValue)")
-            let sensor = try? openSensor(inv, ctx)
+            let sensor = try? openSensor(inv, ctx, prefer: gone.first?.sensor)
             defer { sensor?.close() }
             if let sensor { for p in gone { try? sensor.deletePrint(p.data) } }
             try RotateCommand.rotate(vault, passcode: passcode, kdf: nil, inv, ctx, sensor: sensor)

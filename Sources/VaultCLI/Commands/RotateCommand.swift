@@ -50,10 +50,10 @@ enum RotateCommand {
     @discardableResult
     static func rotate(_ vault: UnlockedVault, passcode: borrowing SecretBytes, kdf: KDFParameters?,
                        _ inv: Invocation, _ ctx: CommandContext, sensor given: FingerprintSensor? = nil) throws -> UnlockedVault {
-        let authority = try Auth.authority(ctx)
+        let authority = try Auth.ownerAuthority(ctx)
         var fingerprint: (binding: FingerprintBinding, kek: (Int64) throws -> SecretBytes)?
         let enrolled = try !authority.prints().isEmpty
-        let sensor = given ?? (enrolled ? try? openSensor(inv, ctx) : nil)
+        let sensor = given ?? (enrolled ? try? openSensor(inv, ctx, prefer: Auth.enrolledSensor(authority)) : nil)
         if let sensor {
             let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
             if try authority.prints().contains(where: { $0.sensor == identity }) {

@@ -63,8 +63,9 @@ public final class AuthContext {
     let authority: any KeyAuthority
     /// The policy evaluated.
     public var policy: AuthPolicy
-    /// Opens the reader on demand (errors: `VaultError.biometryNotAvailable` / `.systemCancel`).
-    let openReader: () throws -> any FingerprintReader
+    /// Opens the reader on demand, preferring the one the vault is bound to (errors:
+    /// `VaultError.biometryNotAvailable` / `.systemCancel`).
+    let openReader: (SensorIdentity?) throws -> any FingerprintReader
     /// Returns the passcode, or nil when none can be read (no terminal and no descriptor).
     let readPasscode: (String) throws -> SecretBytes?
     /// Narration for the person (tries left, advice); never stdout.
@@ -75,7 +76,7 @@ public final class AuthContext {
     public var passcodeFirst = false
 
     /// A context over the given authority and user interface.
-    public init(authority: any KeyAuthority, policy: AuthPolicy, openReader: @escaping () throws -> any FingerprintReader,
+    public init(authority: any KeyAuthority, policy: AuthPolicy, openReader: @escaping (SensorIdentity?) throws -> any FingerprintReader,
                 readPasscode: @escaping (String) throws -> SecretBytes?, say: @escaping (String) -> Void) {
         self.authority = authority
         self.policy = policy
@@ -157,7 +158,7 @@ public final class AuthContext {
             throw VaultError.domainStateChanged
         }
         if let rule = try passcodeRule(settings: store.settings()) { throw rule }
-        let reader = try openReader()
+        let reader = try openReader(binding.sensor)
         let mine = enrolled.filter { $0.sensor == reader.identity }
         guard !mine.isEmpty else {
             throw enrolled.isEmpty ? VaultError.biometryNotEnrolled : VaultError.domainStateChanged

@@ -62,6 +62,9 @@ public protocol KeyAuthority: AnyObject {
     func prints() throws -> [EnrolledPrint]
     /// Adds a print and starts a new enrolment epoch.
     func add(_ print: EnrolledPrint) throws
+    /// Forgets every enrolled print (a damaged prints file, after the owner proved a passcode) and
+    /// starts a new epoch: every fingerprint slot stops working until re-bound.
+    func resetPrints() throws
     /// Removes the prints of `finger` (every sensor) and starts a new epoch; returns how many went.
     func remove(finger: String) throws -> [EnrolledPrint]
     /// The domain state for a reader whose chip lists `chipPrints` (empty when not match-on-chip).
@@ -143,14 +146,16 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         try PrivateFiles.checkPrivate(path, isDirectory: false)
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         let bytes = Array(data)
-        guard bytes.count > AEAD.nonceLength else { throw VaultError.corrupt("\(path) is truncated") }
+        guard bytes.count > AEAD.nonceLength else { throw VaultError.authorityDamaged("\(path) is truncated") }
         let key = try KeyedHash.deriveKey(from: secret, context: "vault/v1/authority/" + label)
         do {
             let plain = try AEAD.open(Array(bytes[AEAD.nonceLength...]), key: key, nonce: Array(bytes[..<AEAD.nonceLength]),
                                       associatedData: Array(("vault-authority-v1/" + label).utf8))
             return try plain.withUnsafeBytes { try JSONDecoder().decode(T.self, from: Data($0)) }
         } catch is CryptoError {
-            throw VaultError.corrupt("\(path) failed authentication (edited or replaced); re-enrol your fingers")
+            throw VaultError.authorityDamaged("\(path) failed authentication (edited, or sealed under another device secret)")
+        } catch is DecodingError {
+            throw VaultError.authorityDamaged("\(path) is unreadable")
         }
     }
 
@@ -176,7 +181,12 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         try sealedWrite(f, printsPath, label: "prints")
     }
 
-    /// Removes a finger's prints; a new epoch even if none matched nothing is kept.
+    /// Replaces the prints file with an empty one under a new epoch.
+    public func resetPrints() throws {
+        try sealedWrite(PrintsFile(epoch: randomBytes(16), prints: []), printsPath, label: "prints")
+    }
+
+    /// Removes a finger's prints under a new epoch; nothing is written when none matched.
     public func remove(finger: String) throws -> [EnrolledPrint] {
         var f = try printsFile()
         let gone = f.prints.filter { $0.finger == finger }
@@ -217,7 +227,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     public func record() throws -> AuthRecord {
         do {
             return try sealedRead(authPath, label: "auth", as: AuthRecord.self) ?? AuthRecord()
-        } catch VaultError.corrupt {
+        } catch VaultError.authorityDamaged {
             var r = AuthRecord()
             r.failedMatches = lockoutThreshold
             return r
