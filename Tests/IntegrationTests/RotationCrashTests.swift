@@ -54,18 +54,26 @@ import Testing
         var generation = try checkIntact()
         #expect(generation == 2)
 
+        // Kill moments are drawn over the length of a rotation; when one lands too late (the run
+        // completed), the window shrinks, so most runs die mid-way whatever the machine's load.
+        var window = duration
         var killed = 0, completed = 0
         for run in 0..<24 {
             let pid = start(vaultBinary, ["rotate", "--passcode-fd", "3"], env: box.env, fds: [3: pc + "\n"])
-            let delay = Double.random(in: 0...(duration * 1.1))
-            usleep(useconds_t(delay * 1_000_000))
+            usleep(useconds_t(Double.random(in: 0...window) * 1_000_000))
             kill(pid, SIGKILL)
             let status = reap(pid)
-            if status == 128 + SIGKILL { killed += 1 } else { #expect(status == 0, "run \(run) ended with \(status)"); completed += 1 }
+            if status == 128 + SIGKILL {
+                killed += 1
+            } else {
+                #expect(status == 0, "run \(run) ended with \(status)")
+                completed += 1
+                window *= 0.7
+            }
             let now = try checkIntact()
             #expect(now == generation || now == generation + 1, "run \(run): generation \(generation) -> \(now)")
             generation = now
         }
-        #expect(killed >= 12, "only \(killed) of 24 runs were killed mid-way; the kill moments are too late")
+        #expect(killed >= 12, "only \(killed) of 24 runs were killed; \(completed) completed")
     }
 }

@@ -126,6 +126,8 @@ final class Sandbox {
                "XDG_RUNTIME_DIR": home + "/run", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
     }
     deinit {
+        // An agent started by `vault unlock` in this sandbox goes with it.
+        _ = spawn("/usr/bin/pkill", ["-f", "agent --socket \(home)/"], env: ["PATH": "/usr/bin:/bin"])
         try? FileManager.default.removeItem(atPath: home)
         if !readerSocket.isEmpty && !readerSocket.hasPrefix(home + "/") { unlink(readerSocket) }
     }
