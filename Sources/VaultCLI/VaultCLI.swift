@@ -10,7 +10,7 @@ public enum VaultCLI {
         name: "help", summary: "show help for a command, or 'exit-codes'", usage: "vault help [COMMAND | exit-codes]",
         arguments: 0...1,
         run: { inv, ctx in
-            guard let topic = inv.arguments.first else { ctx.stdout.write(Help.overview(table)); return }
+            guard let topic = inv.arguments.first else { ctx.stdout.write(Help.overview(listed)); return }
             if topic == "exit-codes" { ctx.stdout.write(Help.exitCodeText); return }
             guard let c = table.first(where: { $0.name == topic }) else {
                 let near = Parser.suggestion(topic, among: table.map(\.name) + ["exit-codes"])
@@ -24,11 +24,17 @@ public enum VaultCLI {
         [VaultCommands.initCommand, VaultCommands.status,
          ItemCommands.add, ItemCommands.edit, ItemCommands.rm, ItemCommands.mv, ItemCommands.ls,
          ItemCommands.search, ItemCommands.get, ItemCommands.log, VaultCommands.generate,
-         VaultCommands.passcode, VaultCommands.recover, RotateCommand.rotate]
+         VaultCommands.passcode, VaultCommands.recover, RotateCommand.rotate,
+         ImportExport.importCommand, ImportExport.exportCommand, SettingsCommand.settings]
+            + RunLoginCommands.all
             + FingerprintCommands.all
             + [SessionCommands.lock, SessionCommands.agent]
             + [helpCommand, VaultCommands.version]
+            + CredentialHelpers.commands
     }
+
+    /// The commands the help overview lists (the credential helpers' verbs are for programs).
+    static var listed: [CommandSpec] { table.filter { !CredentialHelpers.unlistedNames.contains($0.name) } }
 
     /// Runs one command line (without the program name) and returns the exit code. Nothing here
     /// exits the process: `main` does, with this code.
@@ -36,10 +42,10 @@ public enum VaultCLI {
         do {
             guard let inv = try Parser.parse(arguments, table: table) else {
                 if arguments.isEmpty {
-                    ctx.stderr.write(Help.overview(table))
+                    ctx.stderr.write(Help.overview(listed))
                     return 2
                 }
-                ctx.stdout.write(Help.overview(table))
+                ctx.stdout.write(Help.overview(listed))
                 return 0
             }
             if inv.flags.contains("--help") {
@@ -48,6 +54,8 @@ public enum VaultCLI {
             }
             try inv.command.run(inv, ctx)
             return 0
+        } catch let e as ReportedFailure {
+            return e.exitCode
         } catch let e as VaultError {
             report(e, ctx)
             return e.exitCode
@@ -66,15 +74,26 @@ public enum VaultCLI {
     }
 
     /// Installs the SIGINT handler (a prompt or scan in progress ends as "cancelled by the user",
-    /// exit 11, after restoring the terminal) and runs the process's command line.
+    /// exit 11, after restoring the terminal) and runs the process's command line; called as
+    /// `git-credential-vault` or `docker-credential-vault` (argv[0]) it runs that credential helper.
     public static func main() -> Int32 {
         var action = sigaction()
         action.__sigaction_handler.sa_handler = { _ in interruptRequested = 1; interruptHook?() }
         sigemptyset(&action.sa_mask)
         action.sa_flags = 0
         sigaction(SIGINT, &action, nil)
+        // A parent that blocked SIGINT (some shells' background jobs, test runners) must not keep
+        // Ctrl-C from cancelling a scan or a prompt.
+        var unblock = sigset_t()
+        sigemptyset(&unblock)
+        sigaddset(&unblock, SIGINT)
+        sigprocmask(SIG_UNBLOCK, &unblock, nil)
         umask(0o077)
-        return run(Array(CommandLine.arguments.dropFirst()), context: .process())
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if let helper = CredentialHelpers.Program(argv0: CommandLine.arguments.first ?? "") {
+            return CredentialHelpers.main(helper, arguments, context: .process())
+        }
+        return run(arguments, context: .process())
     }
 }
 

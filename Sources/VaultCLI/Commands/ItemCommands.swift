@@ -89,7 +89,7 @@ enum ItemCommands {
 
     static let edit = CommandSpec(
         name: "edit", summary: "change fields of a login",
-        usage: "vault edit NAME [--username U] [--url URL]... [--notes T] [--tag T]... [--password-stdin | --generate]",
+        usage: "vault edit NAME [--username U] [--url URL]... [--notes T] [--tag T]... [--password-stdin | --generate] [--fingerprint-login on|off]",
         options: [
             .value("--username", "U", "new account name"),
             .value("--url", "URL", "replace the URLs (repeatable)", repeatable: true),
@@ -100,11 +100,13 @@ enum ItemCommands {
             .flag("--generate", "generate a new random password"),
             .value("--length", "N", "length of the generated password (default 24)"),
             .value("--clear", "FIELD", "remove a field: username, url, notes, tags, totp, password", repeatable: true),
+            .value("--fingerprint-login", "on|off", "let 'vault login' fill this login after a fresh finger scan (changing it needs a scan)"),
         ] + Auth.options,
         arguments: 1...1,
         examples: """
         vault edit github --username new-me --url https://github.com/login
         vault edit github --generate
+        vault edit prod-db --fingerprint-login on
         """,
         run: { inv, ctx in
             if inv.has("--password-stdin") && inv.has("--generate") {
@@ -115,8 +117,10 @@ enum ItemCommands {
             for c in clears where !["username", "url", "notes", "tags", "totp", "password"].contains(c) {
                 throw VaultError.usage("--clear: unknown field '\(c)'")
             }
+            let fingerprintLogin = try FingerprintLoginGate.parseSwitch(inv)
             let vault = try openAccess(inv, ctx, purpose: "edit '\(name)'")
             guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
+            if let on = fingerprintLogin { try FingerprintLoginGate.confirmSwitch(on, item: name, inv, ctx) }
             let password = try newPassword(inv, ctx, name: name)
             let totp = inv.has("--totp-stdin") ? try totp(ctx) : nil
             try vault.update(name) { item in
@@ -136,6 +140,7 @@ enum ItemCommands {
                 if inv.has("--tag") { item.tags = inv.all("--tag") }
                 if let password { item.password = password }
                 if let totp { item.totp = totp }
+                if let fingerprintLogin { item.fingerprintLogin = fingerprintLogin }
             }
             ctx.say("updated '\(name)'")
         })
