@@ -68,11 +68,17 @@ enum Auth {
         return auth
     }
 
+    /// How this process last authenticated (a command that unlocked with a finger a moment ago
+    /// does not ask for a second scan, nor one that took the passcode for a second passcode).
+    nonisolated(unsafe) static var lastOutcome: AuthOutcome?
+
     /// Unlocks `store` for `purpose`.
     static func unlock(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext, purpose: String) throws -> UnlockedVault {
         let auth = try context(store, inv, ctx)
         if auth.reason == nil { auth.reason = purpose }
-        return try auth.unlock(store)
+        let vault = try auth.unlock(store)
+        lastOutcome = auth.outcome
+        return vault
     }
 
     /// Unlocks with the passcode only (enrolment, passcode change): a finger never suffices there.
@@ -80,6 +86,7 @@ enum Auth {
         let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
         let vault = try store.unlock(passcode: passcode)
         try passcodeSucceeded(store, ctx)
+        lastOutcome = .passcode
         return vault
     }
 

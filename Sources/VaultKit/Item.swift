@@ -20,6 +20,10 @@ public struct Item: Codable, Equatable, Sendable {
     public var fingerprintLogin: Bool
     /// Who stored it when not a person (`git`, `docker`).
     public var origin: String?
+    /// The pattern `vault login` recognises the program's username prompt by (else the default).
+    public var userPrompt: String?
+    /// The pattern `vault login` recognises the program's password prompt by (else the default).
+    public var passwordPrompt: String?
     /// Creation time, seconds since 1970.
     public var created: Int64
     /// Last change, seconds since 1970.

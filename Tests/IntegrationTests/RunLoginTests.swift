@@ -292,6 +292,14 @@ import Testing
         #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
         #expect(r.stdout.contains("willkommen"))
         #expect(vault(["login", "plain", "--password-prompt", "(", "--", german], passcode: pc).status == 2)
+        // The same patterns kept in the item: no flags needed at login.
+        r = vault(["edit", "plain", "--user-prompt", "benutzer> $", "--password-prompt", "kennwort> $"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        r = vault(["login", "plain", "--", german], passcode: pc)
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+        #expect(r.stdout.contains("willkommen"))
+        #expect(vault(["edit", "plain", "--password-prompt", "("], passcode: pc).status == 2)
+        #expect(vault(["edit", "plain", "--clear", "user-prompt", "--clear", "password-prompt"], passcode: pc).status == 0)
 
         // The child runs on a terminal of its own (its controlling terminal) in its own session.
         r = vault(["login", "plain", "--", "sh", "-c", "exec 4</dev/tty && echo has-tty; [ -t 0 ] && echo stdin-tty; exit 3"],

@@ -99,7 +99,9 @@ enum ItemCommands {
             .flag("--totp-stdin", "read a new otpauth:// URI from standard input"),
             .flag("--generate", "generate a new random password"),
             .value("--length", "N", "length of the generated password (default 24)"),
-            .value("--clear", "FIELD", "remove a field: username, url, notes, tags, totp, password", repeatable: true),
+            .value("--clear", "FIELD", "remove a field: username, url, notes, tags, totp, password, user-prompt, password-prompt", repeatable: true),
+            .value("--user-prompt", "REGEX", "how 'vault login' recognises the program's username prompt"),
+            .value("--password-prompt", "REGEX", "how 'vault login' recognises the program's password prompt"),
             .value("--fingerprint-login", "on|off", "let 'vault login' fill this login after a fresh finger scan (changing it needs a scan)"),
         ] + Auth.options,
         arguments: 1...1,
@@ -114,8 +116,13 @@ enum ItemCommands {
             }
             let name = try Item.normalize(name: inv.arguments[0])
             let clears = inv.all("--clear")
-            for c in clears where !["username", "url", "notes", "tags", "totp", "password"].contains(c) {
+            for c in clears where !["username", "url", "notes", "tags", "totp", "password", "user-prompt", "password-prompt"].contains(c) {
                 throw VaultError.usage("--clear: unknown field '\(c)'")
+            }
+            for option in ["--user-prompt", "--password-prompt"] {
+                if let p = inv.value(option), (try? NSRegularExpression(pattern: p)) == nil {
+                    throw VaultError.usage("\(option): '\(p)' is not a regular expression")
+                }
             }
             let fingerprintLogin = try FingerprintLoginGate.parseSwitch(inv)
             let vault = try openAccess(inv, ctx, purpose: "edit '\(name)'")
@@ -131,6 +138,8 @@ enum ItemCommands {
                     case "notes": item.notes = nil
                     case "tags": item.tags = []
                     case "totp": item.totp = nil
+                    case "user-prompt": item.userPrompt = nil
+                    case "password-prompt": item.passwordPrompt = nil
                     default: item.password = nil
                     }
                 }
@@ -140,6 +149,8 @@ enum ItemCommands {
                 if inv.has("--tag") { item.tags = inv.all("--tag") }
                 if let password { item.password = password }
                 if let totp { item.totp = totp }
+                if let p = inv.value("--user-prompt") { item.userPrompt = p }
+                if let p = inv.value("--password-prompt") { item.passwordPrompt = p }
                 if let fingerprintLogin { item.fingerprintLogin = fingerprintLogin }
             }
             ctx.say("updated '\(name)'")

@@ -45,7 +45,7 @@ enum RunLoginCommands {
             env.merge(values) { $1 }
             values.removeAll()
             let status = try program.runInheriting(environment: env)
-            if status != 0 { endCommand(status: status) }
+            if status != 0 { throw ReportedFailure(exitCode: status) }
         })
 
     static let login = CommandSpec(
@@ -73,13 +73,14 @@ enum RunLoginCommands {
             }
             let reuse = try inv.int("--reuse") ?? 0
             guard (0...300).contains(reuse) else { throw VaultError.usage("--reuse must be between 0 and 300 seconds") }
-            let prompts = try LoginPrompts(inv)
+            var prompts = try LoginPrompts(inv)
             let program = inv.trailing.isEmpty ? nil : try ChildProgram(inv, ctx)
 
             let login: LoginSecrets
             do {
                 let vault = try openAccess(inv, ctx, purpose: "login '\(name)'")
                 let item = try vault.item(named: name)
+                prompts = try LoginPrompts(inv, item: item)
                 guard let password = item.password else { throw VaultError.failure("item '\(item.name)' has no password") }
                 if item.fingerprintLogin {
                     let store = try VaultStore.open(try location(inv, ctx))
@@ -96,14 +97,14 @@ enum RunLoginCommands {
                 return
             }
             let status = try PromptedTerminal(program: program, login: login, prompts: prompts, ctx: ctx).run()
-            if status != 0 { endCommand(status: status) }
+            if status != 0 { throw ReportedFailure(exitCode: status) }
         })
 
     /// A login of an item without fingerprint login needs the passcode, even inside an unlock
     /// session. A passcode unlock by this same command counts: with `--passcode-fd` or
     /// `--passcode`, `openAccess` skips the session and unlocks with the passcode.
     static func requirePasscode(_ vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext, item: String) throws {
-        if vault is UnlockedVault && (inv.has("--passcode-fd") || inv.has("--passcode")) { return }
+        if vault is UnlockedVault && Auth.lastOutcome == .passcode { return }
         let store = try VaultStore.open(try location(inv, ctx))
         let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name,
                                                 reason: "'\(item)' has fingerprint login off; no terminal and no --passcode-fd")
@@ -112,12 +113,6 @@ enum RunLoginCommands {
     }
 }
 
-/// Ends the process with a child's exit status. The command table's `run` can only end with 0 or
-/// a `VaultError`'s code, and a child's status (or 127) must pass through without a message, so
-/// `run` and `login` end here; the one exit outside `main`.
-func endCommand(status: Int32) -> Never {
-    exit(status)
-}
 
 // MARK: - run
 
@@ -191,10 +186,10 @@ struct ChildProgram {
         case .notFound:
             VaultCLI.report(.failure("command not found: \(first)",
                                      hint: first.contains("/") ? nil : "it is not in PATH; give its full path"), ctx)
-            endCommand(status: 127)
+            throw ReportedFailure(exitCode: 127)
         case .notExecutable(let p):
             VaultCLI.report(.failure("cannot run \(p): not an executable file"), ctx)
-            endCommand(status: 126)
+            throw ReportedFailure(exitCode: 126)
         }
     }
 
@@ -433,15 +428,16 @@ struct LoginPrompts {
     let user: NSRegularExpression
     let password: NSRegularExpression
 
-    init(_ inv: Invocation) throws {
-        func compile(_ option: String, _ fallback: String) throws -> NSRegularExpression {
-            let pattern = inv.value(option) ?? fallback
+    /// The patterns: a flag, else the item's own, else the defaults.
+    init(_ inv: Invocation, item: Item? = nil) throws {
+        func compile(_ option: String, _ stored: String?, _ fallback: String) throws -> NSRegularExpression {
+            let pattern = inv.value(option) ?? stored ?? fallback
             do { return try NSRegularExpression(pattern: pattern, options: [.caseInsensitive]) } catch {
                 throw VaultError.usage("\(option): '\(pattern)' is not a regular expression")
             }
         }
-        user = try compile("--user-prompt", LoginPrompts.defaultUser)
-        password = try compile("--password-prompt", LoginPrompts.defaultPassword)
+        user = try compile("--user-prompt", item?.userPrompt, LoginPrompts.defaultUser)
+        password = try compile("--password-prompt", item?.passwordPrompt, LoginPrompts.defaultPassword)
     }
 }
 
@@ -685,46 +681,11 @@ enum FingerprintLoginGate {
             ctx.say("vault: using the fingerprint match of \(authority.now() - last.time) s ago (--reuse \(reuse))")
             return
         }
-        try scan(store, binding: binding, authority: authority, inv, ctx, prompt: prompt + (inv.value("--reason").map { " (\($0))" } ?? ""))
-        writeMatch(MatchRecord(time: authority.now(), bootID: authority.bootID, domainState: binding.domainState), to: recordPath)
-    }
-
-    /// Up to three scans, like one evaluation of AuthContext, without the passcode.
-    static func scan(_ store: VaultStore, binding: FingerprintBinding, authority: EmbeddedKeyAuthority,
-                     _ inv: Invocation, _ ctx: CommandContext, prompt: String) throws {
-        if try authority.record().failedMatches >= lockoutThreshold { throw VaultError.biometryLockout }
-        let enrolled = try authority.prints()
-        let reader = LibfprintReader(sensor: try openSensor(inv, ctx, prefer: binding.sensor), ctx: ctx, timeout: try scanTimeout(inv), interactive: false)
-        let mine = enrolled.filter { $0.sensor == reader.identity }
-        guard !mine.isEmpty else { throw enrolled.isEmpty ? VaultError.biometryNotEnrolled : VaultError.domainStateChanged }
-        let state = try authority.domainState(chipPrints: reader.chipPrints())
-        guard binding.sensor == reader.identity, binding.domainState == state.hex else { throw VaultError.domainStateChanged }
-        for attempt in 1...AuthContext.triesPerEvaluation {
-            let left = AuthContext.triesPerEvaluation - attempt
-            let tries = "\(left) \(left == 1 ? "try" : "tries") left"
-            do {
-                if try reader.scan(against: mine.map(\.data), prompt: prompt) != nil {
-                    try authority.recordMatch()
-                    return
-                }
-                if try authority.recordFailedMatch() >= lockoutThreshold {
-                    ctx.say("vault: no match; fingerprint is now locked out")
-                    throw VaultError.biometryLockout
-                }
-                ctx.say(left > 0 ? "vault: no match, \(tries)" : "vault: no match")
-            } catch let i as ScanInterruption {
-                switch i {
-                case .retry(let advice): ctx.say("vault: \(advice)" + (left > 0 ? " (\(tries))" : ""))
-                case .timedOut: throw VaultError.appCancel("no finger within the scan timeout")
-                case .userCancelled: throw VaultError.userCancel
-                case .fallbackRequested, .programCancelled: throw VaultError.appCancel("the scan was cancelled")
-                case .removed: throw VaultError.biometryNotAvailable("the reader was removed")
-                case .busy(let m): throw VaultError.systemCancel(m)
-                case .failed(let m): throw VaultError.biometryNotAvailable(m)
-                }
-            }
+        // A finger matched by this very command (the unlock just before) is as fresh as it gets.
+        if case .fingerprint = Auth.lastOutcome {} else {
+            try Auth.context(store, inv, ctx).requireFreshMatch(store, prompt: prompt)
         }
-        throw VaultError.authenticationFailed("no match: retry limit exceeded")
+        writeMatch(MatchRecord(time: authority.now(), bootID: authority.bootID, domainState: binding.domainState), to: recordPath)
     }
 
     /// `vault edit --fingerprint-login on|off`: the value, checked before anything is unlocked.

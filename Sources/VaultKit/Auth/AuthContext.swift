@@ -74,6 +74,8 @@ public final class AuthContext {
     public var reason: String?
     /// Whether the caller asked for the passcode straight away (`--passcode`, or `--passcode-fd`).
     public var passcodeFirst = false
+    /// How the last successful evaluation authenticated.
+    public private(set) var outcome: AuthOutcome?
 
     /// A context over the given authority and user interface.
     public init(authority: any KeyAuthority, policy: AuthPolicy, openReader: @escaping (SensorIdentity?) throws -> any FingerprintReader,
@@ -147,17 +149,67 @@ public final class AuthContext {
         guard let passcode = try readPasscode(prompt) else { throw why }
         let vault = try store.unlock(passcode: passcode)
         try authority.recordPasscodeUnlock()
+        outcome = .passcode
         return vault
     }
 
-    /// The fingerprint path: checks, then up to three scans.
+    /// The fingerprint path: a match (checks, up to three scans), then the slot opens; after the
+    /// retry limit, the passcode when the policy allows it and one can be read.
     func unlockWithFingerprint(_ store: VaultStore) throws -> UnlockedVault {
+        let match: FingerprintMatch
+        do {
+            match = try matchFingerprint(store, passcodeRules: true,
+                                         prompt: "touch the fingerprint reader to unlock vault '\(store.location.name)'")
+        } catch RetryLimit.exceeded {
+            if policy == .biometricsOrPasscode, let passcode = try readPasscode("retry limit exceeded; passcode for vault '\(store.location.name)'") {
+                let vault = try store.unlock(passcode: passcode)
+                try authority.recordPasscodeUnlock()
+                outcome = .passcode
+                return vault
+            }
+            throw VaultError.authenticationFailed("no match: retry limit exceeded")
+        }
+        let key = try authority.fingerprintSlotKey(vaultID: store.vaultID, slotID: match.slot.id, sensor: match.sensor, domainState: match.state)
+        do {
+            return try store.unlock(slot: match.slot, kek: key)
+        } catch {
+            throw VaultError.domainStateChanged
+        }
+    }
+
+    /// A fresh fingerprint match for `store`'s binding, with no passcode fallback: what
+    /// `vault login` and the fingerprint-login switch demand even inside an unlock session.
+    /// - Throws: 15 no reader, 16 not enrolled, 17 lockout, 18 timeout, 10 no match after the
+    ///   retry limit, 11 Ctrl-C, 20 prints changed since the vault was bound.
+    public func requireFreshMatch(_ store: VaultStore, prompt: String) throws {
+        do {
+            _ = try matchFingerprint(store, passcodeRules: false, prompt: prompt)
+        } catch RetryLimit.exceeded {
+            throw VaultError.authenticationFailed("no match: retry limit exceeded")
+        }
+    }
+
+    private enum RetryLimit: Error { case exceeded }
+
+    private struct FingerprintMatch {
+        let slot: KeySlot
+        let sensor: SensorIdentity
+        let state: DomainState
+    }
+
+    /// Checks the binding, the lockout and (with `passcodeRules`) the reboot and 48 h rules, opens
+    /// the bound reader, checks the domain state, then allows up to three scans.
+    private func matchFingerprint(_ store: VaultStore, passcodeRules: Bool, prompt: String) throws -> FingerprintMatch {
         let enrolled = try authority.prints()
         guard let (slot, binding) = try AuthContext.binding(of: store) else {
             if enrolled.isEmpty { throw VaultError.biometryNotEnrolled }
             throw VaultError.domainStateChanged
         }
-        if let rule = try passcodeRule(settings: store.settings()) { throw rule }
+        if passcodeRules {
+            if let rule = try passcodeRule(settings: store.settings()) { throw rule }
+        } else if try authority.record().failedMatches >= lockoutThreshold {
+            throw VaultError.biometryLockout
+        }
         let reader = try openReader(binding.sensor)
         let mine = enrolled.filter { $0.sensor == reader.identity }
         guard !mine.isEmpty else {
@@ -165,28 +217,24 @@ public final class AuthContext {
         }
         let state = try authority.domainState(chipPrints: reader.chipPrints())
         guard binding.sensor == reader.identity, binding.domainState == state.hex else { throw VaultError.domainStateChanged }
-        let prompt = "touch the fingerprint reader to unlock vault '\(store.location.name)'" + (reason.map { " (\($0))" } ?? "")
+        let shown = prompt + (reason.map { " (\($0))" } ?? "")
         for attempt in 1...AuthContext.triesPerEvaluation {
             let left = AuthContext.triesPerEvaluation - attempt
+            let tries = "\(left) \(left == 1 ? "try" : "tries") left"
             do {
-                if try reader.scan(against: mine.map(\.data), prompt: prompt) != nil {
+                if try reader.scan(against: mine.map(\.data), prompt: shown) != nil {
                     try authority.recordMatch()
-                    let key = try authority.fingerprintSlotKey(vaultID: store.vaultID, slotID: slot.id, sensor: reader.identity, domainState: state)
-                    do {
-                        return try store.unlock(slot: slot, kek: key)
-                    } catch {
-                        throw VaultError.domainStateChanged
-                    }
+                    outcome = .fingerprint(at: authority.now())
+                    return FingerprintMatch(slot: slot, sensor: reader.identity, state: state)
                 }
-                let failures = try authority.recordFailedMatch()
-                if failures >= lockoutThreshold {
+                if try authority.recordFailedMatch() >= lockoutThreshold {
                     say("vault: no match; fingerprint is now locked out")
                     throw VaultError.biometryLockout
                 }
-                say(left > 0 ? "vault: no match, \(left) \(left == 1 ? "try" : "tries") left" : "vault: no match")
+                say(left > 0 ? "vault: no match, \(tries)" : "vault: no match")
             } catch let i as ScanInterruption {
                 switch i {
-                case .retry(let advice): say("vault: \(advice)" + (left > 0 ? " (\(left) \(left == 1 ? "try" : "tries") left)" : ""))
+                case .retry(let advice): say("vault: \(advice)" + (left > 0 ? " (\(tries))" : ""))
                 case .timedOut: throw VaultError.appCancel("no finger within the scan timeout")
                 case .userCancelled: throw VaultError.userCancel
                 case .fallbackRequested: throw VaultError.passcodeNeeded("you chose the passcode")
@@ -197,13 +245,16 @@ public final class AuthContext {
                 }
             }
         }
-        if policy == .biometricsOrPasscode, let passcode = try readPasscode("retry limit exceeded; passcode for vault '\(store.location.name)'") {
-            let vault = try store.unlock(passcode: passcode)
-            try authority.recordPasscodeUnlock()
-            return vault
-        }
-        throw VaultError.authenticationFailed("no match: retry limit exceeded")
+        throw RetryLimit.exceeded
     }
+}
+
+/// How an evaluation ended successfully.
+public enum AuthOutcome: Equatable, Sendable {
+    /// A finger matched (at this time).
+    case fingerprint(at: Int64)
+    /// The passcode (or recovery key) was given.
+    case passcode
 }
 
 extension UnlockedVault {
