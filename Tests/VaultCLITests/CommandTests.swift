@@ -1,0 +1,133 @@
+import Foundation
+import Testing
+@testable import VaultCLI
+import VaultKit
+
+/// No keyboard: what a script or CI sees.
+final class NoTerminal: Terminal {
+    var isAvailable: Bool { false }
+    var inputFD: Int32 { -1 }
+    func readSecret(prompt: String) throws -> SecretBytes? { nil }
+    func readLine(prompt: String) -> String? { nil }
+    func write(_ text: String) {}
+}
+
+/// Runs commands in-process against a temporary VAULT_HOME, with captured streams.
+final class InProcess {
+    let home = NSTemporaryDirectory() + "vault-cli-" + UUID().uuidString.prefix(8)
+    var env: [String: String] {
+        ["VAULT_HOME": home + "/v", "XDG_STATE_HOME": home + "/s", "XDG_RUNTIME_DIR": home + "/r", "HOME": home]
+    }
+    deinit { try? FileManager.default.removeItem(atPath: home) }
+
+    /// A pipe whose read end holds `text`; the caller passes the descriptor number on the command line.
+    func fd(_ text: String) -> Int32 {
+        var p: [Int32] = [0, 0]
+        precondition(pipe(&p) == 0)
+        _ = text.withCString { write(p[1], $0, strlen($0)) }
+        close(p[1])
+        return p[0]
+    }
+
+    func run(_ args: [String], stdin: String = "") -> (status: Int32, out: String, err: String) {
+        let out = BufferSink(), err = BufferSink()
+        let input = fd(stdin)
+        defer { close(input) }
+        let ctx = CommandContext(stdout: out, stderr: err, environment: env, terminal: NoTerminal(), stdinFD: input)
+        let status = VaultCLI.run(args, context: ctx)
+        return (status, out.text, err.text)
+    }
+}
+
+@Suite struct ParserTests {
+    let table = VaultCLI.table
+
+    @Test func globalOptionsGoBeforeOrAfterTheCommand() throws {
+        let a = try #require(try Parser.parse(["--vault", "w", "get", "x", "--field=password"], table: table))
+        let b = try #require(try Parser.parse(["get", "x", "--vault=w", "--field", "password"], table: table))
+        #expect(a.command.name == "get" && b.command.name == "get")
+        #expect(a.value("--vault") == "w" && b.value("--vault") == "w")
+        #expect(a.value("--field") == "password" && b.value("--field") == "password")
+        #expect(a.arguments == ["x"])
+    }
+
+    @Test func unknownVerbsAndOptionsGetASuggestion() {
+        #expect(throws: VaultError.usage("unknown command 'gte'", hint: "did you mean 'vault get'?")) {
+            _ = try Parser.parse(["gte"], table: table)
+        }
+        do {
+            _ = try Parser.parse(["get", "x", "--feild", "password"], table: table)
+            Issue.record("accepted an unknown option")
+        } catch let e as VaultError {
+            #expect(e.exitCode == 2)
+            #expect(e.hint?.contains("--field") == true)
+        } catch { Issue.record("\(error)") }
+    }
+
+    @Test func argumentCountsValuesAndTrailingCommandsAreChecked() {
+        #expect(throws: VaultError.self) { _ = try Parser.parse(["get"], table: table) }
+        #expect(throws: VaultError.self) { _ = try Parser.parse(["get", "a", "b"], table: table) }
+        #expect(throws: VaultError.self) { _ = try Parser.parse(["get", "a", "--field"], table: table) }
+        #expect(throws: VaultError.self) { _ = try Parser.parse(["get", "a", "--field", "x", "--field", "y"], table: table) }
+        #expect(throws: VaultError.self) { _ = try Parser.parse(["get", "a", "--", "ls"], table: table) }
+        #expect(throws: VaultError.self) { _ = try Parser.parse(["generate", "--no-symbols=1"], table: table) }
+        let run = try? Parser.parse(["run", "--env", "A=x", "--env", "B=y", "--", "env", "-0"], table: table)
+        #expect(run?.all("--env") == ["A=x", "B=y"])
+        #expect(run?.trailing == ["env", "-0"])
+    }
+
+    @Test func durationsTakeUnits() {
+        #expect(Duration.seconds("90") == 90)
+        #expect(Duration.seconds("90s") == 90)
+        #expect(Duration.seconds("5m") == 300)
+        #expect(Duration.seconds("12h") == 43200)
+        #expect(Duration.seconds("soon") == nil)
+    }
+
+    @Test func everyCommandHasGeneratedHelpWithUsageAndExamples() {
+        for c in table {
+            let h = Help.command(c)
+            #expect(h.hasPrefix("usage: vault"), "\(c.name)")
+            if c.name != "help" && c.name != "version" { #expect(h.contains("examples:"), "\(c.name) has no examples") }
+        }
+        #expect(Help.exitCodeText.contains("17  fingerprint locked out"))
+    }
+}
+
+@Suite struct InProcessCommandTests {
+    let cli = InProcess()
+    let pc = "in process passcode"
+
+    @Test func aVaultLivesAndDiesInProcessWithCapturedStreams() {
+        var r = cli.run(["init", "--kdf-memory", "8", "--kdf-ops", "1", "--no-fingerprint", "--passcode-fd", "\(cli.fd(pc + "\n"))"])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.split(separator: "-").count == 14, "only the recovery key on stdout")
+        #expect(r.err.contains("recovery key"))
+        r = cli.run(["add", "site", "--username", "me", "--password-stdin", "--passcode-fd", "\(cli.fd(pc + "\n"))"], stdin: "s3cr3t\n")
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.isEmpty)
+        r = cli.run(["get", "site", "--field", "password", "--passcode-fd", "\(cli.fd(pc + "\n"))"])
+        #expect(r.out == "s3cr3t\n")
+        r = cli.run(["get", "site", "--passcode-fd", "\(cli.fd(pc + "\n"))"])
+        #expect(!r.out.contains("s3cr3t"))
+        r = cli.run(["get", "site", "--field", "password", "--passcode-fd", "\(cli.fd("wrong\n"))"])
+        #expect(r.status == 10)
+        #expect(r.out.isEmpty)
+        #expect(r.err.hasPrefix("vault: error: "))
+        r = cli.run(["rm", "site"])
+        #expect(r.status == 2, "no terminal and no --force")
+        #expect(r.err.contains("vault: hint: pass --force"))
+        r = cli.run(["get", "site", "--field", "password", "--passcode-fd", "99"])
+        #expect(r.status == 2, "a descriptor that is not open is a usage error")
+    }
+
+    @Test func noArgumentsIsAUsageErrorAndHelpIsSuccess() {
+        var r = cli.run([])
+        #expect(r.status == 2)
+        #expect(r.out.isEmpty && r.err.contains("usage: vault"))
+        r = cli.run(["--help"])
+        #expect(r.status == 0 && r.out.contains("commands:"))
+        r = cli.run(["help", "nope"])
+        #expect(r.status == 2)
+    }
+}
