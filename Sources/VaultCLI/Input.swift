@@ -53,6 +53,20 @@ enum SecretInput {
         return s
     }
 
+    /// Unlocks with the recovery key from `--recovery-key-fd` or the terminal; like a passcode
+    /// unlock, it resets the fingerprint lockout.
+    static func unlockWithRecoveryKey(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> UnlockedVault {
+        let key: SecretBytes
+        if let fd = try descriptor(inv, "--recovery-key-fd") {
+            key = try line(fd: fd, what: "recovery key")
+        } else {
+            key = try ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
+        }
+        let vault = try store.unlock(recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
+        try Auth.passcodeSucceeded(store, ctx)
+        return vault
+    }
+
     /// `--password-stdin`: the next line of standard input.
     static func stdinLine(_ ctx: CommandContext, what: String) throws -> SecretBytes {
         guard let s = try SecretLine.read(fd: ctx.stdinFD) else {

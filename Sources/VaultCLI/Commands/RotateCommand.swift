@@ -23,14 +23,7 @@ enum RotateCommand {
             let store = try VaultStore.open(try location(inv, ctx))
             let kdf = try kdfParameters(inv)
             if inv.has("--recovery") || inv.has("--recovery-key-fd") {
-                let key: SecretBytes
-                if let fd = try SecretInput.descriptor(inv, "--recovery-key-fd") {
-                    key = try SecretInput.line(fd: fd, what: "recovery key")
-                } else {
-                    key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
-                }
-                let vault = try store.unlock(recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
-                try Auth.passcodeSucceeded(store, ctx)
+                let vault = try SecretInput.unlockWithRecoveryKey(store, inv, ctx)
                 let passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
                 try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
             } else {

@@ -72,16 +72,9 @@ enum VaultCommands {
         examples: "vault recover\nvault recover --recovery-key-fd 3 --new-passcode-fd 4 3<key.txt 4<new",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
-            let key: SecretBytes
-            if let fd = try SecretInput.descriptor(inv, "--recovery-key-fd") {
-                key = try SecretInput.line(fd: fd, what: "recovery key")
-            } else {
-                key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
-            }
-            let vault = try store.unlock(recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
+            let vault = try SecretInput.unlockWithRecoveryKey(store, inv, ctx)
             let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
             try vault.changePasscode(to: new, kdf: nil)
-            try Auth.passcodeSucceeded(store, ctx)
             ctx.say("new passcode set for vault '\(store.location.name)'")
         })
 
