@@ -29,7 +29,7 @@ public enum VaultCLI {
             + RunLoginCommands.all
             + FingerprintCommands.all
             + [SessionCommands.lock, SessionCommands.agent]
-            + [helpCommand, VaultCommands.version]
+            + [helpCommand, VaultCommands.version, Clipboard.clearCommand]
             + CredentialHelpers.commands
     }
 

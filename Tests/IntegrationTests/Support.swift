@@ -209,10 +209,22 @@ func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32:
         posix_spawn_file_actions_adddup2(&actions, p[0], fd)
         writes.append((p[1], content)); closeAfter.append(p[0])
     }
+    // The test threads block signals; a child must start with none blocked, or SIGTERM and
+    // SIGKILL-less stops would never reach it.
+    var attr = posix_spawnattr_t()
+    posix_spawnattr_init(&attr)
+    defer { posix_spawnattr_destroy(&attr) }
+    var noSignals = sigset_t(), defaults = sigset_t()
+    sigemptyset(&noSignals)
+    sigemptyset(&defaults)
+    for s in [SIGINT, SIGTERM, SIGHUP, SIGPIPE] { sigaddset(&defaults, s) }
+    posix_spawnattr_setsigmask(&attr, &noSignals)
+    posix_spawnattr_setsigdefault(&attr, &defaults)
+    posix_spawnattr_setflags(&attr, Int16(0x08 | 0x04)) // SETSIGMASK | SETSIGDEF
     let argv = ([path] + args).map { strdup($0) } + [nil]
     let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
     var pid: pid_t = 0
-    let rc = posix_spawn(&pid, path, &actions, nil, argv, envp)
+    let rc = posix_spawn(&pid, path, &actions, &attr, argv, envp)
     argv.forEach { free($0) }
     envp.forEach { free($0) }
     closeAfter.forEach { close($0) }

@@ -32,7 +32,7 @@ enum CredentialHelpers {
     static var commands: [CommandSpec] { [git, docker] }
 
     /// Verb names that `vault help` leaves out of its overview: programs call them, people rarely do.
-    static let unlistedNames: Set<String> = ["git-credential", "docker-credential"]
+    static let unlistedNames: Set<String> = ["git-credential", "docker-credential", "clipboard-clear"]
 
     /// Runs the helper `program` with the arguments after argv[0]; returns the exit code.
     static func main(_ program: Program, _ arguments: [String], context ctx: CommandContext) -> Int32 {

@@ -229,11 +229,14 @@ enum ItemCommands {
             .value("--field", "F", "print only this field: \(Item.fieldNames.joined(separator: ", "))"),
             .flag("--json", "print JSON (the password only with --reveal or --field password)"),
             .flag("--reveal", "include the password and TOTP secret"),
+            .flag("--clip", "copy the value (the password, or --field) to the clipboard instead of printing it"),
+            .value("--clear-after", "D", "with --clip: empty the clipboard after D if it still holds the value (default 45s)"),
         ] + Auth.options,
         arguments: 1...1,
         examples: """
         vault get github --field password
         vault get github --json | jq -r .username
+        vault get github --clip
         PGPASSWORD=$(vault get prod-db --field password --no-input) psql ...
         """,
         run: { inv, ctx in
@@ -241,8 +244,18 @@ enum ItemCommands {
             if let f = inv.value("--field"), !Item.fieldNames.contains(f) {
                 throw VaultError.usage("unknown field '\(f)'", hint: "fields: \(Item.fieldNames.joined(separator: ", "))")
             }
+            if inv.has("--clip") && inv.has("--json") { throw VaultError.usage("--clip and --json exclude each other") }
+            let clearAfter = try SessionCommands.duration(inv, "--clear-after", default: 45)
             let vault = try openAccess(inv, ctx, purpose: "read '\(name)'")
             let item = try vault.item(named: name)
+            if inv.has("--clip") {
+                let field = inv.value("--field") ?? "password"
+                guard let value = try item.field(field) else { throw VaultError.failure("item '\(item.name)' has no \(field)") }
+                try Clipboard.copy(value, clearAfter: clearAfter, ctx)
+                try vault.recordRelease(item: item.name, field: field, command: "get --clip")
+                ctx.say("vault: copied the \(field) of '\(item.name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
+                return
+            }
             let field = inv.value("--field") ?? (inv.has("--reveal") ? "password" : nil)
             if let field, ["password", "totp"].contains(field) || inv.has("--reveal") {
                 try vault.recordRelease(item: item.name, field: field, command: "get")
