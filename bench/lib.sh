@@ -62,12 +62,13 @@ swift_build() {
     echo "$scratch/release/vault"
 }
 
-# The release binary: $VAULT_BIN if set, else `swift build -c release --product vault` of a snapshot
-# of this tree (bench/.build/release).
+# The release binary as the README builds it: $VAULT_BIN if set, else
+# `swift build -c release --static-swift-stdlib --product vault` of a snapshot of this tree
+# (bench/.build/release-static).
 vault_binary() {
     if [[ -n ${VAULT_BIN:-} ]]; then VAULT=$VAULT_BIN; else
-        say "bench: swift build -c release --product vault (snapshot of the work tree in bench/.build/src)"
-        VAULT=$(swift_build release) || die "no vault binary"
+        say "bench: swift build -c release --static-swift-stdlib --product vault (snapshot of the work tree in bench/.build/src)"
+        VAULT=$(swift_build release-static --static-swift-stdlib) || die "no vault binary"
     fi
     [[ -x $VAULT ]] || die "no vault binary at $VAULT"
     export VAULT

@@ -14,7 +14,8 @@ enum AgentWire {
     static func frame(_ header: [String: Any], tail: [UInt8] = []) -> [UInt8] {
         var h = header
         h["v"] = version
-        let json = Array((try? JSONSerialization.data(withJSONObject: h, options: [.sortedKeys])) ?? Data("{}".utf8))
+        // No .sortedKeys: sorting sets up an ICU locale, a millisecond per process on the `get` path.
+        let json = Array((try? JSONSerialization.data(withJSONObject: h)) ?? Data("{}".utf8))
         var out: [UInt8] = []
         out.reserveCapacity(8 + json.count + tail.count)
         append(UInt32(4 + json.count + tail.count), to: &out)
