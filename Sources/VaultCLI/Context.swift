@@ -139,7 +139,8 @@ enum SecretLine {
             var byte: UInt8 = 0
             let n = Glibc.read(fd, &byte, 1)
             if n < 0 {
-                if errno == EINTR { continue }
+                // Ctrl-C at a prompt: the handler set the flag and read(2) was interrupted.
+                if errno == EINTR { if interruptRequested != 0 { throw VaultError.userCancel }; continue }
                 throw VaultError.io(path: "fd \(fd)", String(cString: strerror(errno)))
             }
             if n == 0 { break }
