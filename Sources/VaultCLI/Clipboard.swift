@@ -99,7 +99,7 @@ enum Clipboard {
         name: "clipboard-clear", summary: "(internal) empty the clipboard after a delay if it still holds a copied secret",
         usage: "vault clipboard-clear --after SECONDS 3<value",
         options: [.value("--after", "SECONDS", "the delay")],
-        examples: "",
+        examples: "vault get github --clip     # starts 'vault clipboard-clear --after 45' with the value on fd 3",
         run: { inv, ctx in
             guard let value = try SecretLine.read(fd: 3) else { return }
             let seconds = Double(inv.value("--after") ?? "45") ?? 45
