@@ -57,20 +57,9 @@ func spawn(_ path: String, _ args: [String], env: [String: String], stdin: Strin
         posix_spawn_file_actions_adddup2(&actions, r, fd)
         writes.append((w, content)); toClose.append(r)
     }
-    var attr = posix_spawnattr_t()
-    posix_spawnattr_init(&attr)
-    defer { posix_spawnattr_destroy(&attr) }
     // POSIX_SPAWN_SETSID: no controlling terminal, so no prompt can appear.
-    // As from a shell: no blocked signals, SIGINT and SIGTERM at their defaults. The test threads
-    // (libdispatch workers) block signals, and a child would inherit that mask: Ctrl-C would never arrive.
-    var noSignals = sigset_t(), defaults = sigset_t()
-    sigemptyset(&noSignals)
-    sigemptyset(&defaults)
-    sigaddset(&defaults, SIGINT)
-    sigaddset(&defaults, SIGTERM)
-    posix_spawnattr_setsigmask(&attr, &noSignals)
-    posix_spawnattr_setsigdefault(&attr, &defaults)
-    posix_spawnattr_setflags(&attr, Int16(0x80 | 0x08 | 0x04)) // SETSID | SETSIGMASK | SETSIGDEF
+    var attr = childAttributes(newSession: true)
+    defer { posix_spawnattr_destroy(&attr) }
     let argv = ([argv0 ?? path] + args).map { strdup($0) } + [nil]
     let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
     var pid: pid_t = 0
@@ -209,18 +198,8 @@ func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32:
         posix_spawn_file_actions_adddup2(&actions, p[0], fd)
         writes.append((p[1], content)); closeAfter.append(p[0])
     }
-    // The test threads block signals; a child must start with none blocked, or SIGTERM and
-    // SIGKILL-less stops would never reach it.
-    var attr = posix_spawnattr_t()
-    posix_spawnattr_init(&attr)
+    var attr = childAttributes(newSession: false)
     defer { posix_spawnattr_destroy(&attr) }
-    var noSignals = sigset_t(), defaults = sigset_t()
-    sigemptyset(&noSignals)
-    sigemptyset(&defaults)
-    for s in [SIGINT, SIGTERM, SIGHUP, SIGPIPE] { sigaddset(&defaults, s) }
-    posix_spawnattr_setsigmask(&attr, &noSignals)
-    posix_spawnattr_setsigdefault(&attr, &defaults)
-    posix_spawnattr_setflags(&attr, Int16(0x08 | 0x04)) // SETSIGMASK | SETSIGDEF
     let argv = ([path] + args).map { strdup($0) } + [nil]
     let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
     var pid: pid_t = 0
@@ -234,6 +213,23 @@ func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32:
         close(fd)
     }
     return pid
+}
+
+/// Spawn attributes that start a child as a shell would: no blocked signals, SIGINT, SIGTERM,
+/// SIGHUP and SIGPIPE at their defaults. The test threads (libdispatch workers) block signals, and
+/// a child would inherit that mask: Ctrl-C or SIGTERM would never arrive. Destroy after use.
+func childAttributes(newSession: Bool) -> posix_spawnattr_t {
+    var attr = posix_spawnattr_t()
+    posix_spawnattr_init(&attr)
+    var noSignals = sigset_t(), defaults = sigset_t()
+    sigemptyset(&noSignals)
+    sigemptyset(&defaults)
+    for s in [SIGINT, SIGTERM, SIGHUP, SIGPIPE] { sigaddset(&defaults, s) }
+    posix_spawnattr_setsigmask(&attr, &noSignals)
+    posix_spawnattr_setsigdefault(&attr, &defaults)
+    // SETSIGMASK | SETSIGDEF, and SETSID for a session without a controlling terminal.
+    posix_spawnattr_setflags(&attr, Int16((newSession ? 0x80 : 0) | 0x08 | 0x04))
+    return attr
 }
 
 /// Waits for `pid` and returns its exit code (128 + signal when killed).
