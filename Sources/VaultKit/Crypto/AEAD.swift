@@ -42,10 +42,21 @@ public enum AEAD {
     /// Opens `ciphertext` (ciphertext||tag) into guarded memory.
     /// - Throws: `CryptoError.authenticationFailed` if the key, nonce, data or associated data differ.
     public static func open(_ ciphertext: [UInt8], key: borrowing SecretBytes, nonce: [UInt8], associatedData: [UInt8]) throws -> SecretBytes {
+        guard ciphertext.count >= tagLength else { throw CryptoError.authenticationFailed }
+        let out = try SecretBytes(zeroed: ciphertext.count - tagLength)
+        _ = try open(ciphertext, key: key, nonce: nonce, associatedData: associatedData, into: out)
+        return out
+    }
+
+    /// Opens into the start of an existing guarded buffer (reused across many records, to spare a
+    /// guarded allocation each); returns the plaintext length.
+    /// - Throws: `CryptoError.authenticationFailed`, or `.badLength` when `buffer` is too small.
+    public static func open(_ ciphertext: [UInt8], key: borrowing SecretBytes, nonce: [UInt8], associatedData: [UInt8],
+                            into out: borrowing SecretBytes) throws -> Int {
         guard key.count == keyLength else { throw CryptoError.badLength("key") }
         guard nonce.count == nonceLength else { throw CryptoError.badLength("nonce") }
         guard ciphertext.count >= tagLength else { throw CryptoError.authenticationFailed }
-        let out = try SecretBytes(zeroed: ciphertext.count - tagLength)
+        guard out.count >= ciphertext.count - tagLength else { throw CryptoError.badLength("buffer") }
         var outLen: UInt64 = 0
         let rc = key.withUnsafeBytes { k in
             out.withUnsafeMutableBytes { o in
@@ -57,6 +68,6 @@ public enum AEAD {
             }
         }
         if rc != 0 { throw CryptoError.authenticationFailed }
-        return out
+        return Int(outLen)
     }
 }

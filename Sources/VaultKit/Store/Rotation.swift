@@ -62,33 +62,44 @@ extension UnlockedVault {
         }
         let passcodeKEK = try PasswordKDF.deriveKey(password: passcode, parameters: params ?? KDFParameters())
         var count = 0
+        // A bigger page cache for the one large transaction (measured: about half the SQL time at 100k rows).
+        try db.execute("PRAGMA cache_size = -131072")
+        defer { try? db.execute("PRAGMA cache_size = -2000") }
         try db.transaction {
             let total = try store.itemCount()
-            let rows = try db.prepare("SELECT id, name_mac, nonce, sealed, generation FROM items")
-            try rows.bind([])
-            let update = try db.prepare("UPDATE items SET name_mac=?, nonce=?, sealed=?, generation=? WHERE id=?")
+            let rows = try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items")
+            let longest = rows.map { $0[3].bytes?.count ?? 0 }.max() ?? 0
+            // One guarded buffer for every record: a plaintext never sits in ordinary memory longer
+            // than its own re-seal, and no row costs a guarded allocation of its own.
+            let scratch = try SecretBytes(zeroed: max(longest, AEAD.tagLength))
             var damaged: [String] = []
-            var pending: [([UInt8], Item)] = []
-            while let row = try rows.next() {
+            var resealed: [(id: [UInt8], mac: [UInt8], nonce: [UInt8], sealed: [UInt8])] = []
+            resealed.reserveCapacity(rows.count)
+            for row in rows {
                 let id = row[0].bytes ?? []
+                let item: Item
                 do {
-                    pending.append((id, try open(id: id, nameMAC: row[1].bytes ?? [], nonce: row[2].bytes ?? [],
-                                                 sealed: row[3].bytes ?? [], generation: row[4].int ?? -1)))
+                    item = try open(id: id, nameMAC: row[1].bytes ?? [], nonce: row[2].bytes ?? [],
+                                    sealed: row[3].bytes ?? [], generation: row[4].int ?? -1, scratch: scratch)
                 } catch {
                     damaged.append(hexString(id))
+                    continue
                 }
+                guard damaged.isEmpty else { continue }
+                let s = try fresh.seal(item, id: id)
+                resealed.append((id, try fresh.nameMAC(item.name), s.nonce, s.sealed))
+                if resealed.count % 256 == 0 || resealed.count == total { progress(resealed.count, total) }
             }
             guard damaged.isEmpty else {
                 throw VaultError.corrupt("\(damaged.count) damaged item row(s) (\(damaged.prefix(3).joined(separator: ", "))) cannot be re-sealed; nothing was changed")
             }
-            // Clear the index first so old and new MACs never meet in the UNIQUE column.
-            try db.query("UPDATE items SET name_mac = id")
-            for (id, item) in pending {
-                let s = try fresh.seal(item, id: id)
-                try update.bind([.blob(try fresh.nameMAC(item.name)), .blob(s.nonce), .blob(s.sealed), .integer(newGeneration), .blob(id)])
+            // New index entries are keyed MACs under a new key: a clash with an old entry not yet
+            // replaced is a 2^-256 event, and would only abort this transaction.
+            let update = try db.prepare("UPDATE items SET name_mac=?, nonce=?, sealed=?, generation=? WHERE id=?")
+            for r in resealed {
+                try update.bind([.blob(r.mac), .blob(r.nonce), .blob(r.sealed), .integer(newGeneration), .blob(r.id)])
                 _ = try update.next()
                 count += 1
-                if count % 256 == 0 || count == total { progress(count, total) }
             }
             try reseal(auditInto: fresh)
             try db.query("DELETE FROM slots")

@@ -119,9 +119,17 @@ public final class UnlockedVault {
     }
 
     func open(id: [UInt8], nameMAC: [UInt8], nonce: [UInt8], sealed: [UInt8], generation rowGeneration: Int64) throws -> Item {
+        let scratch = try SecretBytes(zeroed: max(sealed.count, AEAD.tagLength))
+        return try open(id: id, nameMAC: nameMAC, nonce: nonce, sealed: sealed, generation: rowGeneration, scratch: scratch)
+    }
+
+    /// Opens a row into `scratch` (guarded memory reused across rows by a rotation) and decodes it;
+    /// the record's name must hash to the row's index entry.
+    func open(id: [UInt8], nameMAC: [UInt8], nonce: [UInt8], sealed: [UInt8], generation rowGeneration: Int64,
+              scratch: borrowing SecretBytes) throws -> Item {
         guard rowGeneration == generation else { throw CryptoError.authenticationFailed }
-        let plain = try AEAD.open(sealed, key: itemKey, nonce: nonce, associatedData: itemAD(id: id, generation: rowGeneration))
-        let item = try plain.withUnsafeBytes { try JSONDecoder().decode(Item.self, from: Data($0)) }
+        let n = try AEAD.open(sealed, key: itemKey, nonce: nonce, associatedData: itemAD(id: id, generation: rowGeneration), into: scratch)
+        let item = try scratch.withUnsafeBytes { try JSONDecoder().decode(Item.self, from: Data($0.prefix(n))) }
         guard constantTimeEqual(try self.nameMAC(item.name), nameMAC) else { throw CryptoError.authenticationFailed }
         return item
     }
