@@ -10,6 +10,7 @@ let package = Package(
     name: "vault",
     products: [
         .executable(name: "vault", targets: ["vault"]),
+        .executable(name: "vault-agent", targets: ["vault-agent"]),
         .executable(name: "virtual-reader", targets: ["virtual-reader"]),
         .library(name: "VaultKit", targets: ["VaultKit"]),
         .library(name: "FingerprintKit", targets: ["FingerprintKit"]),
@@ -20,10 +21,15 @@ let package = Package(
         .systemLibrary(
             name: "CFprint", pkgConfig: "libfprint-2",
             providers: [.apt(["libfprint-2-dev", "libglib2.0-dev"])]),
-        .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite"], swiftSettings: upcoming),
-        .target(name: "FingerprintKit", dependencies: ["CFprint"], swiftSettings: upcoming),
-        .target(name: "VaultCLI", dependencies: ["VaultKit", "FingerprintKit"], swiftSettings: upcoming),
+        .target(name: "VaultSystem", swiftSettings: upcoming),
+        .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite", "VaultSystem"], swiftSettings: upcoming),
+        .target(name: "FingerprintKit", dependencies: ["CFprint", "VaultSystem"], swiftSettings: upcoming),
+        .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
+        .target(
+            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "FingerprintKit"],
+            swiftSettings: upcoming),
         .executableTarget(name: "vault", dependencies: ["VaultCLI"], swiftSettings: upcoming),
+        .executableTarget(name: "vault-agent", dependencies: ["VaultAgent"], swiftSettings: upcoming),
         .executableTarget(name: "virtual-reader", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
         .testTarget(
             name: "VaultKitTests", dependencies: ["VaultKit"],
@@ -31,7 +37,9 @@ let package = Package(
         .testTarget(
             name: "FingerprintKitTests", dependencies: ["FingerprintKit"], exclude: ["Fixtures"],
             swiftSettings: upcoming),
-        .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit"], swiftSettings: upcoming),
+        .testTarget(name: "VaultSystemTests", dependencies: ["VaultSystem"], swiftSettings: upcoming),
+        .testTarget(name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
+        .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultKit"], swiftSettings: upcoming),
     ],
     swiftLanguageModes: [.v6]
