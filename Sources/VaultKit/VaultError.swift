@@ -1,6 +1,6 @@
 /// Every failure the vault reports to a person or a script. Each case knows its message, its hint
 /// and its exit code (the stable table of DESIGN.md). Messages never contain secret material.
-public enum VaultError: Error, Equatable, Sendable {
+public enum VaultError: Error, Equatable, Sendable, Codable {
     /// 1: anything without a more specific code.
     case failure(String, hint: String? = nil)
     /// 2: the command line is wrong.
@@ -43,8 +43,20 @@ public enum VaultError: Error, Equatable, Sendable {
     case domainStateChanged
     /// 5: the key authority's state (prints file, lockout record, device secret) failed authentication.
     case authorityDamaged(String)
-    /// An error another vault process (the agent) reported, with its code.
+    /// Transitional: the old agent's untyped error (removed with the typed agent protocol).
     case relayed(code: Int32, message: String, hint: String?)
+    /// 5: a vault's settings row is unreadable (never silently replaced by the defaults).
+    case settingsDamaged(vault: String)
+    /// 126: the command after `--` is not an executable file.
+    case commandNotExecutable(String)
+    /// 127: the command after `--` is not found.
+    case commandNotFound(String)
+    /// The child program of `run`/`login` ended with this status (128 + signal when killed): the
+    /// status is passed on and nothing is printed.
+    case childExited(status: Int32)
+    /// The failure was already reported in the caller's own protocol (docker's helper prints its
+    /// errors on stdout): only the exit code remains.
+    case alreadyReported(code: Int32)
 
     /// The process exit code (DESIGN.md).
     public var exitCode: Int32 {
@@ -53,7 +65,7 @@ public enum VaultError: Error, Equatable, Sendable {
         case .usage: 2
         case .itemNotFound, .vaultNotFound: 3
         case .alreadyExists: 4
-        case .corrupt, .newerFormat, .authorityDamaged: 5
+        case .corrupt, .newerFormat, .authorityDamaged, .settingsDamaged: 5
         case .io, .insecurePermissions: 6
         case .authenticationFailed: 10
         case .userCancel: 11
@@ -66,6 +78,10 @@ public enum VaultError: Error, Equatable, Sendable {
         case .appCancel: 18
         case .sessionInvalid: 19
         case .domainStateChanged: 20
+        case .commandNotExecutable: 126
+        case .commandNotFound: 127
+        case .childExited(let status): status
+        case .alreadyReported(let code): code
         case .relayed(let code, _, _): code
         }
     }
@@ -92,8 +108,13 @@ public enum VaultError: Error, Equatable, Sendable {
         case .appCancel(let m): "cancelled: \(m)"
         case .sessionInvalid(let m): "the unlock session \(m)"
         case .domainStateChanged: "the enrolled fingerprints changed since this vault was bound to them"
-        case .relayed(_, let m, _): m
         case .authorityDamaged(let m): "the fingerprint state is damaged: \(m)"
+        case .settingsDamaged(let v): "the settings of vault '\(v)' are damaged"
+        case .commandNotExecutable(let p): "cannot run \(p): not an executable file"
+        case .commandNotFound(let n): "command not found: \(n)"
+        case .childExited(let status): "the command exited with status \(status)"
+        case .alreadyReported(let code): "failed with exit code \(code)"
+        case .relayed(_, let m, _): m
         }
     }
 
@@ -119,8 +140,23 @@ public enum VaultError: Error, Equatable, Sendable {
         case .appCancel: nil
         case .sessionInvalid: "unlock again with 'vault unlock'"
         case .domainStateChanged: "unlock with the passcode and rotate the keys: vault unlock --passcode --rotate"
+        case .settingsDamaged(let v): "restore the vault from a backup, or set them again: vault settings\(v == "default" ? "" : " --vault \(v)") --policy P"
+        case .commandNotExecutable: nil
+        case .commandNotFound(let n): n.contains("/") ? nil : "it is not in PATH; give its full path"
+        case .childExited, .alreadyReported: nil
         case .relayed(_, _, let h): h
         case .authorityDamaged: "run 'vault enroll' (it asks for a vault's passcode): the damaged file is reset and you enrol your fingers again"
+        }
+    }
+}
+
+extension VaultError {
+    /// Whether `main` prints this error: a child's exit status and an error already reported in
+    /// another protocol are passed on silently.
+    public var isPrinted: Bool {
+        switch self {
+        case .childExited, .alreadyReported: false
+        default: true
         }
     }
 }

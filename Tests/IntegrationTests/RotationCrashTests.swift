@@ -24,7 +24,7 @@ import Testing
         #expect(rowGenerations == [generation])
         #expect(slotGenerations == [generation])
         #expect(Set(try store.slots().map(\.kind)) == ["passcode", "recovery"])
-        let items = try vault.allItems()
+        let items = try vault.allItemsWithSecrets()
         #expect(items.count == Self.itemCount)
         var byName: [String: Item] = [:]
         for e in items {

@@ -20,7 +20,7 @@ import Testing
             try vault.add(Item(name: "item-\(i)", username: "u\(i)", password: "p\(i)", urls: ["https://\(i).example"], notes: "n\(i)"))
         }
         let before = try rows(vault)
-        let itemsBefore = try vault.allItems().compactMap { if case .item(let i) = $0 { i } else { nil } }.sorted { $0.name < $1.name }
+        let itemsBefore = try vault.allItemsWithSecrets().compactMap { if case .item(let i) = $0 { i } else { nil } }.sorted { $0.name < $1.name }
         let slotsBefore = try vault.store.slots()
 
         var progressCalls = 0
@@ -40,7 +40,7 @@ import Testing
             #expect(new.sealed != old.sealed)
             #expect(new.generation == 2)
         }
-        let itemsAfter = try reopened.allItems().compactMap { if case .item(let i) = $0 { i } else { nil } }.sorted { $0.name < $1.name }
+        let itemsAfter = try reopened.allItemsWithSecrets().compactMap { if case .item(let i) = $0 { i } else { nil } }.sorted { $0.name < $1.name }
         #expect(itemsAfter == itemsBefore)
         // Every old slot is gone; the new ones are of the new generation only.
         let slotsAfter = try store.db.query("SELECT id, generation FROM slots")

@@ -128,7 +128,13 @@ final class SessionAccess: VaultAccess {
         }
     }
 
-    func item(named name: String) throws -> Item { try ItemWire.decode(try call(["op": "item", "name": name])["item"]) }
+    func overview(named name: String) throws -> ItemOverview { ItemOverview(try ItemWire.decode(try call(["op": "item", "name": name])["item"])) }
+
+    func release(named name: String, fields: [String], command: String) throws -> Item {
+        let item = try ItemWire.decode(try call(["op": "item", "name": name])["item"])
+        for field in fields { _ = try call(["op": "release", "item": item.name, "field": field, "command": command]) }
+        return item
+    }
 
     func allItems() throws -> [ItemEntry] {
         let r = try call(["op": "list"])
@@ -136,17 +142,32 @@ final class SessionAccess: VaultAccess {
         return items + (r["damaged"] as? [String] ?? []).map { ItemEntry.damaged(rowID: $0) }
     }
 
+    func releaseAll(command: String) throws -> [ItemEntry] {
+        let entries = try allItems().map { e -> ItemEntry in
+            guard case .item(let i) = e else { return e }
+            return .item(try ItemWire.decode(try call(["op": "item", "name": i.name])["item"]))
+        }
+        _ = try call(["op": "release", "item": "*", "field": "all", "command": command])
+        return entries
+    }
+
     func contains(_ name: String) throws -> Bool { try call(["op": "contains", "name": name])["contains"] as? Bool ?? false }
 
     func add(_ item: Item, replace: Bool) throws { _ = try call(["op": "add", "item": ItemWire.encode(item), "replace": replace]) }
 
-    func put(_ item: Item, replacing name: String) throws { _ = try call(["op": "put", "item": ItemWire.encode(item), "name": name]) }
+    func add(contentsOf items: [Item], replace: Bool) throws -> Int {
+        for i in items { try add(i, replace: replace) }
+        return items.count
+    }
+
+    func update(_ name: String, _ change: ItemChange) throws {
+        var item = try ItemWire.decode(try call(["op": "item", "name": name])["item"])
+        change.apply(to: &item)
+        item.modified = unixNow()
+        _ = try call(["op": "put", "item": ItemWire.encode(item), "name": name])
+    }
 
     func remove(_ name: String) throws { _ = try call(["op": "remove", "name": name]) }
-
-    func recordRelease(item: String, field: String, command: String) throws {
-        _ = try call(["op": "release", "item": item, "field": field, "command": command])
-    }
 
     func auditRecords(limit: Int?) throws -> [Result<AuditRecord, VaultError>] {
         var h: [String: Any] = ["op": "audit"]

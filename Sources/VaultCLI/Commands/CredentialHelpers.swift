@@ -309,9 +309,9 @@ extension CredentialHelpers {
                 return pa != pb ? pa > pb : a.0.modified > b.0.modified
             }
             for (listed, _) in found {
-                let item = try vault.item(named: listed.name)
+                guard try vault.overview(named: listed.name).hasPassword else { continue }
+                let item = try vault.release(named: listed.name, fields: ["password"], command: "git-credential")
                 guard let password = item.password, gitSafe(password), gitSafe(item.username ?? "") else { continue }
-                try vault.recordRelease(item: item.name, field: "password", command: "git-credential")
                 var out = ""
                 if let u = item.username { out += "username=\(u)\n" }
                 out += "password=\(password)\n"
@@ -326,13 +326,15 @@ extension CredentialHelpers {
             // git stores after every successful use: a login the vault already gives is left alone.
             for (listed, _) in try gitCandidates(vault, request, target, origins: [nil, gitOrigin], items: items)
             where listed.username == request.username {
-                if try vault.item(named: listed.name).password == password { return }
+                if try vault.release(named: listed.name, fields: ["password"], command: "git-credential store").password == password { return }
             }
             if let mine = items.first(where: { i in
                 i.origin == gitOrigin && i.username == request.username
                     && i.urls.contains { target.samePlace(CredentialTarget(url: $0, defaultScheme: "https")) }
             }) {
-                try vault.update(mine.name) { $0.password = password }
+                var change = ItemChange()
+                change.password = password
+                try vault.update(mine.name, change)
                 return
             }
             let base = "git/" + target.label + (request.username.map { " (\($0))" } ?? "")
@@ -343,7 +345,8 @@ extension CredentialHelpers {
         default:
             let vault = try openAccess(inv, ctx, purpose: "erase git credentials for \(target.host)")
             for (listed, _) in try gitCandidates(vault, request, target, origins: [gitOrigin]) {
-                if let password = request.password, try vault.item(named: listed.name).password != password { continue }
+                if let password = request.password,
+                   try vault.release(named: listed.name, fields: ["password"], command: "git-credential erase").password != password { continue }
                 try vault.remove(listed.name)
             }
         }
@@ -451,11 +454,11 @@ extension CredentialHelpers {
             let vault = try openAccess(inv, ctx, purpose: "save docker credentials for \(server.host)")
             let items = try readableItems(vault)
             if let mine = dockerItems(items, server: server).first {
-                try vault.update(mine.name) {
-                    $0.username = username
-                    $0.password = secret
-                    $0.urls = [raw]
-                }
+                var change = ItemChange()
+                change.username = username
+                change.password = secret
+                change.urls = [raw]
+                try vault.update(mine.name, change)
                 return
             }
             let name = freeName("docker/" + server.label, taken: Set(items.map(\.name)))
@@ -468,8 +471,7 @@ extension CredentialHelpers {
             guard let listed = dockerItems(try readableItems(vault), server: server).max(by: { $0.modified < $1.modified }) else {
                 throw DockerHelperError.notFound
             }
-            let item = try vault.item(named: listed.name)
-            try vault.recordRelease(item: item.name, field: "password", command: "docker-credential")
+            let item = try vault.release(named: listed.name, fields: ["password"], command: "docker-credential")
             ctx.stdout.write(jsonText(["ServerURL": raw, "Username": item.username ?? "", "Secret": item.password ?? ""]))
 
         case "erase":

@@ -49,11 +49,9 @@ enum ImportExport {
             let vault = try openAccess(inv, ctx, purpose: "export every item")
             var out: [[String: Any]] = []
             var damaged = 0
-            for e in try vault.allItems() {
+            for e in try vault.releaseAll(command: "export") {
                 switch e {
-                case .item(let listed):
-                    // A session's listing omits secrets: read each item whole.
-                    let item = listed.password == nil && listed.totp == nil ? try vault.item(named: listed.name) : listed
+                case .item(let item):
                     var o = listingJSON(item)
                     if let p = item.password { o["password"] = p }
                     if let t = item.totp { o["totp"] = t }
@@ -62,7 +60,6 @@ enum ImportExport {
                 case .damaged: damaged += 1
                 }
             }
-            try vault.recordRelease(item: "*", field: "all", command: "export")
             ctx.stdout.write(jsonText(out))
             if damaged > 0 { throw VaultError.corrupt("\(damaged) damaged item(s) were not exported") }
         })

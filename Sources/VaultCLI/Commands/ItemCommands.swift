@@ -130,29 +130,18 @@ enum ItemCommands {
             if let on = fingerprintLogin { try FingerprintLoginGate.confirmSwitch(on, item: name, inv, ctx) }
             let password = try newPassword(inv, ctx, name: name)
             let totp = inv.has("--totp-stdin") ? try totp(ctx) : nil
-            try vault.update(name) { item in
-                for c in clears {
-                    switch c {
-                    case "username": item.username = nil
-                    case "url": item.urls = []
-                    case "notes": item.notes = nil
-                    case "tags": item.tags = []
-                    case "totp": item.totp = nil
-                    case "user-prompt": item.userPrompt = nil
-                    case "password-prompt": item.passwordPrompt = nil
-                    default: item.password = nil
-                    }
-                }
-                if let u = inv.value("--username") { item.username = u }
-                if inv.has("--url") { item.urls = inv.all("--url") }
-                if let n = inv.value("--notes") { item.notes = n }
-                if inv.has("--tag") { item.tags = inv.all("--tag") }
-                if let password { item.password = password }
-                if let totp { item.totp = totp }
-                if let p = inv.value("--user-prompt") { item.userPrompt = p }
-                if let p = inv.value("--password-prompt") { item.passwordPrompt = p }
-                if let fingerprintLogin { item.fingerprintLogin = fingerprintLogin }
-            }
+            var change = ItemChange()
+            change.clear = clears.compactMap(ItemField.init(rawValue:))
+            change.username = inv.value("--username")
+            change.urls = inv.has("--url") ? inv.all("--url") : nil
+            change.notes = inv.value("--notes")
+            change.tags = inv.has("--tag") ? inv.all("--tag") : nil
+            change.password = password
+            change.totp = totp
+            change.userPrompt = inv.value("--user-prompt")
+            change.passwordPrompt = inv.value("--password-prompt")
+            change.fingerprintLogin = fingerprintLogin
+            try vault.update(name, change)
             ctx.say("updated '\(name)'")
         })
 
@@ -187,7 +176,9 @@ enum ItemCommands {
             let old = try Item.normalize(name: inv.arguments[0]), new = try Item.normalize(name: inv.arguments[1])
             let vault = try openAccess(inv, ctx, purpose: "rename '\(old)'")
             if try vault.contains(new) { throw VaultError.alreadyExists(new) }
-            try vault.update(old) { $0.name = new }
+            var change = ItemChange()
+            change.rename = new
+            try vault.update(old, change)
             ctx.say("renamed '\(old)' to '\(new)'")
         })
 
@@ -247,23 +238,25 @@ enum ItemCommands {
             if inv.has("--clip") && inv.has("--json") { throw VaultError.usage("--clip and --json exclude each other") }
             let clearAfter = try SessionCommands.duration(inv, "--clear-after", default: 45)
             let vault = try openAccess(inv, ctx, purpose: "read '\(name)'")
-            let item = try vault.item(named: name)
             if inv.has("--clip") {
                 let field = inv.value("--field") ?? "password"
+                let item = try vault.release(named: name, fields: [field], command: "get --clip")
                 guard let value = try item.field(field) else { throw VaultError.failure("item '\(item.name)' has no \(field)") }
                 try Clipboard.copy(value, clearAfter: clearAfter, ctx)
-                try vault.recordRelease(item: item.name, field: field, command: "get --clip")
                 ctx.say("vault: copied the \(field) of '\(item.name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
                 return
             }
             let field = inv.value("--field") ?? (inv.has("--reveal") ? "password" : nil)
-            if let field, ["password", "totp"].contains(field) || inv.has("--reveal") {
-                try vault.recordRelease(item: item.name, field: field, command: "get")
+            if let field, ItemField(rawValue: field)?.isSecret == true || inv.has("--reveal") {
+                try printItem(try vault.release(named: name, fields: [field], command: "get"), inv, ctx)
+            } else {
+                let overview = try vault.overview(named: name)
+                try printItem(overview.item, overview: overview, inv, ctx)
             }
-            try printItem(item, inv, ctx)
         })
 
-    static func printItem(_ item: Item, _ inv: Invocation, _ ctx: CommandContext) throws {
+    static func printItem(_ item: Item, overview: ItemOverview? = nil, _ inv: Invocation, _ ctx: CommandContext) throws {
+        let overview = overview ?? ItemOverview(item)
         if let f = inv.value("--field") {
             guard let v = try item.field(f) else {
                 throw VaultError.failure("item '\(item.name)' has no \(f)")
@@ -279,17 +272,17 @@ enum ItemCommands {
                 if let p = item.password { o["password"] = p }
                 if let t = item.totp { o["totp"] = t }
             } else {
-                o["has_password"] = item.password != nil
+                o["has_password"] = overview.hasPassword
             }
             ctx.stdout.write(jsonText(o))
             return
         }
         var lines = ["name: \(item.name)"]
         if let u = item.username { lines.append("username: \(u)") }
-        if item.password != nil { lines.append("password: " + (reveal ? item.password! : "******** (--reveal or --field password shows it)")) }
+        if overview.hasPassword { lines.append("password: " + (reveal ? item.password ?? "" : "******** (--reveal or --field password shows it)")) }
         for u in item.urls { lines.append("url: \(u)") }
         if !item.tags.isEmpty { lines.append("tags: \(item.tags.joined(separator: ", "))") }
-        if item.totp != nil { lines.append("totp: " + (reveal ? item.totp! : "set")) }
+        if overview.hasTOTP { lines.append("totp: " + (reveal ? item.totp ?? "" : "set")) }
         if let n = item.notes { lines.append("notes: \(n)") }
         lines.append("fingerprint login: \(item.fingerprintLogin ? "on" : "off")")
         ctx.stdout.write(lines.joined(separator: "\n") + "\n")

@@ -30,16 +30,15 @@ enum RunLoginCommands {
             var values: [String: String] = [:]
             do {
                 let vault = try openAccess(inv, ctx, purpose: "run \(program.name)")
-                var releases: [(String, String)] = []
-                for b in bindings {
-                    let (item, field) = try b.resolve(in: vault)
+                // Every reference is resolved before anything is released: a wrong one releases nothing.
+                let resolved = try bindings.map { b in (b, try b.resolve(in: vault)) }
+                for (b, (name, field)) in resolved {
+                    let item = try vault.release(named: name, fields: [field], command: "run")
                     guard let value = try item.field(field) else {
                         throw VaultError.failure("item '\(item.name)' has no \(field) (for \(b.variable))")
                     }
                     values[b.variable] = value
-                    releases.append((item.name, field))
                 }
-                for (item, field) in releases { try vault.recordRelease(item: item, field: field, command: "run") }
             }
             var env = ctx.environment
             env.merge(values) { $1 }
@@ -79,9 +78,10 @@ enum RunLoginCommands {
             let login: LoginSecrets
             do {
                 let vault = try openAccess(inv, ctx, purpose: "login '\(name)'")
-                let item = try vault.item(named: name)
-                prompts = try LoginPrompts(inv, item: item)
-                guard let password = item.password else { throw VaultError.failure("item '\(item.name)' has no password") }
+                let overview = try vault.overview(named: name)
+                prompts = try LoginPrompts(inv, item: overview.item)
+                guard overview.hasPassword else { throw VaultError.failure("item '\(overview.item.name)' has no password") }
+                let item = overview.item
                 if item.fingerprintLogin {
                     let store = try VaultStore.open(try location(inv, ctx))
                     try FingerprintLoginGate.requireMatch(store, inv, ctx, reuse: reuse,
@@ -89,8 +89,8 @@ enum RunLoginCommands {
                 } else {
                     try requirePasscode(vault, inv, ctx, item: item.name)
                 }
-                try vault.recordRelease(item: item.name, field: "password", command: "login")
-                login = LoginSecrets(username: item.username, password: password, url: item.urls.first)
+                let released = try vault.release(named: item.name, fields: ["password"], command: "login")
+                login = LoginSecrets(username: released.username, password: released.password ?? "", url: released.urls.first)
             }
             guard let program else {
                 ctx.stdout.write(try format.render(login, item: name))
@@ -142,7 +142,7 @@ struct EnvBinding {
 
     /// The item and field meant. `a.b.username` is field `username` of item `a.b` when that item
     /// exists; a name whose last part is no field (`github.com`) is an item name, field password.
-    func resolve(in vault: any VaultAccess) throws -> (Item, String) {
+    func resolve(in vault: any VaultAccess) throws -> (String, String) {
         var candidates: [(String, String)] = []
         var unknownField: (item: String, field: String)?
         if let dot = reference.lastIndex(of: "."), dot != reference.startIndex {
@@ -155,7 +155,7 @@ struct EnvBinding {
         }
         candidates.append((try Item.normalize(name: reference), "password"))
         for (name, field) in candidates where try vault.contains(name) {
-            return (try vault.item(named: name), field)
+            return (try vault.overview(named: name).item.name, field)
         }
         if let u = unknownField, let name = try? Item.normalize(name: u.item), try vault.contains(name) {
             throw VaultError.usage("--env \(variable): item '\(name)' has no field '\(u.field)'",

@@ -156,8 +156,16 @@ public final class UnlockedVault {
         return !(try db.query("SELECT 1 FROM items WHERE name_mac=?", [.blob(try nameMAC(n))]).isEmpty)
     }
 
-    /// Every row, opened: a damaged row is reported by its id instead of aborting the listing.
+    /// Every row, secrets withheld: a damaged row is reported by its id instead of aborting the listing.
     public func allItems() throws -> [ItemEntry] {
+        try allItemsWithSecrets().map { entry in
+            guard case .item(let i) = entry else { return entry }
+            return .item(ItemOverview(i).item)
+        }
+    }
+
+    /// Every row with its secrets (rotation, export through `releaseAll`).
+    func allItemsWithSecrets() throws -> [ItemEntry] {
         try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items").map { row in
             let id = row[0].bytes ?? []
             do {

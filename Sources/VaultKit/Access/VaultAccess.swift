@@ -1,0 +1,169 @@
+import Foundation
+
+/// Who asked for a secret: written into the audit record of its release. In-process it is this
+/// process; in the agent it comes from the socket's peer credentials, never from the request.
+public struct Requester: Codable, Equatable, Sendable {
+    /// The requesting uid.
+    public var uid: UInt32
+    /// The requesting process.
+    public var pid: Int32
+    /// Creates a requester.
+    public init(uid: UInt32, pid: Int32) {
+        self.uid = uid
+        self.pid = pid
+    }
+    /// This process.
+    public static var current: Requester { Requester(uid: UInt32(getuid()), pid: Int32(getpid())) }
+}
+
+/// The fields of an item a command can name (`get --field`, `--clear`, `--env VAR=NAME.FIELD`).
+public enum ItemField: String, Codable, CaseIterable, Sendable {
+    case name, username, password, url, urls, notes, tags, totp
+    case userPrompt = "user-prompt"
+    case passwordPrompt = "password-prompt"
+
+    /// Fields whose value is a secret: reading one is a release, written to the audit log.
+    public var isSecret: Bool { self == .password || self == .totp }
+}
+
+/// A change to an item, sent as field changes (not a whole item) and applied to the current
+/// record inside the write transaction, so two concurrent edits of different fields both land.
+public struct ItemChange: Codable, Equatable, Sendable {
+    /// A new name.
+    public var rename: String?
+    /// Fields emptied first.
+    public var clear: [ItemField] = []
+    /// New values (nil: unchanged).
+    public var username: String?
+    public var password: String?
+    public var urls: [String]?
+    public var notes: String?
+    public var tags: [String]?
+    public var totp: String?
+    public var userPrompt: String?
+    public var passwordPrompt: String?
+    /// Turns fingerprint login on or off.
+    public var fingerprintLogin: Bool?
+
+    /// No change.
+    public init() {}
+
+    /// Whether nothing would change.
+    public var isEmpty: Bool { self == ItemChange() }
+
+    /// Applies the change (clears first, then the new values).
+    public func apply(to item: inout Item) {
+        for field in clear {
+            switch field {
+            case .username: item.username = nil
+            case .password: item.password = nil
+            case .url, .urls: item.urls = []
+            case .notes: item.notes = nil
+            case .tags: item.tags = []
+            case .totp: item.totp = nil
+            case .userPrompt: item.userPrompt = nil
+            case .passwordPrompt: item.passwordPrompt = nil
+            case .name: break
+            }
+        }
+        if let rename { item.name = rename }
+        if let username { item.username = username }
+        if let password { item.password = password }
+        if let urls { item.urls = urls }
+        if let notes { item.notes = notes }
+        if let tags { item.tags = tags }
+        if let totp { item.totp = totp }
+        if let userPrompt { item.userPrompt = userPrompt }
+        if let passwordPrompt { item.passwordPrompt = passwordPrompt }
+        if let fingerprintLogin { item.fingerprintLogin = fingerprintLogin }
+    }
+}
+
+/// An item with its secrets withheld, and whether it has them: what listings, summaries and
+/// matching see without releasing anything.
+public struct ItemOverview: Codable, Equatable, Sendable {
+    /// The item; `password` and `totp` are nil here.
+    public var item: Item
+    /// Whether the item has a password.
+    public var hasPassword: Bool
+    /// Whether the item has a TOTP secret.
+    public var hasTOTP: Bool
+
+    /// The overview of `item`.
+    public init(_ item: Item) {
+        var i = item
+        hasPassword = i.password != nil
+        hasTOTP = i.totp != nil
+        i.password = nil
+        i.totp = nil
+        self.item = i
+    }
+}
+
+/// An open vault as commands use it: in this process (the key here, after authenticating here)
+/// or through the unlock session's agent (the key stays in the agent). Every command goes
+/// through this one protocol, so each works both ways and every secret handed out is audited by
+/// whoever holds the key.
+public protocol VaultAccess: AnyObject {
+    /// The vault's name.
+    var vaultName: String { get }
+    /// One item without its secrets (`.itemNotFound`, `.corrupt`).
+    func overview(named name: String) throws -> ItemOverview
+    /// One item with its secrets; one audit record per field in `fields` is written first.
+    func release(named name: String, fields: [String], command: String) throws -> Item
+    /// Every row, secrets withheld (damaged ones reported as such).
+    func allItems() throws -> [ItemEntry]
+    /// Every item with its secrets (export): one audit record for the whole release.
+    func releaseAll(command: String) throws -> [ItemEntry]
+    /// Whether an item exists.
+    func contains(_ name: String) throws -> Bool
+    /// Adds (or with `replace`, replaces) an item.
+    func add(_ item: Item, replace: Bool) throws
+    /// Adds many items in one transaction (import); returns how many.
+    func add(contentsOf items: [Item], replace: Bool) throws -> Int
+    /// Applies `change` to the item called `name` inside one write transaction.
+    func update(_ name: String, _ change: ItemChange) throws
+    /// Deletes an item.
+    func remove(_ name: String) throws
+    /// The audit log.
+    func auditRecords(limit: Int?) throws -> [Result<AuditRecord, VaultError>]
+}
+
+extension UnlockedVault: VaultAccess {
+    /// The vault's name.
+    public var vaultName: String { store.location.name }
+
+    /// One item, secrets withheld.
+    public func overview(named name: String) throws -> ItemOverview { ItemOverview(try item(named: name)) }
+
+    /// One item with its secrets, audited as released to this process.
+    public func release(named name: String, fields: [String], command: String) throws -> Item {
+        try release(named: name, fields: fields, command: command, to: .current)
+    }
+
+    /// One item with its secrets, audited as released to `requester` (the agent passes its peer).
+    public func release(named name: String, fields: [String], command: String, to requester: Requester) throws -> Item {
+        let item = try item(named: name)
+        // Only what is actually handed out is a release: a field the item lacks is not logged.
+        for field in fields where ((try? item.field(field)) ?? nil) != nil {
+            try appendAudit(AuditRecord(item: item.name, field: field, command: command, uid: requester.uid, pid: requester.pid))
+        }
+        return item
+    }
+
+    /// Every item with its secrets, one audit record for all of them.
+    public func releaseAll(command: String) throws -> [ItemEntry] {
+        try releaseAll(command: command, to: .current)
+    }
+
+    /// Every item with its secrets, audited as released to `requester`.
+    public func releaseAll(command: String, to requester: Requester) throws -> [ItemEntry] {
+        try appendAudit(AuditRecord(item: "*", field: "all", command: command, uid: requester.uid, pid: requester.pid))
+        return try allItemsWithSecrets()
+    }
+
+    /// Applies `change` inside the write transaction.
+    public func update(_ name: String, _ change: ItemChange) throws {
+        try update(name) { change.apply(to: &$0) }
+    }
+}
