@@ -53,20 +53,6 @@ enum SecretInput {
         return s
     }
 
-    /// Unlocks with the recovery key from `--recovery-key-fd` or the terminal; like a passcode
-    /// unlock, it resets the fingerprint lockout.
-    static func unlockWithRecoveryKey(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> UnlockedVault {
-        let key: SecretBytes
-        if let fd = try descriptor(inv, "--recovery-key-fd") {
-            key = try line(fd: fd, what: "recovery key")
-        } else {
-            key = try ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
-        }
-        let vault = try store.unlock(recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
-        try Auth.passcodeSucceeded(store, ctx)
-        return vault
-    }
-
     /// `--password-stdin`: the next line of standard input.
     static func stdinLine(_ ctx: CommandContext, what: String) throws -> SecretBytes {
         guard let s = try SecretLine.read(fd: ctx.stdinFD) else {
@@ -81,8 +67,8 @@ func kdfParameters(_ inv: Invocation) throws -> KDFParameters? {
     let mem = try inv.int("--kdf-memory"), ops = try inv.int("--kdf-ops")
     if mem == nil && ops == nil { return nil }
     let m = mem ?? KDFParameters.defaultMemoryMiB, o = ops ?? KDFParameters.defaultOperations
-    guard (KDFParameters.minimumMemoryMiB...16384).contains(m) else {
-        throw VaultError.usage("--kdf-memory must be between \(KDFParameters.minimumMemoryMiB) and 16384 MiB")
+    guard (KDFParameters.minimumMemoryMiB...4096).contains(m) else {
+        throw VaultError.usage("--kdf-memory must be between \(KDFParameters.minimumMemoryMiB) and 4096 MiB")
     }
     guard (1...20).contains(o) else { throw VaultError.usage("--kdf-ops must be between 1 and 20") }
     return KDFParameters(memoryMiB: m, operations: o)

@@ -56,19 +56,25 @@ public enum VaultCLI {
             return 0
         } catch let e as ReportedFailure {
             return e.exitCode
-        } catch let e as VaultError {
+        } catch {
+            let e = vaultError(error)
             report(e, ctx)
             return e.exitCode
-        } catch let e as CryptoError {
-            report(.failure("crypto failure: \(e)"), ctx)
-            return 1
-        } catch {
-            report(.failure("\(error)"), ctx)
-            return 1
+        }
+    }
+
+    /// Every error as the vault reports it (one table of messages, hints and exit codes).
+    static func vaultError(_ error: any Error) -> VaultError {
+        switch error {
+        case let e as VaultError: e
+        case let e as CryptoError: e.vaultError
+        case let e as ScanInterruption: e.vaultError
+        default: .failure("\(error)")
         }
     }
 
     static func report(_ e: VaultError, _ ctx: CommandContext) {
+        guard e.isPrinted else { return }
         ctx.stderr.write("vault: error: \(e.message)\n")
         if let h = e.hint { ctx.stderr.write("vault: hint: \(h)\n") }
     }

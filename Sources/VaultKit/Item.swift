@@ -87,8 +87,8 @@ public struct Item: Codable, Equatable, Sendable {
 /// A vault's own settings (policy and passcode rules), stored in the clear in the vault database:
 /// they only ever make unlocking stricter than the passcode, which always works.
 public struct VaultSettings: Codable, Equatable, Sendable {
-    /// `biometrics` or `biometrics-or-passcode`.
-    public var policy: String = "biometrics-or-passcode"
+    /// The default policy of this vault's unlocks.
+    public var policy: AuthPolicy = .biometricsOrPasscode
     /// Hours after a passcode unlock before the passcode is asked again (0 = never).
     public var passcodeIntervalHours: Int = 48
     /// Whether the first unlock after a reboot needs the passcode.
@@ -96,6 +96,11 @@ public struct VaultSettings: Codable, Equatable, Sendable {
 
     /// Default settings.
     public init() {}
+
+    /// The rules the key authority applies before a scan.
+    public var passcodeRules: PasscodeRules {
+        PasscodeRules(afterReboot: passcodeAfterReboot, intervalHours: passcodeIntervalHours)
+    }
 }
 
 /// The current time in whole seconds since 1970.

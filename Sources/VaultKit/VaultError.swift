@@ -45,6 +45,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case authorityDamaged(String)
     /// Transitional: the old agent's untyped error (removed with the typed agent protocol).
     case relayed(code: Int32, message: String, hint: String?)
+    /// 19: a rotation committed while this command held the old key: nothing was written.
+    case keysRotated
     /// 5: a vault's settings row is unreadable (never silently replaced by the defaults).
     case settingsDamaged(vault: String)
     /// 126: the command after `--` is not an executable file.
@@ -76,7 +78,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .biometryNotEnrolled: 16
         case .biometryLockout: 17
         case .appCancel: 18
-        case .sessionInvalid: 19
+        case .sessionInvalid, .keysRotated: 19
         case .domainStateChanged: 20
         case .commandNotExecutable: 126
         case .commandNotFound: 127
@@ -110,6 +112,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .domainStateChanged: "the enrolled fingerprints changed since this vault was bound to them"
         case .authorityDamaged(let m): "the fingerprint state is damaged: \(m)"
         case .settingsDamaged(let v): "the settings of vault '\(v)' are damaged"
+        case .keysRotated: "the vault's keys were rotated while this command ran; nothing was written"
         case .commandNotExecutable(let p): "cannot run \(p): not an executable file"
         case .commandNotFound(let n): "command not found: \(n)"
         case .childExited(let status): "the command exited with status \(status)"
@@ -142,6 +145,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .domainStateChanged: "unlock with the passcode and rotate the keys: vault unlock --passcode --rotate"
         case .settingsDamaged(let v): "restore the vault from a backup, or set them again: vault settings\(v == "default" ? "" : " --vault \(v)") --policy P"
         case .commandNotExecutable: nil
+        case .keysRotated: "run it again"
         case .commandNotFound(let n): n.contains("/") ? nil : "it is not in PATH; give its full path"
         case .childExited, .alreadyReported: nil
         case .relayed(_, _, let h): h
