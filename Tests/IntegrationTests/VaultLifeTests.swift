@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import VaultKit
 
 @Suite struct VaultLifeTests {
     let box = Sandbox()
@@ -181,6 +182,27 @@ import Testing
         r = box.vault(["generate", "--words", "6"])
         #expect(r.stdout.split(separator: "-").count == 6)
     }
+
+    @Test func aDamagedSettingsRowIsExitFiveNamingTheVaultUntilSetAgain() throws {
+        box.initVault("work")
+        var r = box.vault(["add", "x", "--vault", "work", "--password-stdin"], passcode: pc, stdin: "pw\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        let store = try VaultStore.open(try VaultLocation(name: "work", environment: box.env))
+        try store.db.query("UPDATE meta SET value=? WHERE key='settings'", [.blob(Array(#"{"policy":"biometr"#.utf8))])
+        r = box.vault(["get", "x", "--vault", "work", "--field", "password", "--no-input"])
+        #expect(r.status == 5, "\(r.stderr)")
+        #expect(r.stderr.contains("settings of vault 'work'"), "\(r.stderr)")
+        #expect(r.stdout.isEmpty)
+        r = box.vault(["settings", "--vault", "work"])
+        #expect(r.status == 5)
+        // Setting them again (with the passcode) is the way out.
+        r = box.vault(["settings", "--vault", "work", "--policy", "biometrics"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["get", "x", "--vault", "work", "--field", "password"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "pw\n")
+    }
+
 }
 
 @Suite struct SettingsAndImportTests {
