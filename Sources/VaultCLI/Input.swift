@@ -39,18 +39,28 @@ enum SecretInput {
 
     /// A new passcode: read once from `fdOption`, or asked twice on the terminal.
     static func newPasscode(_ ctx: CommandContext, _ inv: Invocation, fdOption: String) throws -> SecretBytes {
-        let s: SecretBytes
         if let fd = try descriptor(inv, fdOption) {
-            s = try line(fd: fd, what: "new passcode")
-        } else {
-            let reason = "no terminal and no \(fdOption)"
-            let first = try ask(ctx, inv, prompt: "new passcode: ", reason: reason)
-            let second = try ask(ctx, inv, prompt: "repeat the new passcode: ", reason: reason)
-            guard first.isEqual(to: second) else { throw VaultError.usage("the two passcodes differ; nothing was changed") }
-            s = first
+            let s = try line(fd: fd, what: "new passcode")
+            try PasscodeRule.check(s)
+            return s
         }
-        guard s.count >= 4 else { throw VaultError.usage("a passcode needs at least 4 characters") }
-        return s
+        // On a terminal: the rule is checked before the confirmation, and a mistake asks again
+        // (three rounds), as passwd(1) does.
+        let reason = "no terminal and no \(fdOption)"
+        var last = VaultError.usage("no new passcode was given; nothing was changed")
+        for _ in 1...3 {
+            let first = try ask(ctx, inv, prompt: "new passcode: ", reason: reason)
+            do { try PasscodeRule.check(first) } catch let e as VaultError {
+                ctx.say("vault: \(e.message); try again")
+                last = e
+                continue
+            }
+            let second = try ask(ctx, inv, prompt: "repeat the new passcode: ", reason: reason)
+            if first.isEqual(to: second) { return first }
+            ctx.say("vault: the two passcodes differ; try again")
+            last = VaultError.usage("the two passcodes differ; nothing was changed")
+        }
+        throw last
     }
 
     /// `--password-stdin`: the next line of standard input.

@@ -24,7 +24,7 @@ public enum VaultCLI {
         [VaultCommands.initCommand, VaultCommands.status,
          ItemCommands.add, ItemCommands.edit, ItemCommands.rm, ItemCommands.mv, ItemCommands.ls,
          ItemCommands.search, ItemCommands.get, ItemCommands.log, VaultCommands.generate,
-         VaultCommands.passcode, VaultCommands.recover, RotateCommand.rotate,
+         VaultCommands.passcode, VaultCommands.recover, RotateCommand.rotate, RepairCommand.repair,
          ImportExport.importCommand, ImportExport.exportCommand, SettingsCommand.settings]
             + RunLoginCommands.all
             + FingerprintCommands.all

@@ -50,12 +50,18 @@ public struct Item: Codable, Equatable, Sendable {
     /// characters, no `..` component, at most 256 characters.
     public static func normalize(name: String) throws -> String {
         let n = name.precomposedStringWithCanonicalMapping
-        guard !n.isEmpty, n.count <= 256 else { throw VaultError.usage("an item name must be 1 to 256 characters") }
+        guard !n.isEmpty, n.count <= 256, n.utf8.count <= 1024 else {
+            throw VaultError.usage("an item name must be 1 to 256 characters (at most 1024 bytes)")
+        }
         guard n.trimmingCharacters(in: .whitespaces) == n else {
             throw VaultError.usage("an item name cannot start or end with a space")
         }
         guard !n.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw VaultError.usage("an item name cannot contain control characters")
+        }
+        // Zero-width and bidi controls make one name look like another (`git\u{200B}hub`).
+        guard !n.unicodeScalars.contains(where: { $0.properties.generalCategory == .format }) else {
+            throw VaultError.usage("an item name cannot contain invisible format characters (zero-width, bidi controls)")
         }
         guard !n.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == ".." || $0 == "." }) else {
             throw VaultError.usage("an item name cannot contain '.' or '..' components")

@@ -203,6 +203,50 @@ import Testing
         #expect(r.stdout == "pw\n")
     }
 
+
+    @Test func aDamagedRowIsListedAndRemovedByRepairSoRotationWorksAgain() throws {
+        box.initVault()
+        for name in ["a", "b", "c"] {
+            let r = box.vault(["add", name, "--password-stdin"], passcode: pc, stdin: "pw-\(name)\n")
+            #expect(r.status == 0, "\(r.stderr)")
+        }
+        let store = try VaultStore.open(try VaultLocation(name: "default", environment: box.env))
+        let row = try #require(try store.db.query("SELECT id, sealed FROM items LIMIT 1").first)
+        var sealed = try #require(row[1].bytes)
+        sealed[sealed.count / 2] ^= 1
+        try store.db.query("UPDATE items SET sealed=? WHERE id=?", [.blob(sealed), row[0]])
+        var r = box.vault(["rotate"], passcode: pc)
+        #expect(r.status == 5, "\(r.stderr)")
+        #expect(r.stderr.contains("vault repair"), "the error leads to repair: \(r.stderr)")
+        r = box.vault(["repair", "--json"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect((json(r.stdout)["damaged"] as? [String])?.count == 1)
+        r = box.vault(["repair", "--remove"], passcode: pc)
+        #expect(r.status == 2, "no terminal: --force is needed")
+        r = box.vault(["repair", "--remove", "--force", "--json"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(json(r.stdout)["removed"] as? Int == 1)
+        r = box.vault(["rotate"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["ls"], passcode: pc)
+        #expect(r.status == 0)
+        #expect(r.stdout.split(separator: "\n").count == 2, "the two readable items are kept: \(r.stdout)")
+    }
+
+    @Test func namesWithInvisibleCharactersAndWeakPasscodesAreRefused() {
+        box.initVault()
+        for name in ["git\u{200B}hub", "pay\u{202E}lap", String(repeating: "\u{1F600}", count: 300)] {
+            let r = box.vault(["add", name, "--password-stdin"], passcode: pc, stdin: "pw\n")
+            #expect(r.status == 2, "\(name.prefix(10)): \(r.stderr)")
+        }
+        for weak in ["    ", "\t\t\t\t", "\u{E9}\u{E9}", "abc"] {
+            let r = box.vault(["passcode", "--new-passcode-fd", "4"], passcode: pc, fds: [4: weak + "\n"])
+            #expect(r.status == 2, "\(weak.debugDescription): \(r.stderr)")
+        }
+        let r = box.vault(["passcode", "--new-passcode-fd", "4"], passcode: pc, fds: [4: "\u{E9}\u{E9}\u{E9}\u{E9}\n"])
+        #expect(r.status == 0, "four characters, eight bytes: \(r.stderr)")
+    }
+
 }
 
 @Suite struct SettingsAndImportTests {

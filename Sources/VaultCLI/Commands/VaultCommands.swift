@@ -30,7 +30,7 @@ enum VaultCommands {
             let passcode: SecretBytes
             if let fd = try SecretInput.descriptor(inv, "--passcode-fd") {
                 passcode = try SecretInput.line(fd: fd, what: "passcode")
-                guard passcode.count >= 4 else { throw VaultError.usage("a passcode needs at least 4 characters") }
+                try PasscodeRule.check(passcode)
             } else {
                 passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--passcode-fd")
             }

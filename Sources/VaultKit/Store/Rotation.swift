@@ -91,7 +91,7 @@ extension UnlockedVault {
                 if resealed.count % 256 == 0 || resealed.count == total { progress(resealed.count, total) }
             }
             guard damaged.isEmpty else {
-                throw VaultError.corrupt("\(damaged.count) damaged item row(s) (\(damaged.prefix(3).joined(separator: ", "))) cannot be re-sealed; nothing was changed")
+                throw VaultError.corrupt("\(damaged.count) damaged item row(s) (\(damaged.prefix(3).joined(separator: ", "))) cannot be re-sealed; nothing was changed (list them with 'vault repair', remove them with 'vault repair --remove')")
             }
             // New index entries are keyed MACs under a new key: a clash with an old entry not yet
             // replaced is a 2^-256 event, and would only abort this transaction.

@@ -313,3 +313,27 @@ extension UnlockedVault {
         }
     }
 }
+
+extension UnlockedVault {
+    /// The item rows that cannot be opened with this key (damaged, or written under another key
+    /// generation), by row id (hex).
+    public func damagedRows() throws -> [String] {
+        try allItemsWithSecrets().compactMap { if case .damaged(let id) = $0 { id } else { nil } }
+    }
+
+    /// Removes the rows named (hex row ids) that still cannot be opened, in one write transaction;
+    /// a readable row is never removed this way. - Returns: how many went.
+    @discardableResult
+    public func removeDamagedRows(_ ids: [String]) throws -> Int {
+        try writeTransaction {
+            let damaged = Set(try damagedRows())
+            var n = 0
+            for id in ids where damaged.contains(id) {
+                guard let raw = bytesFromHex(id) else { continue }
+                try db.query("DELETE FROM items WHERE id=?", [.blob(raw)])
+                n += db.changes
+            }
+            return n
+        }
+    }
+}
