@@ -1,8 +1,13 @@
 import Foundation
 import VaultKit
+import VaultSystem
 
 /// Set by the SIGINT handler; a prompt or scan that sees it ends with "cancelled by the user".
-nonisolated(unsafe) var interruptRequested: sig_atomic_t = 0
+/// VaultSystem's `Interrupts.requested` under its old name (readable and settable from a handler).
+var interruptRequested: Int32 {
+    get { Interrupts.requested ? 1 : 0 }
+    set { Interrupts.requested = newValue != 0 }
+}
 
 /// Reading secrets: from a descriptor named on the command line, else from the terminal, never
 /// from argv or the environment.
