@@ -1,6 +1,7 @@
 import Foundation
 import FingerprintKit
 import VaultKit
+import VaultSystem
 
 /// The command line's side of authentication: it builds the key authority and the `AuthContext`
 /// from the options and the terminal, and shows what they report. Every decision (tries, lockout,
@@ -51,7 +52,7 @@ enum Auth {
                 if let fd = passcodeFD { return try SecretInput.line(fd: fd, what: "passcode") }
                 guard interactive else { return nil }
                 guard let s = try ctx.terminal.readSecret(prompt: prompt + ": ") else { throw VaultError.userCancel }
-                if interruptRequested != 0 { throw VaultError.userCancel }
+                if Interrupts.requested { throw VaultError.userCancel }
                 return s
             },
             say: { ctx.say($0) })

@@ -1,6 +1,7 @@
 import Foundation
 import FingerprintKit
 import VaultKit
+import VaultSystem
 
 /// The reader selector: `--sensor`, else `VAULT_SENSOR`.
 func sensorSelector(_ inv: Invocation, _ ctx: CommandContext) -> String? {
@@ -64,7 +65,7 @@ func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, c
     var fallback = false
     let tty = allowFallback ? ctx.terminal.inputFD : -1
     while done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
-        if interruptRequested != 0 { cancellation.cancel(.user) }
+        if Interrupts.requested { cancellation.cancel(.user) }
         if tty >= 0 && !fallback {
             var p = pollfd(fd: tty, events: Int16(POLLIN), revents: 0)
             if poll(&p, 1, 0) > 0 {
@@ -79,7 +80,7 @@ func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, c
     case .success(let v): return (v, fallback)
     case .failure(let e):
         if fallback { return (nil, true) }
-        if interruptRequested != 0 { throw VaultError.userCancel }
+        if Interrupts.requested { throw VaultError.userCancel }
         throw e
     }
 }

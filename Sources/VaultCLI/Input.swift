@@ -1,8 +1,7 @@
 import Foundation
 import VaultKit
+import VaultSystem
 
-/// Set by the SIGINT handler; a prompt or scan that sees it ends with "cancelled by the user".
-nonisolated(unsafe) var interruptRequested: sig_atomic_t = 0
 
 /// Reading secrets: from a descriptor named on the command line, else from the terminal, never
 /// from argv or the environment.
@@ -27,7 +26,7 @@ enum SecretInput {
     static func ask(_ ctx: CommandContext, _ inv: Invocation, prompt: String, reason: String) throws -> SecretBytes {
         guard !inv.noInput, ctx.terminal.isAvailable else { throw VaultError.passcodeNeeded(reason) }
         guard let s = try ctx.terminal.readSecret(prompt: prompt) else { throw VaultError.userCancel }
-        if interruptRequested != 0 { throw VaultError.userCancel }
+        if Interrupts.requested { throw VaultError.userCancel }
         return s
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import VaultKit
+import VaultSystem
 
 /// The `vault` command line: one table of commands, one exit path.
 public enum VaultCLI {
@@ -53,9 +54,13 @@ public enum VaultCLI {
                 return 0
             }
             try inv.command.run(inv, ctx)
+            // Every write to stdout is checked: what a script reads must not be silently missing.
+            if let f = ctx.stdout.failure {
+                let e = VaultError.io(path: "standard output", f.reason)
+                report(e, ctx)
+                return e.exitCode
+            }
             return 0
-        } catch let e as ReportedFailure {
-            return e.exitCode
         } catch {
             let e = vaultError(error)
             report(e, ctx)
@@ -83,18 +88,15 @@ public enum VaultCLI {
     /// exit 11, after restoring the terminal) and runs the process's command line; called as
     /// `git-credential-vault` or `docker-credential-vault` (argv[0]) it runs that credential helper.
     public static func main() -> Int32 {
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in interruptRequested = 1; interruptHook?() }
-        sigemptyset(&action.sa_mask)
-        action.sa_flags = 0
-        sigaction(SIGINT, &action, nil)
-        // A parent that blocked SIGINT (some shells' background jobs, test runners) must not keep
-        // Ctrl-C from cancelling a scan or a prompt.
-        var unblock = sigset_t()
-        sigemptyset(&unblock)
-        sigaddset(&unblock, SIGINT)
-        sigprocmask(SIG_UNBLOCK, &unblock, nil)
-        umask(0o077)
+        // Ctrl-C sets a flag (and unblocks SIGINT, which a parent may have blocked).
+        Interrupts.install()
+        // A closed pipe is an error a command reports (exit 6), not a silent death; children
+        // get SIGPIPE back (ChildProcess resets it).
+        ignoreBrokenPipe()
+        // This process will hold keys and secrets: no core dump, no ptrace by the user's other
+        // processes. Best effort: a failure here must not keep the user from their vault.
+        try? ProcessHardening.disableCoreDumps()
+        ProcessIdentity.restrictFileCreation()
         let arguments = Array(CommandLine.arguments.dropFirst())
         if let helper = CredentialHelpers.Program(argv0: CommandLine.arguments.first ?? "") {
             return CredentialHelpers.main(helper, arguments, context: .process())
@@ -102,6 +104,3 @@ public enum VaultCLI {
         return run(arguments, context: .process())
     }
 }
-
-/// Called from the SIGINT handler (async-signal-safe work only: it cancels a running scan).
-nonisolated(unsafe) var interruptHook: (@convention(c) () -> Void)?

@@ -138,14 +138,4 @@ enum CredentialHelpers {
         for i in bytes.indices { bytes[i] = 0 }
         bytes.removeAll()
     }
-
-    /// Transitional, with `ReportedFailure`: `VaultCLI.run` still prints every `VaultError`, so an
-    /// error a helper has already reported in its caller's protocol crosses it as
-    /// `ReportedFailure`. Once `run` leaves `.alreadyReported` unprinted (`isPrinted`), this goes.
-    static func passingOnReported(_ body: () throws -> Void) throws {
-        do { try body() } catch VaultError.alreadyReported(let code) { throw ReportedFailure(exitCode: code) }
-    }
 }
-
-// Transitional: removed once run/login and main stop using it.
-struct ReportedFailure: Error { let exitCode: Int32 }

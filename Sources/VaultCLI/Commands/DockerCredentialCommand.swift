@@ -17,13 +17,11 @@ enum DockerCredentialCommand {
         echo https://index.docker.io/v1/ | docker-credential-vault get
         """,
         run: { inv, ctx in
-            try CredentialHelpers.passingOnReported {
-                do {
-                    try run(inv, ctx)
-                } catch {
-                    ctx.stdout.write(line(error) + "\n")
-                    throw VaultError.alreadyReported(code: 1)
-                }
+            do {
+                try run(inv, ctx)
+            } catch {
+                ctx.stdout.write(line(error) + "\n")
+                throw VaultError.alreadyReported(code: 1)
             }
         })
 

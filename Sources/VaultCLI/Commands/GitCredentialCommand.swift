@@ -18,13 +18,11 @@ enum GitCredentialCommand {
         printf 'protocol=https\\nhost=example.com\\n\\n' | vault git-credential get
         """,
         run: { inv, ctx in
-            try CredentialHelpers.passingOnReported {
-                do {
-                    try run(CredentialHelpers.withoutPrompts(inv), ctx)
-                } catch let e as VaultError {
-                    ctx.stderr.write("vault: error: \(CredentialHelpers.oneLine(e))\n")
-                    throw VaultError.alreadyReported(code: e.exitCode)
-                }
+            do {
+                try run(CredentialHelpers.withoutPrompts(inv), ctx)
+            } catch let e as VaultError {
+                ctx.stderr.write("vault: error: \(CredentialHelpers.oneLine(e))\n")
+                throw VaultError.alreadyReported(code: e.exitCode)
             }
         })
 
