@@ -174,7 +174,7 @@ import Testing
         r = box.vault(["get", "--help"])
         #expect(r.status == 0 && r.stdout.contains("examples:"))
         r = box.vault(["help", "exit-codes"])
-        #expect(r.stdout.contains("20  enrolled prints changed"))
+        #expect(r.stdout.contains("20   the enrolled prints changed"))
         r = box.vault([])
         #expect(r.status == 2)
         r = box.vault(["version"])
@@ -286,5 +286,25 @@ import Testing
         let items = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [[String: Any]] ?? []
         #expect(items.count == 2)
         #expect(items.first { $0["name"] as? String == "b" }?["password"] as? String == "2")
+    }
+}
+
+/// What a script reads from stdout is never silently missing.
+@Suite struct StandardOutputTests {
+    let box = Sandbox()
+
+    @Test func aFullDiskOnStandardOutputIsExitSix() throws {
+        box.initVault()
+        var r = box.vault(["add", "gh", "--password-stdin"], passcode: Sandbox.passcode, stdin: "pw\n")
+        #expect(r.status == 0)
+        let full = open("/dev/full", O_WRONLY)
+        #expect(full >= 0)
+        defer { close(full) }
+        r = spawn(vaultBinary, ["get", "gh", "--field", "password", "--passcode-fd", "3"], env: box.env,
+                  fds: [3: Sandbox.passcode + "\n"], stdoutFD: full)
+        #expect(r.status == 6, "\(r.stderr)")
+        #expect(r.stderr.contains("standard output"), "\(r.stderr)")
+        r = spawn(vaultBinary, ["ls", "--passcode-fd", "3"], env: box.env, fds: [3: Sandbox.passcode + "\n"], stdoutFD: full)
+        #expect(r.status == 6, "\(r.stderr)")
     }
 }

@@ -90,7 +90,7 @@ final class InProcess {
             #expect(h.hasPrefix("usage: vault"), "\(c.name)")
             if c.name != "help" && c.name != "version" { #expect(h.contains("examples:"), "\(c.name) has no examples") }
         }
-        #expect(Help.exitCodeText.contains("17  fingerprint locked out"))
+        #expect(Help.exitCodeText.contains("17   fingerprint locked out"))
     }
 }
 
