@@ -31,10 +31,7 @@ enum Auth {
     /// file is reset (with a warning) instead of blocking enrolment forever.
     static func ownerAuthority(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) throws -> EmbeddedKeyAuthority {
         let authority = try authority(inv, ctx)
-        do {
-            _ = try authority.fingers()
-        } catch VaultError.authorityDamaged(let why) {
-            try authority.resetPrints(proof: nil)
+        if let why = try authority.resetIfDamaged() {
             ctx.say("vault: warning: \(why); it was reset: every vault needs its passcode once, then enrol your fingers again with 'vault enroll'")
         }
         return authority

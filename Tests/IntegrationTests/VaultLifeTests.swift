@@ -247,6 +247,39 @@ import Testing
         #expect(r.status == 0, "four characters, eight bytes: \(r.stderr)")
     }
 
+
+    @Test func exportThenImportKeepsEveryFieldAndImportIsStrict() throws {
+        box.initVault()
+        box.initVault("copy")
+        var r = box.vault(["add", "db", "--username", "admin", "--url", "https://db", "--tag", "prod", "--notes", "n",
+                           "--password-stdin"], passcode: pc, stdin: "db-pw\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["edit", "db", "--user-prompt", "User:", "--password-prompt", "Secret:"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["export"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        let exported = r.stdout
+        r = box.vault(["import", "--vault", "copy"], passcode: pc, stdin: exported)
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["export", "--vault", "copy"], passcode: pc)
+        let again = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])
+        let first = try #require(try JSONSerialization.jsonObject(with: Data(exported.utf8)) as? [[String: Any]])
+        #expect(NSArray(array: again).isEqual(to: first), "export | import | export is the same")
+        #expect(first.first?["user_prompt"] as? String == "User:")
+        #expect(first.first?["password_prompt"] as? String == "Secret:")
+        #expect(first.first?["fingerprint_login"] as? Bool == false)
+
+        // Strict: an unknown key or a wrong type names the item and the key; nothing is imported.
+        r = box.vault(["import", "--vault", "copy"], passcode: pc, stdin: #"[{"name":"a","password":"x"},{"name":"b","pasword":"y"}]"#)
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("item 2 ('b')") && r.stderr.contains("'pasword'"), "\(r.stderr)")
+        r = box.vault(["import", "--vault", "copy"], passcode: pc, stdin: #"[{"name":"c","password":123}]"#)
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("'password'"), "\(r.stderr)")
+        r = box.vault(["get", "a", "--vault", "copy"], passcode: pc)
+        #expect(r.status == 3, "nothing of a refused import was written")
+    }
+
 }
 
 @Suite struct SettingsAndImportTests {

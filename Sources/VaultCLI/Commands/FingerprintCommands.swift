@@ -27,9 +27,10 @@ enum FingerprintCommands {
                 try bind(vault, authority: authority, ctx)
                 return
             }
-            try enrollFinger(finger, into: vault, authority: authority, ctx)
-            // The prints changed: the vault named here gets new keys, bound to the new set.
-            try RotateCommand.rotate(vault, passcode: passcode, kdf: nil, inv, ctx, authority: authority)
+            let (done, result) = try vault.enrollAndRotate(finger: finger?.rawValue, through: authority, passcode: passcode,
+                                                           progress: RotateCommand.progressBar(inv, ctx))
+            ctx.say("vault: enrolled \(done.finger)")
+            RotateCommand.report(result, of: vault, ctx)
             ctx.say("vault: other vaults now need their passcode once: vault unlock --vault NAME --passcode --rotate")
         })
 
@@ -47,7 +48,8 @@ enum FingerprintCommands {
             return
         }
         if !enrolled.contains(where: { $0.sensor == identity }) {
-            try enrollFinger(finger, into: vault, authority: authority, ctx)
+            let done = try vault.enroll(finger: finger?.rawValue, through: authority)
+            ctx.say("vault: enrolled \(done.finger)")
         }
         try bind(vault, authority: authority, ctx)
     }
@@ -57,16 +59,6 @@ enum FingerprintCommands {
             throw VaultError.usage("unknown finger '\(s)'", hint: "fingers: \(Finger.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         return f
-    }
-
-    /// Enrols one finger through the authority, with the proof of `vault` (binding it first when
-    /// it is not bound yet, since enrolling needs a bound vault's proof once any vault is bound).
-    static func enrollFinger(_ requested: Finger?, into vault: UnlockedVault, authority: any KeyAuthority, _ ctx: CommandContext) throws {
-        if try vault.store.fingerprintSlot() == nil, try !authority.fingers().isEmpty {
-            try? vault.bindFingerprint(authority: authority, sensor: nil)
-        }
-        let done = try authority.enroll(finger: requested?.rawValue, sensor: nil, proof: try vault.proof(.enroll, for: authority))
-        ctx.say("vault: enrolled \(done.finger)")
     }
 
     /// Re-binds `vault` to the current prints.
@@ -86,10 +78,10 @@ enum FingerprintCommands {
             let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
             let vault = try Auth.authority(inv, ctx).unlock(store, passcode: passcode)
             let authority = try Auth.ownerAuthority(vault, inv, ctx)
-            let gone = try authority.unenroll(finger: finger.rawValue, proof: try vault.proof(.unenroll, for: authority))
-            guard !gone.isEmpty else { throw VaultError.failure("\(finger.rawValue) is not enrolled", hint: "see 'vault fingers'") }
+            let result = try vault.unenrollAndRotate(finger: finger.rawValue, through: authority, passcode: passcode,
+                                                     progress: RotateCommand.progressBar(inv, ctx))
             ctx.say("vault: removed \(finger.rawValue)")
-            try RotateCommand.rotate(vault, passcode: passcode, kdf: nil, inv, ctx, authority: authority)
+            RotateCommand.report(result, of: vault, ctx)
         })
 
     static let fingers = CommandSpec(

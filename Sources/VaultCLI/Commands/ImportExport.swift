@@ -13,28 +13,14 @@ enum ImportExport {
         echo '[{"name":"wifi","password":"hunter2"}]' | vault import
         """,
         run: { inv, ctx in
-            var data: Data
+            var raw: [UInt8]
             do {
-                var raw = try readAll(fd: ctx.stdinFD, limit: 1 << 30, label: "standard input")
-                data = Data(raw)
-                wipe(&raw)
+                raw = try readAll(fd: ctx.stdinFD, limit: 1 << 30, label: "standard input")
             } catch {
                 throw VaultError.io(path: "standard input", (error as? SystemError)?.reason ?? "\(error)")
             }
-            defer { data.resetBytes(in: 0..<data.count) }
-            guard let array = try? JSONSerialization.jsonObject(with: data) as? [[String: Any]] else {
-                throw VaultError.usage("standard input is not a JSON array of items", hint: "see 'vault help import'")
-            }
-            let now = unixNow()
-            let items: [Item] = try array.enumerated().map { i, o in
-                guard let name = o["name"] as? String else { throw VaultError.usage("item \(i + 1) has no name") }
-                var item = Item(name: name, username: o["username"] as? String, password: o["password"] as? String,
-                                urls: o["urls"] as? [String] ?? (o["url"] as? String).map { [$0] } ?? [],
-                                notes: o["notes"] as? String, tags: o["tags"] as? [String] ?? [], totp: o["totp"] as? String,
-                                origin: o["origin"] as? String, now: now)
-                item.created = (o["created"] as? Int).map(Int64.init) ?? now
-                return item
-            }
+            defer { wipe(&raw) }
+            let items = try VaultJSON.items(from: raw)
             let vault = try openAccess(inv, ctx, purpose: "import \(items.count) items")
             let n = try vault.add(contentsOf: items, replace: inv.has("--force"))
             ctx.say("vault: imported \(n) items")
@@ -52,11 +38,7 @@ enum ImportExport {
             for e in try vault.releaseAll(command: "export") {
                 switch e {
                 case .item(let item):
-                    var o = listingJSON(item)
-                    if let p = item.password { o["password"] = p }
-                    if let t = item.totp { o["totp"] = t }
-                    if let n = item.notes { o["notes"] = n }
-                    out.append(o)
+                    out.append(VaultJSON.object(item))
                 case .damaged: damaged += 1
                 }
             }

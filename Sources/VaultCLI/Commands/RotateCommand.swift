@@ -43,21 +43,31 @@ enum RotateCommand {
     static func rotate(_ vault: UnlockedVault, passcode: borrowing SecretBytes, kdf: KDFParameters?,
                        _ inv: Invocation, _ ctx: CommandContext, authority given: (any KeyAuthority)? = nil) throws -> UnlockedVault {
         let authority = try given ?? Auth.ownerAuthority(vault, inv, ctx)
+        let result = try vault.rotate(passcode: passcode, kdf: kdf, recovery: inv.has("--new-recovery-key") ? .replace : .keep,
+                                      authority: authority, progress: progressBar(inv, ctx))
+        report(result, of: vault, ctx)
+        return result.vault
+    }
+
+    /// A progress bar on the terminal (nothing otherwise).
+    static func progressBar(_ inv: Invocation, _ ctx: CommandContext) -> (Int, Int) -> Void {
         let onTerminal = ctx.terminal.isAvailable && !inv.noInput
         let terminal = ctx.terminal
-        let result = try vault.rotate(passcode: passcode, kdf: kdf, recovery: inv.has("--new-recovery-key") ? .replace : .keep,
-                                      authority: authority) { done, total in
+        return { done, total in
             guard onTerminal, total > 0 else { return }
             let width = 30, filled = done * width / total
             terminal.write("\r\u{1b}[K[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
                            + "] \(done)/\(total) items re-sealed" + (done == total ? "\n" : ""))
         }
+    }
+
+    /// What a rotation did; a new recovery key goes to stdout, once.
+    static func report(_ result: RotationResult, of vault: UnlockedVault, _ ctx: CommandContext) {
         ctx.say("vault: re-sealed \(result.items) items of vault '\(vault.store.location.name)' under new keys (generation \(result.vault.generation))"
                 + (result.fingerprintBound ? "; fingerprint slot bound to the current prints" : "; no fingerprint slot (no reader or no prints): bind later with 'vault enroll --bind'"))
         if let key = result.recoveryKey {
             ctx.say("vault: your new recovery key (the old one no longer works; printed once on standard output):")
             ctx.stdout.write(key + "\n")
         }
-        return result.vault
     }
 }

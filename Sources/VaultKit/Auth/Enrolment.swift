@@ -1,0 +1,45 @@
+/// The enrolment rules: which proof enrolling needs, that enrolling or removing a finger gives the
+/// vault named new keys bound to the new prints (every other vault then needs its passcode once),
+/// and what a damaged authority state means for an owner who just gave a passcode.
+extension UnlockedVault {
+    /// Enrols a finger through `authority` with this vault's proof. Once any vault is bound,
+    /// enrolling needs a bound vault's proof: a vault not bound yet is bound first.
+    /// - Parameter finger: nil picks the first free finger in the usual order.
+    public func enroll(finger: String?, through authority: any KeyAuthority) throws -> EnrolledFinger {
+        if try store.slot(.fingerprint) == nil, try !authority.fingers().isEmpty {
+            // No prints on this reader yet is fine: the enrolment below then needs no binding.
+            try? bindFingerprint(authority: authority, sensor: nil)
+        }
+        return try authority.enroll(finger: finger, sensor: nil, proof: try proof(.enroll, for: authority))
+    }
+
+    /// `vault enroll`: enrols, then rotates this vault so it is bound to the new set of prints.
+    public func enrollAndRotate(finger: String?, through authority: any KeyAuthority, passcode: borrowing SecretBytes,
+                                progress: (Int, Int) -> Void = { _, _ in }) throws -> (EnrolledFinger, RotationResult) {
+        let done = try enroll(finger: finger, through: authority)
+        return (done, try rotate(passcode: passcode, kdf: nil, recovery: .keep, authority: authority, progress: progress))
+    }
+
+    /// `vault unenroll`: removes the finger's prints, then rotates this vault onto what remains.
+    /// - Throws: `.failure` when the finger is not enrolled.
+    public func unenrollAndRotate(finger: String, through authority: any KeyAuthority, passcode: borrowing SecretBytes,
+                                  progress: (Int, Int) -> Void = { _, _ in }) throws -> RotationResult {
+        let gone = try authority.unenroll(finger: finger, proof: try proof(.unenroll, for: authority))
+        guard !gone.isEmpty else { throw VaultError.failure("\(finger) is not enrolled", hint: "see 'vault fingers'") }
+        return try rotate(passcode: passcode, kdf: nil, recovery: .keep, authority: authority, progress: progress)
+    }
+}
+
+extension KeyAuthority {
+    /// For an owner who just proved a passcode: a damaged prints state is reset (it could never
+    /// yield a match again, and would block enrolment forever). - Returns: why it was reset, or nil.
+    public func resetIfDamaged() throws -> String? {
+        do {
+            _ = try fingers()
+            return nil
+        } catch VaultError.authorityDamaged(let why) {
+            try resetPrints(proof: nil)
+            return why
+        }
+    }
+}
