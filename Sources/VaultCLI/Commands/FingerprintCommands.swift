@@ -122,10 +122,12 @@ enum FingerprintCommands {
                 }
                 rows.append(row)
             }
+            let kind = try Auth.authority(inv, ctx).kind
             if inv.has("--json") {
-                ctx.stdout.write(jsonText(["readers": rows]))
+                ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection]]))
                 return
             }
+            ctx.stdout.write("key authority: \(kind.rawValue) (\(kind.protection))\n")
             if rows.isEmpty {
                 ctx.stdout.write("no fingerprint reader found\n")
                 ctx.say("vault: hint: check that the reader is plugged in and supported by libfprint (lsusb); vault works with the passcode meanwhile")
