@@ -1,0 +1,53 @@
+internal import Glibc
+
+/// prctl(2) is variadic in C, which Swift cannot call; this binds the symbol with a fixed prototype
+/// (all integer arguments, valid for the Linux calling conventions Swift runs on).
+@_silgen_name("prctl")
+private func prctl5(_ option: Int32, _ a2: UInt, _ a3: UInt, _ a4: UInt, _ a5: UInt) -> Int32
+
+/// Keeping secrets out of core dumps, `ptrace` and inherited descriptors.
+public enum ProcessHardening {
+    /// No core file and no same-uid `ptrace`/`/proc/PID/mem` (`PR_SET_DUMPABLE` 0), and a core
+    /// size limit of 0 (`RLIMIT_CORE`).
+    /// - Throws: ``SystemError`` for `prctl` or `setrlimit`.
+    public static func disableCoreDumps() throws(SystemError) {
+        try syscall("prctl") { prctl5(4 /* PR_SET_DUMPABLE */, 0, 0, 0, 0) }
+        var limit = rlimit(rlim_cur: 0, rlim_max: 0)
+        try syscall("setrlimit") { setrlimit(Int32(RLIMIT_CORE.rawValue), &limit) }
+    }
+
+    /// Whether the process is dumpable (`PR_GET_DUMPABLE`).
+    public static var isDumpable: Bool {
+        prctl5(3 /* PR_GET_DUMPABLE */, 0, 0, 0, 0) == 1
+    }
+
+    /// Closes every descriptor from `first` up: what the starting process left open (pipes of
+    /// its own caller) is not ours to hold, and holding it keeps those pipes from ending.
+    public static func closeInheritedDescriptors(from first: Int32 = 3) {
+        let end = Int32(min(Int(getdtablesize()), 65536))
+        guard first < end else { return }
+        for fd in first..<end { _ = close(fd) }
+    }
+}
+
+/// Who and where this process is: for peer checks and the "first unlock after a reboot" rule.
+public enum ProcessIdentity {
+    /// The real user id.
+    public static var uid: UInt32 { getuid() }
+    /// The effective user id.
+    public static var effectiveUID: UInt32 { geteuid() }
+    /// The process id.
+    public static var pid: Int32 { getpid() }
+    /// The parent's process id.
+    public static var parentPID: Int32 { getppid() }
+
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`, a UUID that changes on every boot).
+    /// - Throws: ``SystemError`` for `open`/`read`; `EPROTO` when the file is empty.
+    public static func bootID() throws(SystemError) -> String {
+        let path = "/proc/sys/kernel/random/boot_id"
+        let bytes = try FileDescriptor.open(path, .readOnly).readAll(limit: 256)
+        let text = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }
+        guard !text.isEmpty else { throw SystemError(call: "read", path: path, code: EPROTO) }
+        return text
+    }
+}
