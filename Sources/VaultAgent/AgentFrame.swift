@@ -1,4 +1,5 @@
 public import VaultKit
+internal import VaultSystem
 internal import Foundation
 
 /// The agent's wire format, version 2. A frame is a big-endian u32 length `L`, then `L` bytes:
@@ -24,8 +25,8 @@ public final class AgentFrame {
     }
 
     deinit {
-        wipeBytes(&json)
-        wipeBytes(&tail)
+        wipe(&json)
+        wipe(&tail)
     }
 
     /// The frame's bytes, length prefix included.
@@ -78,7 +79,7 @@ public final class FrameDecoder {
         self.limit = limit
     }
 
-    deinit { wipeBytes(&buffer) }
+    deinit { wipe(&buffer) }
 
     /// Whether part of a frame has arrived and the rest has not (the peer's request deadline runs).
     public var hasPartialFrame: Bool { !buffer.isEmpty }
@@ -108,7 +109,7 @@ public final class FrameDecoder {
         let end = 4 + length
         guard buffer.count >= end else { return nil }
         let frame = AgentFrame(json: Array(buffer[9..<(9 + jsonLength)]), tail: Array(buffer[(9 + jsonLength)..<end]))
-        buffer.withUnsafeMutableBytes { b in zeroBytes(UnsafeMutableRawBufferPointer(rebasing: b[0..<end])) }
+        buffer.withUnsafeMutableBytes { b in UnsafeMutableRawBufferPointer(rebasing: b[0..<end]).initializeMemory(as: UInt8.self, repeating: 0) }
         buffer.removeFirst(end)
         return frame
     }
@@ -187,20 +188,6 @@ public enum AgentCodec {
         @unknown default: return "unreadable"
         }
     }
-}
-
-/// Overwrites an array that held secret bytes, then empties it.
-public func wipeBytes(_ bytes: inout [UInt8]) {
-    bytes.withUnsafeMutableBytes { zeroBytes($0) }
-    bytes.removeAll()
-}
-
-/// Zeroes memory behind a call the optimizer does not inline, so the stores stay even when the
-/// memory is freed right after.
-@inline(never)
-func zeroBytes(_ b: UnsafeMutableRawBufferPointer) {
-    guard !b.isEmpty else { return }
-    b.initializeMemory(as: UInt8.self, repeating: 0)
 }
 
 func appendU32(_ n: UInt32, to out: inout [UInt8]) {
