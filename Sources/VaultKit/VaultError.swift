@@ -43,8 +43,6 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case domainStateChanged
     /// 5: the key authority's state (prints file, lockout record, device secret) failed authentication.
     case authorityDamaged(String)
-    /// Transitional: the old agent's untyped error (removed with the typed agent protocol).
-    case relayed(code: Int32, message: String, hint: String?)
     /// 5: a vault's settings row is unreadable (never silently replaced by the defaults).
     case settingsDamaged(vault: String)
     /// 126: the command after `--` is not an executable file.
@@ -82,7 +80,6 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .commandNotFound: 127
         case .childExited(let status): status
         case .alreadyReported(let code): code
-        case .relayed(let code, _, _): code
         }
     }
 
@@ -114,7 +111,6 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .commandNotFound(let n): "command not found: \(n)"
         case .childExited(let status): "the command exited with status \(status)"
         case .alreadyReported(let code): "failed with exit code \(code)"
-        case .relayed(_, let m, _): m
         }
     }
 
@@ -144,7 +140,6 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .commandNotExecutable: nil
         case .commandNotFound(let n): n.contains("/") ? nil : "it is not in PATH; give its full path"
         case .childExited, .alreadyReported: nil
-        case .relayed(_, _, let h): h
         case .authorityDamaged: "run 'vault enroll' (it asks for a vault's passcode): the damaged file is reset and you enrol your fingers again"
         }
     }
