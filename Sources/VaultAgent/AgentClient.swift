@@ -43,10 +43,11 @@ public final class AgentClient {
         return box
     }
 
-    /// Sends one request and waits for its reply. `key` is the master key of an `unlock`.
+    /// Sends one request and waits for its reply, at most `timeout` seconds (by default 30 s, or
+    /// 300 s for a listing, an export, an import or the audit log). `key` is the master key of an `unlock`.
     /// - Throws: `.usage` for a request out of bounds (checked here, before sending);
     ///   `.sessionInvalid` when the agent stops answering or misses the deadline.
-    public func send(_ request: AgentRequest, key: [UInt8] = []) throws -> AgentReply {
+    public func send(_ request: AgentRequest, key: [UInt8] = [], timeout: Double? = nil) throws -> AgentReply {
         try request.validate()
         var bytes = try AgentCodec.frame(request, tail: key).encoded()
         defer { wipe(&bytes) }
@@ -59,7 +60,8 @@ public final class AgentClient {
         } catch {
             throw Self.gone
         }
-        let reply = try receiveReply(within: request.isBulk ? Self.replySeconds.bulk : Self.replySeconds.ordinary)
+        let seconds = timeout ?? (request.isBulk ? Self.replySeconds.bulk : Self.replySeconds.ordinary)
+        let reply = try receiveReply(within: AgentLimits.clamp(seconds, to: 0.01...3600, fallback: Self.replySeconds.ordinary))
         lastUse = MonotonicClock.seconds()
         return reply
     }
@@ -81,7 +83,7 @@ public final class AgentClient {
             guard left > 0, (try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: Int32(max(1, min(left * 1000, 60_000))))) == true
             else {
                 if left > 0 { continue }
-                throw VaultError.sessionInvalid("ended: the agent did not answer within \(Int(seconds)) s")
+                throw VaultError.sessionInvalid("ended: the agent did not answer within \(AgentLimits.wholeSeconds(seconds.rounded(.up))) s")
             }
             let count: Int
             do {

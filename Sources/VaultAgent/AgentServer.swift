@@ -51,15 +51,20 @@ public final class AgentServer: @unchecked Sendable {
     public let exitIdle: Double
     /// The sessions and requests.
     public let handler: AgentRequestHandler
+    /// Seconds a peer has to send the rest of a request once its first byte arrived.
+    public let requestDeadline: Double
     private let state = NSLock()
     private var stopped = false
     private var connections = 0
 
     /// A server on `socketPath`; `exitIdle` is clamped to 0 (never) or 1 s ... 7 days.
-    public init(socketPath: String, exitIdle: Double = 0, handler: AgentRequestHandler? = nil) {
+    /// `requestDeadline` is `AgentLimits.requestSeconds` but for tests.
+    public init(socketPath: String, exitIdle: Double = 0, handler: AgentRequestHandler? = nil,
+                requestDeadline: Double = AgentLimits.requestSeconds) {
         self.socketPath = socketPath
         self.exitIdle = exitIdle > 0 ? AgentLimits.clamp(exitIdle, fallback: 0) : 0
         self.handler = handler ?? AgentRequestHandler(uid: ProcessIdentity.uid, pid: ProcessIdentity.pid)
+        self.requestDeadline = AgentLimits.clamp(requestDeadline, to: 0.05...AgentLimits.requestSeconds, fallback: AgentLimits.requestSeconds)
     }
 
     /// Makes this process fit to hold keys: not dumpable and no core file, the descriptors the
@@ -168,10 +173,10 @@ public final class AgentServer: @unchecked Sendable {
         var frameStarted = idleSince
         while !isStopped {
             let now = MonotonicClock.seconds()
-            let deadline = decoder.hasPartialFrame ? frameStarted + AgentLimits.requestSeconds : idleSince + AgentLimits.connectionIdleSeconds
+            let deadline = decoder.hasPartialFrame ? frameStarted + requestDeadline : idleSince + AgentLimits.connectionIdleSeconds
             guard now < deadline else {
                 if decoder.hasPartialFrame {
-                    refuse(connection, .usage("refused: a request must arrive whole within \(Int(AgentLimits.requestSeconds)) s"))
+                    refuse(connection, .usage("refused: a request must arrive whole within \(requestDeadline) s"))
                 }
                 return
             }
