@@ -207,6 +207,41 @@ import Testing
         #expect(st.st_uid == 0, "a non-dumpable process's /proc files belong to root")
     }
 
+    @Test func extremeDurationsAreClampedNeverATrap() throws {
+        var r = box.vault(["unlock", "--timeout", "1e19", "--max-lifetime", "inf", "--json"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        defer { stopAgent() }
+        #expect(json(r.stdout)["idle_timeout"] as? Int == 7 * 86400)
+        let session = json(box.vault(["status", "--json"]).stdout)["session"] as? [String: Any]
+        #expect(session?["open"] as? Bool == true)
+        #expect((session?["idle_left"] as? Int ?? 0) <= 7 * 86400 && (session?["hard_left"] as? Int ?? 0) <= 7 * 86400)
+        #expect(box.vault(["get", "db", "--field", "password", "--no-input"]).stdout == "db-secret-9\n")
+        for bad in ["nan", "-1e300", "-inf", "0", "soon"] {
+            r = box.vault(["unlock", "--timeout", bad], passcode: pc)
+            #expect(r.status == 2, "--timeout \(bad): \(r.stderr)")
+        }
+        // The agent is still there, with its session.
+        #expect(box.vault(["get", "db", "--field", "password", "--no-input"]).status == 0)
+    }
+
+    @Test func theLeanAgentBinaryServesTheSession() throws {
+        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        defer { stopAgent() }
+        let pid = try #require(agentPID())
+        let cmdline = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
+        let argv = cmdline.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        let lean = URL(fileURLWithPath: vaultBinary).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("vault-agent").path
+        #expect(FileManager.default.isExecutableFile(atPath: lean), "vault-agent is built next to vault")
+        #expect(argv.first.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path } == lean, "\(argv)")
+        #expect(Array(argv.dropFirst()) == ["--socket", socketPath, "--exit-idle", "600"])
+        // Its own process: no libfprint or GLib mapped.
+        let maps = (try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)) ?? ""
+        if !maps.isEmpty {
+            #expect(!maps.contains("libfprint") && !maps.contains("libglib"))
+        }
+    }
+
     @Test func aPeerOfAnotherUidIsRefused() throws {
         guard getuid() == 0 else {
             print("aPeerOfAnotherUidIsRefused: skipped: needs root to run a client as another uid")
