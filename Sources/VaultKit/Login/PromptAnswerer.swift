@@ -1,0 +1,109 @@
+public import Foundation
+
+/// The decisions of `vault login NAME -- COMMAND`, without any terminal: fed the program's output
+/// chunk by chunk (and whether its terminal echoes input), it says what to type now.
+///
+/// The rules: the username is typed at most once, at its prompt; the password at most once,
+/// after its prompt and only once the program has turned echo off, so it never comes back on the
+/// screen; a program that leaves echo on past ``echoGrace`` seconds does not get it (``Answer/gaveUp``).
+/// Prompts are matched against the output since the last answer, so one split across reads
+/// still matches and an answered one never matches again.
+public struct PromptAnswerer {
+    /// What to do now.
+    public enum Answer: Equatable, Sendable {
+        /// Type nothing.
+        case nothing
+        /// Type the username and a newline.
+        case username
+        /// Type the password and a newline.
+        case password
+        /// The password prompt came but echo stayed on: the password will not be typed (say so).
+        case gaveUp
+    }
+
+    /// Matches a username prompt at the end of the output: `login:`, `Username:` (case-insensitive).
+    public static let defaultUserPattern = #"(login|username)[^\n:]*:\s*$"#
+    /// Matches a password prompt at the end of the output: `Password:`, `Enter passphrase for key:`.
+    public static let defaultPasswordPattern = #"(password|passphrase)[^\n]*:\s*$"#
+    /// How long to wait, after a password prompt, for the program to turn echo off.
+    public static let defaultEchoGrace: Double = 3
+    /// Output kept for matching, in bytes.
+    public static let window = 4096
+
+    /// The username prompt.
+    public let userPrompt: NSRegularExpression
+    /// The password prompt.
+    public let passwordPrompt: NSRegularExpression
+    /// Whether there is a username to type (without one, its prompt is passed over).
+    public let hasUsername: Bool
+    /// Seconds to wait for echo off after the password prompt.
+    public let echoGrace: Double
+
+    private var recent: [UInt8] = []
+    private var userAnswered = false
+    private var passwordSettled = false
+    private var passwordPromptSeen: Double?
+
+    /// An answerer for these prompts.
+    public init(userPrompt: NSRegularExpression, passwordPrompt: NSRegularExpression, hasUsername: Bool,
+                echoGrace: Double = PromptAnswerer.defaultEchoGrace) {
+        self.userPrompt = userPrompt
+        self.passwordPrompt = passwordPrompt
+        self.hasUsername = hasUsername
+        self.echoGrace = echoGrace
+    }
+
+    /// Compiles a prompt pattern, matched case-insensitively.
+    /// - Throws: `VaultError.usage` naming `option` when `pattern` is not a regular expression.
+    public static func compile(_ pattern: String, option: String) throws -> NSRegularExpression {
+        do { return try NSRegularExpression(pattern: pattern, options: [.caseInsensitive]) } catch {
+            throw VaultError.usage("\(option): '\(pattern)' is not a regular expression")
+        }
+    }
+
+    /// Whether the password question is settled (typed, or given up): until then input from a
+    /// pipe is held back, so the program cannot take it for the password.
+    public var isPasswordSettled: Bool { passwordSettled }
+
+    /// Whether a password prompt waits for echo to go off (time matters: check often).
+    public var isWaitingForEchoOff: Bool { passwordPromptSeen != nil && !passwordSettled }
+
+    /// The program wrote `chunk`; `echoOn` is its terminal's echo setting now, `now` a time in
+    /// seconds (any monotonic origin).
+    public mutating func programWrote(_ chunk: some Sequence<UInt8>, echoOn: Bool, now: Double) -> Answer {
+        recent.append(contentsOf: chunk)
+        if recent.count > PromptAnswerer.window { recent.removeFirst(recent.count - PromptAnswerer.window) }
+        let text = String(decoding: recent, as: UTF8.self)
+        let range = NSRange(text.startIndex..., in: text)
+        if !userAnswered, userPrompt.firstMatch(in: text, range: range) != nil {
+            userAnswered = true
+            if hasUsername {
+                recent.removeAll()
+                return .username
+            }
+        }
+        if !passwordSettled, passwordPromptSeen == nil, passwordPrompt.firstMatch(in: text, range: range) != nil {
+            passwordPromptSeen = now
+            return tick(echoOn: echoOn, now: now)
+        }
+        return .nothing
+    }
+
+    /// Time passed (or echo changed) without new output: the password once echo is off after its
+    /// prompt, or ``Answer/gaveUp`` after ``echoGrace`` seconds with echo still on.
+    public mutating func tick(echoOn: Bool, now: Double) -> Answer {
+        guard let since = passwordPromptSeen, !passwordSettled else { return .nothing }
+        if !echoOn {
+            passwordSettled = true
+            passwordPromptSeen = nil
+            recent.removeAll()
+            return .password
+        }
+        if now - since > echoGrace {
+            passwordSettled = true
+            passwordPromptSeen = nil
+            return .gaveUp
+        }
+        return .nothing
+    }
+}
