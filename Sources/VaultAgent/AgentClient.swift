@@ -134,7 +134,14 @@ public final class AgentClient {
         do { try PrivateFiles.makeFolder(folder) } catch { throw VaultError.io(path: folder, error.reason) }
         try AgentPaths.checkPrivate(folder)
         let (path, arguments) = agentCommand(socketPath: socketPath)
-        try AgentLauncher.spawnDetached(path: path, arguments: arguments)
+        do {
+            _ = try ChildProcess.spawn(path: path, arguments: arguments, environment: [:],
+                                       fileActions: [.open(0, "/dev/null", .readOnly), .open(1, "/dev/null", .writeOnly),
+                                                     .open(2, "/dev/null", .writeOnly)],
+                                       newSession: true)
+        } catch {
+            throw VaultError.failure("could not start the agent (\(path)): \(error.reason)")
+        }
         // The agent is not our child to wait for: init adopts it once we exit.
         let end = MonotonicClock.seconds() + 3
         while MonotonicClock.seconds() < end {

@@ -76,7 +76,7 @@ public final class AgentServer: @unchecked Sendable {
         do { try ProcessHardening.disableCoreDumps() } catch {
             throw VaultError.failure("the agent cannot turn off core dumps: \(error.reason)")
         }
-        AgentLauncher.ignoreSIGPIPE()
+        ignoreBrokenPipe()
     }
 
     /// Asks `run` to return (within half a second) and every connection to close.
