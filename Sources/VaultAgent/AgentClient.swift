@@ -10,23 +10,29 @@ public final class AgentClient {
     public let socketPath: String
     private var connection: SocketBox
     private var lastUse: Double
+    /// The agent's pid (from `SO_PEERCRED`).
+    public private(set) var agentPID: Int32
+    /// Set when the agent answered in another protocol version (an agent of an older vault
+    /// still running): it cannot serve this program's requests.
+    public private(set) var speaksAnotherVersion = false
     /// Seconds to wait for the reply to an ordinary request, and to a bulk one (listing, export,
     /// import, audit log).
     static let replySeconds: (ordinary: Double, bulk: Double) = (30, 300)
     /// A connection idle longer than this is replaced before it is used again.
     static let reconnectAfterSeconds: Double = 60
 
-    private init(socketPath: String, connection: SocketBox) {
+    private init(socketPath: String, connection: SocketBox, agentPID: Int32) {
         self.socketPath = socketPath
         self.connection = connection
+        self.agentPID = agentPID
         lastUse = MonotonicClock.seconds()
     }
 
     /// The agent answering on `socketPath`, or nil when none does (or its folder is not private,
     /// or its peer is another uid).
     public static func connect(socketPath: String) -> AgentClient? {
-        guard let box = open(socketPath) else { return nil }
-        return AgentClient(socketPath: socketPath, connection: box)
+        guard let (box, pid) = open(socketPath) else { return nil }
+        return AgentClient(socketPath: socketPath, connection: box, agentPID: pid)
     }
 
     /// The running agent of this user, or nil.
@@ -34,13 +40,13 @@ public final class AgentClient {
         connect(socketPath: AgentPaths.socketPath(environment))
     }
 
-    private static func open(_ socketPath: String) -> SocketBox? {
+    private static func open(_ socketPath: String) -> (SocketBox, Int32)? {
         guard (try? AgentPaths.checkPrivate(AgentPaths.folder(of: socketPath))) != nil,
               let socket = try? UnixSocket.connect(path: socketPath) else { return nil }
         let box = SocketBox(socket)
         guard let peer = try? box.socket.peerCredentials(), peer.uid == ProcessIdentity.uid else { return nil }
         try? box.socket.setSendTimeout(seconds: AgentLimits.requestSeconds)
-        return box
+        return (box, peer.pid)
     }
 
     /// Sends one request and waits for its reply, at most `timeout` seconds (by default 30 s, or
@@ -52,8 +58,9 @@ public final class AgentClient {
         var bytes = try AgentCodec.frame(request, tail: key).encoded()
         defer { wipe(&bytes) }
         if MonotonicClock.seconds() - lastUse > Self.reconnectAfterSeconds {
-            guard let fresh = Self.open(socketPath) else { throw Self.gone }
+            guard let (fresh, pid) = Self.open(socketPath) else { throw Self.gone }
             connection = fresh
+            agentPID = pid
         }
         do {
             try connection.socket.sendAll(bytes)
@@ -74,11 +81,17 @@ public final class AgentClient {
         defer { wipe(&chunk) }
         let deadline = MonotonicClock.seconds() + seconds
         while true {
+            let frame: AgentFrame?
             do {
-                if let frame = try decoder.next() { return try AgentCodec.reply(frame) }
-            } catch let e as FrameError {
-                throw VaultError.failure("the agent's reply was refused: \(e.vaultError.message)")
+                frame = try decoder.next()
+            } catch .unsupportedVersion(let v) {
+                speaksAnotherVersion = true
+                throw VaultError.failure("the running agent (pid \(agentPID)) speaks agent protocol version \(v), not \(AgentFrame.version)",
+                                         hint: "it was started by another version of vault: stop it with 'kill \(agentPID)', then unlock again")
+            } catch {
+                throw VaultError.failure("the agent's reply was refused: \(error.vaultError.message)")
             }
+            if let frame { return try AgentCodec.reply(frame) }
             let left = deadline - MonotonicClock.seconds()
             guard left > 0, (try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: Int32(max(1, min(left * 1000, 60_000))))) == true
             else {
@@ -107,6 +120,8 @@ public final class AgentClient {
         let request = AgentRequest.unlock(root: location.root, name: location.name, generation: vault.generation,
                                           idleSeconds: AgentLimits.clamp(idleSeconds, fallback: 120),
                                           hardLimitSeconds: AgentLimits.clamp(hardLimitSeconds, fallback: 12 * 3600))
+        // The key goes only to an agent known to speak this protocol version.
+        guard case .status = try send(.status) else { throw Self.unexpected }
         let reply = try vault.withMasterKey { key in
             var tail = key.exposedBytes()
             defer { wipe(&tail) }

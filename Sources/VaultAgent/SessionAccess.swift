@@ -15,11 +15,19 @@ public final class SessionAccess: VaultAccess {
         self.location = location
     }
 
-    /// The session of `location`, or nil when the agent is not running or has no session for it.
+    /// The session of `location`, or nil when the agent is not running, has no session for it,
+    /// or speaks another protocol version.
     /// - Throws: `.sessionInvalid` once for a session that ended (expired, locked, invalidated).
     public static func open(_ location: VaultLocation, environment: [String: String]) throws -> SessionAccess? {
         guard let client = AgentClient.connect(environment) else { return nil }
-        switch try client.send(.probe(vault: location.databasePath)) {
+        let reply: AgentReply
+        do {
+            reply = try client.send(.probe(vault: location.databasePath))
+        } catch where client.speaksAnotherVersion {
+            // An agent of another vault version cannot serve us: the command authenticates by itself.
+            return nil
+        }
+        switch reply {
         case .sessionOpen: return SessionAccess(client: client, location: location)
         case .noSession: return nil
         case .failed(let e): throw e

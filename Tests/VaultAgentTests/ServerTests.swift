@@ -252,6 +252,38 @@ struct SplitMix64: RandomNumberGenerator {
         #expect(try v.vault.allItems().allSatisfy { if case .item = $0 { true } else { false } })
     }
 
+    /// An agent of the previous vault (protocol version 1) still holds the socket: commands
+    /// authenticate by themselves, and `unlock` says which process to stop.
+    @Test func anAgentOfAnotherVersionIsNamedNotTrusted() throws {
+        let folder = "/tmp/vat-" + hexString(randomBytes(4))
+        try PrivateFiles.makeFolder(folder + "/vault")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let listener = SocketBox(try UnixSocket.listen(path: folder + "/vault/agent.sock"))
+        let old = Thread {
+            // Version 1: length, header length, JSON header. It answers every frame with an error.
+            let json = Array(#"{"ok":false,"code":2,"message":"malformed request","v":1}"#.utf8)
+            var reply: [UInt8] = []
+            for n in [UInt32(4 + json.count), UInt32(json.count)] { reply += [UInt8(n >> 24), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)] }
+            reply += json
+            for _ in 0..<2 {
+                guard let c = try? listener.socket.accept() else { return }
+                let box = SocketBox(c)
+                _ = try? box.socket.receiveExactly(9)
+                _ = box.send(reply)
+            }
+        }
+        old.start()
+        let v = try TestVault()
+        #expect(try SessionAccess.open(v.location, environment: ["XDG_RUNTIME_DIR": folder]) == nil)
+        let client = try #require(AgentClient.connect(["XDG_RUNTIME_DIR": folder]))
+        do {
+            try client.openSession(for: v.vault, idleSeconds: 60, hardLimitSeconds: 60)
+            Issue.record("an old agent took the key")
+        } catch let e as VaultError {
+            #expect(e.message.contains("pid \(getpid())") && e.hint?.contains("kill \(getpid())") == true, "\(e.message) \(e.hint ?? "")")
+        }
+    }
+
     @Test func aClientGivesUpOnAnAgentThatDoesNotAnswer() throws {
         // A listener that accepts and never replies stands in for a wedged agent.
         let folder = "/tmp/vat-" + hexString(randomBytes(4))
