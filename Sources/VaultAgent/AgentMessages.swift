@@ -131,8 +131,10 @@ public enum AgentLimits {
     public static let auditRecords = 100_000
     /// At most this many items held by one connection for an import.
     public static let importItems = 1_000_000
-    /// At most this many bytes of request frames held by one connection for an import (256 MiB).
+    /// At most this many bytes of items held by one connection for an import (256 MiB).
     public static let importBytes = 256 << 20
+    /// At most this many bytes of items held for imports by all connections together (512 MiB).
+    public static let importBytesTotal = 512 << 20
     /// Session idle timeouts and hard limits: from one second to seven days.
     public static let sessionDuration: ClosedRange<Double> = 1...(7 * 86400)
     /// The time a peer has to send the rest of a request once its first byte arrived.

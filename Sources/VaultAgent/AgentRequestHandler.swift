@@ -64,6 +64,8 @@ public final class AgentRequestHandler: @unchecked Sendable {
     /// Ended sessions: the next request for one is answered with why (exit 19), once.
     private var ended: [String: String] = [:]
     private var lastLive: Double
+    /// Bytes of import items held by all connections.
+    private var stagedBytes = 0
     private let clock: AgentClock
     /// The uid served: every other peer is refused.
     public let uid: UInt32
@@ -110,6 +112,16 @@ public final class AgentRequestHandler: @unchecked Sendable {
         } catch {
             return .failed(error: .failure("the agent could not serve the request (\(type(of: error)))"))
         }
+    }
+
+    /// Drops what a connection held for an import (the server calls it when the connection ends).
+    public func discard(_ staging: inout ImportStaging) {
+        lock.withLock { reset(&staging) }
+    }
+
+    private func reset(_ staging: inout ImportStaging) {
+        stagedBytes -= staging.bytes
+        staging = ImportStaging()
     }
 
     /// Answers one request that needs no import staging.
@@ -259,20 +271,23 @@ public final class AgentRequestHandler: @unchecked Sendable {
     private func stage(_ items: [Item], vault: String, replace: Bool, commit: Bool, in s: Session,
                        _ staging: inout ImportStaging) throws -> AgentReply {
         if let held = staging.vault, held != vault {
-            staging = ImportStaging()
+            reset(&staging)
             throw VaultError.usage("an import's items all go to one vault")
         }
-        staging.vault = vault
-        staging.items += items
-        staging.bytes += items.reduce(0) { $0 + Self.estimatedSize($1) }
-        guard staging.items.count <= AgentLimits.importItems, staging.bytes <= AgentLimits.importBytes else {
-            staging = ImportStaging()
+        let bytes = items.reduce(0) { $0 + Self.estimatedSize($1) }
+        guard staging.items.count + items.count <= AgentLimits.importItems, staging.bytes + bytes <= AgentLimits.importBytes,
+              stagedBytes + bytes <= AgentLimits.importBytesTotal else {
+            reset(&staging)
             throw VaultError.usage("an import through the unlock session holds at most \(AgentLimits.importItems) items and \(AgentLimits.importBytes >> 20) MiB",
                                    hint: "import without the session: add --passcode")
         }
+        staging.vault = vault
+        staging.items += items
+        staging.bytes += bytes
+        stagedBytes += bytes
         guard commit else { return .imported(count: staging.items.count, committed: false) }
         let all = staging.items
-        staging = ImportStaging()
+        reset(&staging)
         return .imported(count: try s.vault.add(contentsOf: all, replace: replace), committed: true)
     }
 

@@ -167,6 +167,7 @@ public final class AgentServer: @unchecked Sendable {
         let requester = Requester(uid: peer.uid, pid: peer.pid)
         let decoder = FrameDecoder(limit: AgentLimits.requestFrame)
         var staging = ImportStaging()
+        defer { handler.discard(&staging) }
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         defer { wipe(&chunk) }
         var idleSince = MonotonicClock.seconds()
