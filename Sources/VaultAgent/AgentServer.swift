@@ -41,7 +41,7 @@ final class SocketBox: @unchecked Sendable {
 
 /// The per-user agent: holds unlocked vaults in guarded memory and answers requests over a Unix
 /// socket, to its own uid only (`SO_PEERCRED`). Each connection has its own thread, a 10 s
-/// deadline to send a whole request once it began, a 10 s limit to take a reply, and is closed
+/// deadline to send a whole request once it began, 10 s (and a second per MiB) to take a reply, and is closed
 /// after a refused frame; the handler's lock is held only while a request is answered, so one
 /// slow or silent peer holds up nobody else. It never sends a vault key out.
 public final class AgentServer: @unchecked Sendable {
@@ -53,18 +53,21 @@ public final class AgentServer: @unchecked Sendable {
     public let handler: AgentRequestHandler
     /// Seconds a peer has to send the rest of a request once its first byte arrived.
     public let requestDeadline: Double
+    /// Seconds a peer has to take a reply (and a second more per MiB).
+    public let replyDeadline: Double
     private let state = NSLock()
     private var stopped = false
     private var connections = 0
 
     /// A server on `socketPath`; `exitIdle` is clamped to 0 (never) or 1 s ... 7 days.
-    /// `requestDeadline` is `AgentLimits.requestSeconds` but for tests.
+    /// The deadlines are `AgentLimits.requestSeconds` and `.replySeconds` but for tests.
     public init(socketPath: String, exitIdle: Double = 0, handler: AgentRequestHandler? = nil,
-                requestDeadline: Double = AgentLimits.requestSeconds) {
+                requestDeadline: Double = AgentLimits.requestSeconds, replyDeadline: Double = AgentLimits.replySeconds) {
         self.socketPath = socketPath
         self.exitIdle = exitIdle > 0 ? AgentLimits.clamp(exitIdle, fallback: 0) : 0
         self.handler = handler ?? AgentRequestHandler(uid: ProcessIdentity.uid, pid: ProcessIdentity.pid)
         self.requestDeadline = AgentLimits.clamp(requestDeadline, to: 0.05...AgentLimits.requestSeconds, fallback: AgentLimits.requestSeconds)
+        self.replyDeadline = AgentLimits.clamp(replyDeadline, to: 0.05...AgentLimits.replySeconds, fallback: AgentLimits.replySeconds)
     }
 
     /// Makes this process fit to hold keys: not dumpable and no core file, the descriptors the
@@ -137,20 +140,31 @@ public final class AgentServer: @unchecked Sendable {
 
     /// Sends one refusal and closes: the peer's unread input is dropped, never drained.
     private func refuse(_ connection: SocketBox, _ error: VaultError) {
-        try? connection.socket.setSendTimeout(seconds: 1)
         send(.failed(error: error), on: connection)
         try? connection.socket.close()
     }
 
+    /// Sends a reply within `replyDeadline` plus a second per MiB; false when the peer
+    /// is gone or too slow to take it (the connection is then closed).
     @discardableResult
     private func send(_ reply: AgentReply, on connection: SocketBox) -> Bool {
         var bytes = AgentCodec.frame(reply).encoded()
         defer { wipe(&bytes) }
-        do {
-            try connection.socket.sendAll(bytes)
+        let deadline = MonotonicClock.seconds() + replyDeadline + Double(bytes.count >> 20)
+        return bytes.withUnsafeBytes { all in
+            var offset = 0
+            while offset < all.count {
+                let left = deadline - MonotonicClock.seconds()
+                guard left > 0, (try? connection.socket.setSendTimeout(seconds: min(left, replyDeadline))) != nil else { return false }
+                let end = min(all.count, offset + (256 << 10))
+                do {
+                    try connection.socket.sendAll(UnsafeRawBufferPointer(rebasing: all[offset..<end]))
+                } catch {
+                    return false
+                }
+                offset = end
+            }
             return true
-        } catch {
-            return false
         }
     }
 
@@ -162,8 +176,6 @@ public final class AgentServer: @unchecked Sendable {
         guard peer.uid == handler.uid else {
             return refuse(connection, .failure("refused: the agent serves only uid \(handler.uid)"))
         }
-        // A peer that does not take its reply cannot hold its thread for long.
-        try? connection.socket.setSendTimeout(seconds: AgentLimits.replySeconds)
         let requester = Requester(uid: peer.uid, pid: peer.pid)
         let decoder = FrameDecoder(limit: AgentLimits.requestFrame)
         var staging = ImportStaging()

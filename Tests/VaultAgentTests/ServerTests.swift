@@ -12,10 +12,10 @@ final class RunningServer {
     var socketPath: String { server.socketPath }
     var environment: [String: String] { ["XDG_RUNTIME_DIR": folder] }
 
-    init(requestDeadline: Double = AgentLimits.requestSeconds) throws {
+    init(requestDeadline: Double = AgentLimits.requestSeconds, replyDeadline: Double = AgentLimits.replySeconds) throws {
         folder = "/tmp/vat-" + hexString(randomBytes(4))
         try PrivateFiles.makeFolder(folder)
-        let server = AgentServer(socketPath: folder + "/vault/agent.sock", requestDeadline: requestDeadline)
+        let server = AgentServer(socketPath: folder + "/vault/agent.sock", requestDeadline: requestDeadline, replyDeadline: replyDeadline)
         self.server = server
         thread = Thread { try? server.run() }
         thread.start()
@@ -197,6 +197,22 @@ struct SplitMix64: RandomNumberGenerator {
         #expect(elapsed >= 0.45 && elapsed < 1.5, "\(elapsed)")
         guard case .failed(let e)? = replies(reply).first else { Issue.record("no refusal"); return }
         #expect(e.message.contains("whole within"))
+    }
+
+    @Test func aPeerThatDoesNotTakeItsReplyIsCutOff() throws {
+        let s = try RunningServer(replyDeadline: 0.3)
+        let v = try TestVault()
+        _ = try v.vault.add(contentsOf: (0..<300).map { Item(name: "item\($0)", notes: String(repeating: "z", count: 8000)) }, replace: false)
+        try s.client().openSession(for: v.vault, idleSeconds: 60, hardLimitSeconds: 600)
+        let hoarder = try s.raw()
+        #expect(hoarder.send(frameBytes(.list(vault: v.path))))
+        let start = MonotonicClock.seconds()
+        usleep(200_000)
+        #expect(s.server.connectionCount == 1)
+        while s.server.connectionCount > 0 && MonotonicClock.seconds() - start < 5 { usleep(20_000) }
+        let elapsed = MonotonicClock.seconds() - start
+        #expect(s.server.connectionCount == 0)
+        #expect(elapsed < 2.5, "\(elapsed)")
     }
 
     @Test func aThousandRandomAndMutatedFramesDoNotCrashIt() throws {
