@@ -1,8 +1,11 @@
 import Foundation
 import FingerprintKit
 import VaultKit
+import VaultSystem
 
-/// Authentication for every command that needs the vault key: one `AuthContext` per command.
+/// The command line's side of authentication: it builds the key authority and the `AuthContext`
+/// from the options and the terminal, and shows what they report. Every decision (tries, lockout,
+/// reboot and 48 h rules, fallback, proofs) is VaultKit's.
 enum Auth {
     /// Options of commands that authenticate.
     static let options: [OptionSpec] = [
@@ -12,54 +15,44 @@ enum Auth {
         .value("--scan-timeout", "D", "how long to wait for a finger (default 30s)"),
     ]
 
-    /// The key authority of this user.
-    static func authority(_ ctx: CommandContext) throws -> EmbeddedKeyAuthority {
-        try EmbeddedKeyAuthority(folder: EmbeddedKeyAuthority.defaultFolder(environment: ctx.environment))
+    /// The key authority of this user, opening the reader selected by `--sensor`/`VAULT_SENSOR`
+    /// (else the one it prefers) when a scan or an enrolment is due.
+    static func authority(_ inv: Invocation, _ ctx: CommandContext) throws -> EmbeddedKeyAuthority {
+        let timeout = try scanTimeout(inv)
+        let interactive = !inv.noInput && ctx.terminal.isAvailable
+        return try EmbeddedKeyAuthority(
+            folder: EmbeddedKeyAuthority.defaultFolder(environment: ctx.environment), clock: { unixNow() },
+            openReader: { prefer in
+                LibfprintReader(sensor: try openSensor(inv, ctx, prefer: prefer), ctx: ctx, timeout: timeout, interactive: interactive)
+            })
     }
 
-    /// The authority, for a caller that has just proved a passcode: a damaged prints file is reset
-    /// (with a warning) instead of blocking enrolment forever.
-    static func ownerAuthority(_ ctx: CommandContext) throws -> EmbeddedKeyAuthority {
-        let authority = try authority(ctx)
+    /// The authority for a caller that holds `vault`'s key after a passcode: a damaged prints
+    /// file is reset (with a warning) instead of blocking enrolment forever.
+    static func ownerAuthority(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) throws -> EmbeddedKeyAuthority {
+        let authority = try authority(inv, ctx)
         do {
-            _ = try authority.prints()
+            _ = try authority.fingers()
         } catch VaultError.authorityDamaged(let why) {
-            try authority.resetPrints()
+            try authority.resetPrints(proof: nil)
             ctx.say("vault: warning: \(why); it was reset: every vault needs its passcode once, then enrol your fingers again with 'vault enroll'")
         }
         return authority
     }
 
-    /// The reader the enrolled prints belong to, to prefer when none is named.
-    static func enrolledSensor(_ authority: any KeyAuthority) -> SensorIdentity? {
-        (try? authority.prints())?.first?.sensor
-    }
-
     /// The context for `store`: policy from `--policy` or the vault, passcode from `--passcode-fd`
     /// or the terminal, the reader opened only when a scan is due.
     static func context(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> AuthContext {
-        let policy: AuthPolicy
-        if let p = inv.value("--policy") {
-            guard let parsed = AuthPolicy(rawValue: p) else {
-                throw VaultError.usage("unknown policy '\(p)'", hint: "policies: biometrics, biometrics-or-passcode")
-            }
-            policy = parsed
-        } else {
-            policy = AuthPolicy(rawValue: try store.settings().policy) ?? .biometricsOrPasscode
-        }
-        let timeout = try scanTimeout(inv)
+        let policy = try inv.value("--policy").map(AuthPolicy.parse) ?? store.settings().policy
         let passcodeFD = try SecretInput.descriptor(inv, "--passcode-fd")
         let interactive = !inv.noInput && ctx.terminal.isAvailable
         let auth = AuthContext(
-            authority: try authority(ctx), policy: policy,
-            openReader: { bound in
-                LibfprintReader(sensor: try openSensor(inv, ctx, prefer: bound), ctx: ctx, timeout: timeout, interactive: interactive)
-            },
+            authority: try authority(inv, ctx), policy: policy,
             readPasscode: { prompt in
                 if let fd = passcodeFD { return try SecretInput.line(fd: fd, what: "passcode") }
                 guard interactive else { return nil }
                 guard let s = try ctx.terminal.readSecret(prompt: prompt + ": ") else { throw VaultError.userCancel }
-                if interruptRequested != 0 { throw VaultError.userCancel }
+                if Interrupts.requested { throw VaultError.userCancel }
                 return s
             },
             say: { ctx.say($0) })
@@ -68,62 +61,70 @@ enum Auth {
         return auth
     }
 
-    /// How this process last authenticated (a command that unlocked with a finger a moment ago
-    /// does not ask for a second scan, nor one that took the passcode for a second passcode).
-    nonisolated(unsafe) static var lastOutcome: AuthOutcome?
-
-    /// Unlocks `store` for `purpose`.
+    /// Unlocks `store` for `purpose` (finger, or the passcode as the policy allows).
     static func unlock(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext, purpose: String) throws -> UnlockedVault {
         let auth = try context(store, inv, ctx)
         if auth.reason == nil { auth.reason = purpose }
-        let vault = try auth.unlock(store)
-        lastOutcome = auth.outcome
-        return vault
+        return try auth.unlock(store)
     }
 
-    /// Unlocks with the passcode only (enrolment, passcode change): a finger never suffices there.
-    static func unlockWithPasscode(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> UnlockedVault {
-        let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-        let vault = try store.unlock(passcode: passcode)
-        try passcodeSucceeded(store, ctx)
-        lastOutcome = .passcode
-        return vault
+    /// Unlocks with the passcode only (enrolment, passcode change, settings): a finger never
+    /// suffices there. Like every passcode unlock, it resets the lockout.
+    static func unlockWithPasscode(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext,
+                                   reason: String = "no terminal and no --passcode-fd") throws -> UnlockedVault {
+        let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, reason: reason)
+        return try authority(inv, ctx).unlock(store, passcode: passcode)
     }
 
-    /// A passcode or recovery unlock succeeded: resets the fingerprint lockout and the passcode clock.
-    static func passcodeSucceeded(_ store: VaultStore, _ ctx: CommandContext) throws {
-        try authority(ctx).recordPasscodeUnlock()
+    /// Unlocks with the recovery key from `--recovery-key-fd` or the terminal; like a passcode
+    /// unlock, it resets the fingerprint lockout.
+    static func unlockWithRecoveryKey(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> UnlockedVault {
+        let key: SecretBytes
+        if let fd = try SecretInput.descriptor(inv, "--recovery-key-fd") {
+            key = try SecretInput.line(fd: fd, what: "recovery key")
+        } else {
+            key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
+        }
+        return try authority(inv, ctx).unlock(store, recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
+    }
+
+    /// The fresh match fingerprint login demands (`vault login`, the switch): a live scan even in
+    /// an unlock session, unless this very command just matched a finger.
+    static func requireFreshMatch(_ access: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext, reuse: Int = 0, prompt: String) throws {
+        let store = try VaultStore.open(try location(inv, ctx))
+        try context(store, inv, ctx).requireFreshMatch(store, unlocked: access as? UnlockedVault, reuse: reuse, prompt: prompt)
+    }
+
+    /// `--fingerprint-login on|off`: the value, checked before anything is unlocked.
+    static func parseSwitch(_ inv: Invocation) throws -> Bool? {
+        guard let v = inv.value("--fingerprint-login") else { return nil }
+        switch v {
+        case "on": return true
+        case "off": return false
+        default: throw VaultError.usage("--fingerprint-login expects on or off, not '\(v)'")
+        }
     }
 
     /// Fingerprint fields of `vault status`.
     static func statusFields(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> [String: Any] {
-        let authority = try authority(ctx)
-        var o: [String: Any] = [:]
-        var prints: [EnrolledPrint] = []
-        do { prints = try authority.prints() } catch let e as VaultError { o["prints_error"] = e.message }
-        o["enrolled_fingers"] = prints.map { ["finger": $0.finger, "sensor": $0.sensor.canonical] }
+        let authority = try authority(inv, ctx)
+        let slot = try store.fingerprintSlot()
         let readers = (try? FingerprintService.shared.sensors()) ?? []
+        let s = try authority.status(slot: slot?.reference, sensor: nil, rules: try store.settings().passcodeRules)
+        var o: [String: Any] = [:]
+        if let e = s.printsError { o["prints_error"] = e }
+        o["authority"] = ["kind": s.kind.rawValue, "protects": s.kind.protection]
+        o["enrolled_fingers"] = s.fingers.map { ["finger": $0.finger, "sensor": $0.sensor.canonical] }
         o["readers"] = readers.map { ["driver": $0.driver, "device_id": $0.deviceID, "name": $0.name, "match_on_chip": $0.matchOnChip] }
-        var chip: [String] = []
-        var sensorID: SensorIdentity?
-        let bound = try? AuthContext.binding(of: store)?.1.sensor
-        if !readers.isEmpty, let sensor = try? openSensor(inv, ctx, prefer: bound ?? prints.first?.sensor) {
-            sensorID = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
-            chip = (try? sensor.storedPrintIdentities()) ?? []
-            sensor.close()
-        }
-        let state = try? authority.domainState(chipPrints: chip)
-        o["domain_state"] = state?.hex ?? NSNull()
-        if let (_, binding) = try AuthContext.binding(of: store) {
-            o["fingerprint_slot"] = ["sensor": binding.sensor.canonical, "domain_state": binding.domainState]
-            o["fingerprint_bound"] = state?.hex == binding.domainState && (sensorID == nil || sensorID == binding.sensor)
+        o["domain_state"] = s.domainState?.hex ?? NSNull()
+        if let slot {
+            o["fingerprint_slot"] = ["sensor": slot.binding.sensor.canonical, "domain_state": slot.binding.domainState]
+            o["fingerprint_bound"] = s.bindingCurrent ?? false
         } else {
             o["fingerprint_slot"] = NSNull()
             o["fingerprint_bound"] = false
         }
-        let record = try authority.record()
-        o["lockout"] = ["failures": record.failedMatches, "locked": record.failedMatches >= lockoutThreshold,
-                        "threshold": lockoutThreshold]
+        o["lockout"] = ["failures": s.failedMatches, "locked": s.failedMatches >= s.threshold, "threshold": s.threshold]
         return o
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import VaultKit
+import VaultSystem
 
 /// The desktop clipboard through `wl-copy`/`wl-paste` (Wayland) or `xclip` (X11), and a detached
 /// clearer that empties it after a delay if it still holds what vault put there.
@@ -30,53 +31,40 @@ enum Clipboard {
     }
 
     /// Runs `argv` with `input` on stdin (stdout captured, stderr discarded); returns (status, stdout).
-    /// The value goes through a pipe, never argv.
+    /// The value goes through a pipe, never argv. `setsid`: detached in a session of its own, not
+    /// waited for (status 0). `extraFD`: another pipe with these bytes as that descriptor.
+    /// - Throws: `.failure` when the tool cannot start, `.io` when a pipe cannot be made.
     @discardableResult
     static func run(_ argv: [String], input: [UInt8], env: [String: String], setsid: Bool = false,
                     extraFD: (fd: Int32, bytes: [UInt8])? = nil, capture: Bool = false) throws -> (Int32, [UInt8]) {
-        var inPipe: [Int32] = [0, 0], outPipe: [Int32] = [0, 0], extra: [Int32] = [0, 0]
-        guard pipe(&inPipe) == 0, pipe(&outPipe) == 0, pipe(&extra) == 0 else { throw VaultError.io(path: "pipe", String(cString: strerror(errno))) }
-        for fd in inPipe + outPipe + extra { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
-        if capture { posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1) } else {
-            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        do {
+            var inPipe = try UnixPipe(), outPipe = try UnixPipe(), extra = try UnixPipe()
+            var actions: [FileAction] = [.dup2(from: inPipe.readEnd.rawValue, to: 0)]
+            actions.append(capture ? .dup2(from: outPipe.writeEnd.rawValue, to: 1) : .open(1, "/dev/null", .writeOnly))
+            // The tools fork a server that lives on: it must not hold our caller's output pipes.
+            actions.append(.open(2, "/dev/null", .writeOnly))
+            if let x = extraFD { actions.append(.dup2(from: extra.readEnd.rawValue, to: x.fd)) }
+            let child: ChildProcess
+            do {
+                child = try ChildProcess.spawn(path: argv[0], arguments: argv, environment: env,
+                                               fileActions: actions, newSession: setsid)
+            } catch {
+                throw VaultError.failure("cannot run \(argv[0]): \(error.reason)")
+            }
+            try inPipe.readEnd.close()
+            try outPipe.writeEnd.close()
+            try extra.readEnd.close()
+            // A tool that exits without reading shows in its status; the write error adds nothing.
+            if let x = extraFD { try? extra.writeEnd.writeAll(x.bytes) }
+            try extra.writeEnd.close()
+            try? inPipe.writeEnd.writeAll(input)
+            try inPipe.writeEnd.close()
+            if setsid { return (0, []) }   // detached: not ours to wait for
+            let out = try outPipe.readEnd.readAll(limit: 64 << 20)
+            return (try child.wait().shellCode, out)
+        } catch let e as SystemError {
+            throw VaultError.io(path: e.path ?? argv[0], e.reason)
         }
-        // The tools fork a server that lives on: it must not hold our caller's output pipes.
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        if let x = extraFD { posix_spawn_file_actions_adddup2(&actions, extra[0], x.fd) }
-        var attr = posix_spawnattr_t()
-        posix_spawnattr_init(&attr)
-        defer { posix_spawnattr_destroy(&attr) }
-        if setsid { posix_spawnattr_setflags(&attr, Int16(0x80)) }
-        let cargv = argv.map { strdup($0) } + [nil]
-        let cenv = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { cargv.forEach { free($0) }; cenv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, argv[0], &actions, &attr, cargv, cenv)
-        close(inPipe[0]); close(outPipe[1]); close(extra[0])
-        guard rc == 0 else {
-            close(inPipe[1]); close(outPipe[0]); close(extra[1])
-            throw VaultError.failure("cannot run \(argv[0]): \(String(cString: strerror(rc)))")
-        }
-        if let x = extraFD { _ = x.bytes.withUnsafeBytes { write(extra[1], $0.baseAddress, $0.count) } }
-        close(extra[1])
-        _ = input.withUnsafeBytes { write(inPipe[1], $0.baseAddress, $0.count) }
-        close(inPipe[1])
-        if setsid { close(outPipe[0]); return (0, []) }   // detached: not ours to wait for
-        var out: [UInt8] = [], buf = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = read(outPipe[0], &buf, buf.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            out += buf[0..<n]
-        }
-        close(outPipe[0])
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        return ((status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f), out)
     }
 
     /// Copies `value` and starts the clearer.
@@ -103,11 +91,11 @@ enum Clipboard {
         run: { inv, ctx in
             guard let value = try SecretLine.read(fd: 3) else { return }
             let seconds = Double(inv.value("--after") ?? "45") ?? 45
-            usleep(useconds_t(max(0, min(seconds, 3600)) * 1_000_000))
+            MonotonicClock.sleep(seconds: max(0, min(seconds, 3600)))
             guard let tool = tool(ctx.environment) else { return }
             let (status, current) = try run(tool.paste, input: [], env: toolEnvironment(ctx.environment), capture: true)
             var now = current
-            defer { AgentWire.wipe(&now) }
+            defer { wipe(&now) }
             let held = try SecretBytes(copying: now)
             if status == 0, held.isEqual(to: value) {
                 try run(tool.copy, input: [], env: toolEnvironment(ctx.environment))

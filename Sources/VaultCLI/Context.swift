@@ -1,27 +1,46 @@
 import Foundation
 public import VaultKit
+public import VaultSystem
 
 /// Where a command writes text. Files in production, buffers in tests.
 public protocol TextSink: AnyObject {
     /// Writes `text` as is.
     func write(_ text: String)
+    /// The first write that failed (a full disk, a closed pipe), or nil.
+    var failure: SystemError? { get }
 }
 
-/// A sink on a file descriptor; writes loop until every byte is out.
+extension TextSink {
+    /// Sinks that cannot fail.
+    public var failure: SystemError? { nil }
+}
+
+/// A sink on a file descriptor; writes loop until every byte is out. A write that fails (a full
+/// disk, a closed pipe) is not dropped: the first failure is kept in ``failure`` for `main` to
+/// report (exit 6, naming "standard output"), and nothing more is written after it.
 public final class FileSink: TextSink {
     let fd: Int32
-    /// A sink writing to `fd`.
-    public init(fd: Int32) { self.fd = fd }
-    /// Writes all of `text`.
+    let label: String?
+    /// The first write that failed, or nil while every byte went out.
+    public private(set) var failure: SystemError?
+
+    /// A sink writing to `fd`; errors name it `label` (default: "standard output" for 1,
+    /// "standard error" for 2, else "fd N").
+    public init(fd: Int32, label: String? = nil) {
+        self.fd = fd
+        self.label = label
+    }
+
+    /// Writes all of `text`, unless an earlier write failed.
     public func write(_ text: String) {
+        guard failure == nil else { return }
         var bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 { if errno == EINTR { continue }; return }
-            offset += n
+        defer { wipe(&bytes) }
+        do {
+            try writeAll(fd: fd, bytes: bytes, label: label)
+        } catch {
+            failure = error
         }
-        bytes.removeAll()
     }
 }
 
@@ -84,36 +103,40 @@ public protocol Terminal: AnyObject {
 
 /// The controlling terminal (`/dev/tty`), opened lazily.
 public final class ControllingTerminal: Terminal {
-    private lazy var fd: Int32 = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)
+    private var opened: Int32?
 
     /// A handle on /dev/tty.
     public init() {}
-    deinit { if fd >= 0 { close(fd) } }
+    deinit {
+        if let opened, opened >= 0 { _ = FileDescriptor(owning: opened) }
+    }
+
+    private var fd: Int32 {
+        if let opened { return opened }
+        var tty = try? FileDescriptor.open("/dev/tty", .readWrite, options: [.noControllingTerminal])
+        let raw = tty?.take() ?? -1
+        opened = raw
+        return raw
+    }
 
     /// The terminal's descriptor, or -1.
     public var inputFD: Int32 { isAvailable ? fd : -1 }
 
     /// Whether /dev/tty opened.
-    public var isAvailable: Bool { fd >= 0 && isatty(fd) == 1 }
+    public var isAvailable: Bool { fd >= 0 && isTerminal(fd) }
 
-    /// Writes to the terminal.
+    /// Writes to the terminal (best effort: a terminal that went away has no reader to tell).
     public func write(_ text: String) {
         guard fd >= 0 else { return }
-        FileSink(fd: fd).write(text)
+        try? writeAll(fd: fd, bytes: Array(text.utf8), label: "/dev/tty")
     }
 
     /// Reads a line with echo off; Ctrl-C while echo is off restores the terminal first.
     public func readSecret(prompt: String) throws -> SecretBytes? {
         guard isAvailable else { return nil }
         write(prompt)
-        var old = termios()
-        tcgetattr(fd, &old)
-        var quiet = old
-        quiet.c_lflag &= ~tcflag_t(ECHO)
-        quiet.c_lflag |= tcflag_t(ECHONL)
-        tcsetattr(fd, TCSAFLUSH, &quiet)
-        defer { tcsetattr(fd, TCSAFLUSH, &old) }
-        return try SecretLine.read(fd: fd)
+        let fd = self.fd
+        return try TerminalMode.withEchoOff(fd) { try SecretLine.read(fd: fd) }
     }
 
     /// Reads a line with echo on.
@@ -131,25 +154,32 @@ enum SecretLine {
     static let limit = 4096
 
     /// The line without its newline; nil at end of input with nothing read.
+    /// - Throws: `.userCancel` after Ctrl-C (the SIGINT handler set VaultSystem's interrupt flag
+    ///   and the read was interrupted), `.io` for a failed read, `.usage` for an overlong line.
     static func read(fd: Int32) throws -> SecretBytes? {
         let buffer = try SecretBytes(zeroed: limit)
         var count = 0
         var sawAny = false
+        var byte: [UInt8] = [0]
+        defer { byte[0] = 0 }
         while true {
-            var byte: UInt8 = 0
-            let n = Glibc.read(fd, &byte, 1)
-            if n < 0 {
-                // Ctrl-C at a prompt: the handler set the flag and read(2) was interrupted.
-                if errno == EINTR { if interruptRequested != 0 { throw VaultError.userCancel }; continue }
-                throw VaultError.io(path: "fd \(fd)", String(cString: strerror(errno)))
+            let n: Int
+            do {
+                n = try byte.withUnsafeMutableBytes { try readSome(fd: fd, into: $0, retryOnInterrupt: false) }
+            } catch let e as SystemError where e.isInterrupted {
+                if Interrupts.requested { throw VaultError.userCancel }
+                continue
+            } catch let e as SystemError {
+                throw VaultError.io(path: "fd \(fd)", e.reason)
             }
             if n == 0 { break }
             sawAny = true
-            if byte == 10 { break }
+            if byte[0] == 10 { break }
             guard count < limit else { throw VaultError.usage("input line longer than \(limit) bytes") }
-            buffer.withUnsafeMutableBytes { $0[count] = byte }
+            let b = byte[0]
+            buffer.withUnsafeMutableBytes { $0[count] = b }
             count += 1
-            byte = 0
+            byte[0] = 0
         }
         if !sawAny { return nil }
         if count > 0, buffer.withUnsafeBytes({ $0[count - 1] }) == 13 { count -= 1 }

@@ -1,6 +1,7 @@
 import Foundation
 import FingerprintKit
 import VaultKit
+import VaultSystem
 
 /// The reader selector: `--sensor`, else `VAULT_SENSOR`.
 func sensorSelector(_ inv: Invocation, _ ctx: CommandContext) -> String? {
@@ -64,7 +65,7 @@ func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, c
     var fallback = false
     let tty = allowFallback ? ctx.terminal.inputFD : -1
     while done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
-        if interruptRequested != 0 { cancellation.cancel(.user) }
+        if Interrupts.requested { cancellation.cancel(.user) }
         if tty >= 0 && !fallback {
             var p = pollfd(fd: tty, events: Int16(POLLIN), revents: 0)
             if poll(&p, 1, 0) > 0 {
@@ -79,7 +80,7 @@ func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, c
     case .success(let v): return (v, fallback)
     case .failure(let e):
         if fallback { return (nil, true) }
-        if interruptRequested != 0 { throw VaultError.userCancel }
+        if Interrupts.requested { throw VaultError.userCancel }
         throw e
     }
 }
@@ -124,18 +125,54 @@ final class LibfprintReader: FingerprintReader {
             if r.fallback { throw ScanInterruption.fallbackRequested }
             return r.result ?? nil
         } catch let e as FingerprintError {
-            switch e {
-            case .retry(let reason): throw ScanInterruption.retry(advice: reason.advice)
-            case .timedOut: throw ScanInterruption.timedOut
-            case .cancelled: throw ScanInterruption.userCancelled
-            case .cancelledByProgram: throw ScanInterruption.programCancelled
-            case .removed: throw ScanInterruption.removed
-            case .readerBusy(let m): throw ScanInterruption.busy(m)
-            default: throw ScanInterruption.failed(e.message)
-            }
+            throw LibfprintReader.interruption(e)
         } catch VaultError.userCancel {
             throw ScanInterruption.userCancelled
         }
+    }
+
+    static func interruption(_ e: FingerprintError) -> ScanInterruption {
+        switch e {
+        case .retry(let reason): .retry(advice: reason.advice)
+        case .timedOut: .timedOut
+        case .cancelled: .userCancelled
+        case .cancelledByProgram: .programCancelled
+        case .removed: .removed
+        case .readerBusy(let m): .busy(m)
+        default: .failed(e.message)
+        }
+    }
+
+    /// Enrols with a progress bar on the terminal (narration lines otherwise).
+    func enroll(finger: String) throws -> [UInt8] {
+        guard let f = Finger(rawValue: finger) else {
+            throw VaultError.usage("unknown finger '\(finger)'", hint: "fingers: \(Finger.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let onTerminal = interactive
+        let total = sensor.info.enrollStages
+        ctx.say("vault: enrolling \(finger) on \(sensor.info.name): touch the reader \(total) times")
+        let cancellation = FingerprintCancellation()
+        let out = Unchecked(value: (terminal: ctx.terminal, stderr: ctx.stderr))
+        let progress: @Sendable (EnrollProgress) -> Void = { p in
+            let bar = String(repeating: "#", count: p.completedStages) + String(repeating: "-", count: max(0, p.totalStages - p.completedStages))
+            let note = p.retry.map { "\($0.advice)" } ?? (p.completedStages < p.totalStages ? "lift and touch again" : "done")
+            let line = "[\(bar)] \(p.completedStages)/\(p.totalStages) - \(note)"
+            if onTerminal { out.value.terminal.write("\r\u{1b}[K" + line + (p.completedStages == p.totalStages ? "\n" : "")) }
+            else { out.value.stderr.write("vault: enrol " + line + "\n") }
+        }
+        let sensor = self.sensor, timeout = self.timeout
+        do {
+            let r = try watchingKeyboard(ctx, allowFallback: false, cancellation: cancellation) {
+                try sensor.enroll(finger: f, username: NSUserName(), timeout: timeout, cancellation: cancellation, progress: progress)
+            }
+            return r.result ?? []
+        } catch let e as FingerprintError {
+            throw vaultError(e)
+        }
+    }
+
+    func deletePrint(_ data: [UInt8]) throws {
+        do { try sensor.deletePrint(data) } catch { throw vaultError(error) }
     }
 }
 

@@ -1,8 +1,7 @@
 import Foundation
 import VaultKit
+import VaultSystem
 
-/// Set by the SIGINT handler; a prompt or scan that sees it ends with "cancelled by the user".
-nonisolated(unsafe) var interruptRequested: sig_atomic_t = 0
 
 /// Reading secrets: from a descriptor named on the command line, else from the terminal, never
 /// from argv or the environment.
@@ -27,7 +26,7 @@ enum SecretInput {
     static func ask(_ ctx: CommandContext, _ inv: Invocation, prompt: String, reason: String) throws -> SecretBytes {
         guard !inv.noInput, ctx.terminal.isAvailable else { throw VaultError.passcodeNeeded(reason) }
         guard let s = try ctx.terminal.readSecret(prompt: prompt) else { throw VaultError.userCancel }
-        if interruptRequested != 0 { throw VaultError.userCancel }
+        if Interrupts.requested { throw VaultError.userCancel }
         return s
     }
 
@@ -39,32 +38,28 @@ enum SecretInput {
 
     /// A new passcode: read once from `fdOption`, or asked twice on the terminal.
     static func newPasscode(_ ctx: CommandContext, _ inv: Invocation, fdOption: String) throws -> SecretBytes {
-        let s: SecretBytes
         if let fd = try descriptor(inv, fdOption) {
-            s = try line(fd: fd, what: "new passcode")
-        } else {
-            let reason = "no terminal and no \(fdOption)"
+            let s = try line(fd: fd, what: "new passcode")
+            try PasscodeRule.check(s)
+            return s
+        }
+        // On a terminal: the rule is checked before the confirmation, and a mistake asks again
+        // (three rounds), as passwd(1) does.
+        let reason = "no terminal and no \(fdOption)"
+        var last = VaultError.usage("no new passcode was given; nothing was changed")
+        for _ in 1...3 {
             let first = try ask(ctx, inv, prompt: "new passcode: ", reason: reason)
+            do { try PasscodeRule.check(first) } catch let e as VaultError {
+                ctx.say("vault: \(e.message); try again")
+                last = e
+                continue
+            }
             let second = try ask(ctx, inv, prompt: "repeat the new passcode: ", reason: reason)
-            guard first.isEqual(to: second) else { throw VaultError.usage("the two passcodes differ; nothing was changed") }
-            s = first
+            if first.isEqual(to: second) { return first }
+            ctx.say("vault: the two passcodes differ; try again")
+            last = VaultError.usage("the two passcodes differ; nothing was changed")
         }
-        guard s.count >= 4 else { throw VaultError.usage("a passcode needs at least 4 characters") }
-        return s
-    }
-
-    /// Unlocks with the recovery key from `--recovery-key-fd` or the terminal; like a passcode
-    /// unlock, it resets the fingerprint lockout.
-    static func unlockWithRecoveryKey(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> UnlockedVault {
-        let key: SecretBytes
-        if let fd = try descriptor(inv, "--recovery-key-fd") {
-            key = try line(fd: fd, what: "recovery key")
-        } else {
-            key = try ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
-        }
-        let vault = try store.unlock(recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
-        try Auth.passcodeSucceeded(store, ctx)
-        return vault
+        throw last
     }
 
     /// `--password-stdin`: the next line of standard input.
@@ -81,8 +76,8 @@ func kdfParameters(_ inv: Invocation) throws -> KDFParameters? {
     let mem = try inv.int("--kdf-memory"), ops = try inv.int("--kdf-ops")
     if mem == nil && ops == nil { return nil }
     let m = mem ?? KDFParameters.defaultMemoryMiB, o = ops ?? KDFParameters.defaultOperations
-    guard (KDFParameters.minimumMemoryMiB...16384).contains(m) else {
-        throw VaultError.usage("--kdf-memory must be between \(KDFParameters.minimumMemoryMiB) and 16384 MiB")
+    guard (KDFParameters.minimumMemoryMiB...4096).contains(m) else {
+        throw VaultError.usage("--kdf-memory must be between \(KDFParameters.minimumMemoryMiB) and 4096 MiB")
     }
     guard (1...20).contains(o) else { throw VaultError.usage("--kdf-ops must be between 1 and 20") }
     return KDFParameters(memoryMiB: m, operations: o)

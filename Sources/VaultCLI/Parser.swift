@@ -184,19 +184,7 @@ enum Help {
         return zip(labels, opts).map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + $0.1.help + "\n" }.joined()
     }
 
-    static let exitCodes: [(Int32, String)] = [
-        (0, "success"), (1, "other failure"), (2, "usage error"), (3, "no such item or vault"),
-        (4, "already exists"), (5, "vault data corrupt or tampered"), (6, "I/O or permission problem"),
-        (10, "authentication failed (no match after the retry limit, wrong passcode)"),
-        (11, "cancelled by the user"), (12, "the passcode is needed but cannot be read"),
-        (13, "cancelled by the system (reader taken, signal)"), (14, "no passcode set"),
-        (15, "no usable fingerprint reader"), (16, "no prints enrolled"),
-        (17, "fingerprint locked out: passcode required"), (18, "cancelled by the program (timeout, lock during a scan)"),
-        (19, "the unlock session expired or was invalidated"),
-        (20, "enrolled prints changed since the key was bound: unlock with the passcode and rotate"),
-    ]
-
     static var exitCodeText: String {
-        "exit codes:\n" + exitCodes.map { "  " + String($0.0).padding(toLength: 4, withPad: " ", startingAt: 0) + $0.1 + "\n" }.joined()
+        "exit codes:\n" + ExitCode.allCases.map { "  " + String($0.rawValue).padding(toLength: 5, withPad: " ", startingAt: 0) + $0.meaning + "\n" }.joined()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import VaultKit
+import VaultSystem
 
 /// The `vault` command line: one table of commands, one exit path.
 public enum VaultCLI {
@@ -24,7 +25,7 @@ public enum VaultCLI {
         [VaultCommands.initCommand, VaultCommands.status,
          ItemCommands.add, ItemCommands.edit, ItemCommands.rm, ItemCommands.mv, ItemCommands.ls,
          ItemCommands.search, ItemCommands.get, ItemCommands.log, VaultCommands.generate,
-         VaultCommands.passcode, VaultCommands.recover, RotateCommand.rotate,
+         VaultCommands.passcode, VaultCommands.recover, RotateCommand.rotate, RepairCommand.repair,
          ImportExport.importCommand, ImportExport.exportCommand, SettingsCommand.settings]
             + RunLoginCommands.all
             + FingerprintCommands.all
@@ -53,22 +54,32 @@ public enum VaultCLI {
                 return 0
             }
             try inv.command.run(inv, ctx)
+            // Every write to stdout is checked: what a script reads must not be silently missing.
+            if let f = ctx.stdout.failure {
+                let e = VaultError.io(path: "standard output", f.reason)
+                report(e, ctx)
+                return e.exitCode
+            }
             return 0
-        } catch let e as ReportedFailure {
-            return e.exitCode
-        } catch let e as VaultError {
+        } catch {
+            let e = vaultError(error)
             report(e, ctx)
             return e.exitCode
-        } catch let e as CryptoError {
-            report(.failure("crypto failure: \(e)"), ctx)
-            return 1
-        } catch {
-            report(.failure("\(error)"), ctx)
-            return 1
+        }
+    }
+
+    /// Every error as the vault reports it (one table of messages, hints and exit codes).
+    static func vaultError(_ error: any Error) -> VaultError {
+        switch error {
+        case let e as VaultError: e
+        case let e as CryptoError: e.vaultError
+        case let e as ScanInterruption: e.vaultError
+        default: .failure("\(error)")
         }
     }
 
     static func report(_ e: VaultError, _ ctx: CommandContext) {
+        guard e.isPrinted else { return }
         ctx.stderr.write("vault: error: \(e.message)\n")
         if let h = e.hint { ctx.stderr.write("vault: hint: \(h)\n") }
     }
@@ -77,18 +88,15 @@ public enum VaultCLI {
     /// exit 11, after restoring the terminal) and runs the process's command line; called as
     /// `git-credential-vault` or `docker-credential-vault` (argv[0]) it runs that credential helper.
     public static func main() -> Int32 {
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in interruptRequested = 1; interruptHook?() }
-        sigemptyset(&action.sa_mask)
-        action.sa_flags = 0
-        sigaction(SIGINT, &action, nil)
-        // A parent that blocked SIGINT (some shells' background jobs, test runners) must not keep
-        // Ctrl-C from cancelling a scan or a prompt.
-        var unblock = sigset_t()
-        sigemptyset(&unblock)
-        sigaddset(&unblock, SIGINT)
-        sigprocmask(SIG_UNBLOCK, &unblock, nil)
-        umask(0o077)
+        // Ctrl-C sets a flag (and unblocks SIGINT, which a parent may have blocked).
+        Interrupts.install()
+        // A closed pipe is an error a command reports (exit 6), not a silent death; children
+        // get SIGPIPE back (ChildProcess resets it).
+        ignoreBrokenPipe()
+        // This process will hold keys and secrets: no core dump, no ptrace by the user's other
+        // processes. Best effort: a failure here must not keep the user from their vault.
+        try? ProcessHardening.disableCoreDumps()
+        ProcessIdentity.restrictFileCreation()
         let arguments = Array(CommandLine.arguments.dropFirst())
         if let helper = CredentialHelpers.Program(argv0: CommandLine.arguments.first ?? "") {
             return CredentialHelpers.main(helper, arguments, context: .process())
@@ -96,6 +104,3 @@ public enum VaultCLI {
         return run(arguments, context: .process())
     }
 }
-
-/// Called from the SIGINT handler (async-signal-safe work only: it cancels a running scan).
-nonisolated(unsafe) var interruptHook: (@convention(c) () -> Void)?

@@ -50,12 +50,18 @@ public struct Item: Codable, Equatable, Sendable {
     /// characters, no `..` component, at most 256 characters.
     public static func normalize(name: String) throws -> String {
         let n = name.precomposedStringWithCanonicalMapping
-        guard !n.isEmpty, n.count <= 256 else { throw VaultError.usage("an item name must be 1 to 256 characters") }
+        guard !n.isEmpty, n.count <= 256, n.utf8.count <= 1024 else {
+            throw VaultError.usage("an item name must be 1 to 256 characters (at most 1024 bytes)")
+        }
         guard n.trimmingCharacters(in: .whitespaces) == n else {
             throw VaultError.usage("an item name cannot start or end with a space")
         }
         guard !n.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw VaultError.usage("an item name cannot contain control characters")
+        }
+        // Zero-width and bidi controls make one name look like another (`git\u{200B}hub`).
+        guard !n.unicodeScalars.contains(where: { $0.properties.generalCategory == .format }) else {
+            throw VaultError.usage("an item name cannot contain invisible format characters (zero-width, bidi controls)")
         }
         guard !n.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == ".." || $0 == "." }) else {
             throw VaultError.usage("an item name cannot contain '.' or '..' components")
@@ -87,8 +93,8 @@ public struct Item: Codable, Equatable, Sendable {
 /// A vault's own settings (policy and passcode rules), stored in the clear in the vault database:
 /// they only ever make unlocking stricter than the passcode, which always works.
 public struct VaultSettings: Codable, Equatable, Sendable {
-    /// `biometrics` or `biometrics-or-passcode`.
-    public var policy: String = "biometrics-or-passcode"
+    /// The default policy of this vault's unlocks.
+    public var policy: AuthPolicy = .biometricsOrPasscode
     /// Hours after a passcode unlock before the passcode is asked again (0 = never).
     public var passcodeIntervalHours: Int = 48
     /// Whether the first unlock after a reboot needs the passcode.
@@ -96,6 +102,11 @@ public struct VaultSettings: Codable, Equatable, Sendable {
 
     /// Default settings.
     public init() {}
+
+    /// The rules the key authority applies before a scan.
+    public var passcodeRules: PasscodeRules {
+        PasscodeRules(afterReboot: passcodeAfterReboot, intervalHours: passcodeIntervalHours)
+    }
 }
 
 /// The current time in whole seconds since 1970.

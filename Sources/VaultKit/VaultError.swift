@@ -43,6 +43,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case domainStateChanged
     /// 5: the key authority's state (prints file, lockout record, device secret) failed authentication.
     case authorityDamaged(String)
+    /// 19: a rotation committed while this command held the old key: nothing was written.
+    case keysRotated
     /// 5: a vault's settings row is unreadable (never silently replaced by the defaults).
     case settingsDamaged(vault: String)
     /// 126: the command after `--` is not an executable file.
@@ -56,30 +58,38 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     /// errors on stdout): only the exit code remains.
     case alreadyReported(code: Int32)
 
-    /// The process exit code (DESIGN.md).
+    /// The kind of exit this error is (nil: a child's status or an already reported code passed on as is).
+    public var kind: ExitCode? {
+        switch self {
+        case .failure: .failure
+        case .usage: .usage
+        case .itemNotFound, .vaultNotFound: .notFound
+        case .alreadyExists: .alreadyExists
+        case .corrupt, .newerFormat, .authorityDamaged, .settingsDamaged: .corrupt
+        case .io, .insecurePermissions: .io
+        case .authenticationFailed: .authenticationFailed
+        case .userCancel: .userCancel
+        case .passcodeNeeded: .passcodeNeeded
+        case .systemCancel: .systemCancel
+        case .passcodeNotSet: .passcodeNotSet
+        case .biometryNotAvailable: .biometryNotAvailable
+        case .biometryNotEnrolled: .biometryNotEnrolled
+        case .biometryLockout: .biometryLockout
+        case .appCancel: .appCancel
+        case .sessionInvalid, .keysRotated: .invalidContext
+        case .domainStateChanged: .domainStateChanged
+        case .commandNotExecutable: .cannotExecute
+        case .commandNotFound: .commandNotFound
+        case .childExited, .alreadyReported: nil
+        }
+    }
+
+    /// The process exit code (DESIGN.md's table, `ExitCode`).
     public var exitCode: Int32 {
         switch self {
-        case .failure: 1
-        case .usage: 2
-        case .itemNotFound, .vaultNotFound: 3
-        case .alreadyExists: 4
-        case .corrupt, .newerFormat, .authorityDamaged, .settingsDamaged: 5
-        case .io, .insecurePermissions: 6
-        case .authenticationFailed: 10
-        case .userCancel: 11
-        case .passcodeNeeded: 12
-        case .systemCancel: 13
-        case .passcodeNotSet: 14
-        case .biometryNotAvailable: 15
-        case .biometryNotEnrolled: 16
-        case .biometryLockout: 17
-        case .appCancel: 18
-        case .sessionInvalid: 19
-        case .domainStateChanged: 20
-        case .commandNotExecutable: 126
-        case .commandNotFound: 127
         case .childExited(let status): status
         case .alreadyReported(let code): code
+        default: kind?.rawValue ?? 1
         }
     }
 
@@ -107,6 +117,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .domainStateChanged: "the enrolled fingerprints changed since this vault was bound to them"
         case .authorityDamaged(let m): "the fingerprint state is damaged: \(m)"
         case .settingsDamaged(let v): "the settings of vault '\(v)' are damaged"
+        case .keysRotated: "the vault's keys were rotated while this command ran; nothing was written"
         case .commandNotExecutable(let p): "cannot run \(p): not an executable file"
         case .commandNotFound(let n): "command not found: \(n)"
         case .childExited(let status): "the command exited with status \(status)"
@@ -138,6 +149,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .domainStateChanged: "unlock with the passcode and rotate the keys: vault unlock --passcode --rotate"
         case .settingsDamaged(let v): "restore the vault from a backup, or set them again: vault settings\(v == "default" ? "" : " --vault \(v)") --policy P"
         case .commandNotExecutable: nil
+        case .keysRotated: "run it again"
         case .commandNotFound(let n): n.contains("/") ? nil : "it is not in PATH; give its full path"
         case .childExited, .alreadyReported: nil
         case .authorityDamaged: "run 'vault enroll' (it asks for a vault's passcode): the damaged file is reset and you enrol your fingers again"
@@ -152,6 +164,57 @@ extension VaultError {
         switch self {
         case .childExited, .alreadyReported: false
         default: true
+        }
+    }
+}
+
+/// The stable exit codes (DESIGN.md), each with its meaning: the one source of `vault help
+/// exit-codes` and of the table in docs/cli.md (a test compares them).
+public enum ExitCode: Int32, CaseIterable, Sendable {
+    case success = 0
+    case failure = 1
+    case usage = 2
+    case notFound = 3
+    case alreadyExists = 4
+    case corrupt = 5
+    case io = 6
+    case authenticationFailed = 10
+    case userCancel = 11
+    case passcodeNeeded = 12
+    case systemCancel = 13
+    case passcodeNotSet = 14
+    case biometryNotAvailable = 15
+    case biometryNotEnrolled = 16
+    case biometryLockout = 17
+    case appCancel = 18
+    case invalidContext = 19
+    case domainStateChanged = 20
+    case cannotExecute = 126
+    case commandNotFound = 127
+
+    /// What the code means, in one line.
+    public var meaning: String {
+        switch self {
+        case .success: "success (run and login: the command's own exit status is passed on)"
+        case .failure: "other failure"
+        case .usage: "usage error"
+        case .notFound: "no such item or vault"
+        case .alreadyExists: "already exists"
+        case .corrupt: "vault data corrupt or tampered (names the item or file)"
+        case .io: "I/O or permission problem (names the path, or standard output)"
+        case .authenticationFailed: "authentication failed: wrong passcode or recovery key, or no match after 3 tries"
+        case .userCancel: "cancelled by the user (Ctrl-C)"
+        case .passcodeNeeded: "the passcode is needed (chosen, reboot or 48 h rule) but none can be read"
+        case .systemCancel: "cancelled by the system: the reader is busy"
+        case .passcodeNotSet: "no passcode set"
+        case .biometryNotAvailable: "no usable fingerprint reader (none, removed mid-scan, no permission)"
+        case .biometryNotEnrolled: "no prints enrolled, or this vault is not bound to any"
+        case .biometryLockout: "fingerprint locked out after 5 failed matches: passcode required"
+        case .appCancel: "cancelled by the program: no finger within --scan-timeout"
+        case .invalidContext: "the unlock session expired, was locked or was invalidated, or the keys were rotated meanwhile"
+        case .domainStateChanged: "the enrolled prints changed since the vault was bound: unlock with the passcode and rotate"
+        case .cannotExecute: "run/login: the command is not an executable file"
+        case .commandNotFound: "run/login: the command is not found"
         }
     }
 }

@@ -67,8 +67,7 @@ public enum PrivateFiles {
             let folder = current
             do {
                 try syscall("mkdir", path: folder) { mkdir(folder, 0o700) }
-                var st = stat()
-                if stat(folder, &st) == 0, st.st_mode & 0o700 != 0o700 {
+                if try FileStatus.of(folder).permissions & 0o700 != 0o700 {
                     try syscall("chmod", path: folder) { chmod(folder, 0o700) }
                 }
             } catch where error.isExists {

@@ -32,6 +32,12 @@ public enum ProcessHardening {
 
 /// Who and where this process is: for peer checks and the "first unlock after a reboot" rule.
 public enum ProcessIdentity {
+    /// Sets the file-creation mask to 077 for the whole process (every file and folder vault
+    /// makes is private unless it says otherwise). Call once at start, before threads.
+    public static func restrictFileCreation() {
+        umask(0o077)
+    }
+
     /// The real user id.
     public static var uid: UInt32 { getuid() }
     /// The effective user id.

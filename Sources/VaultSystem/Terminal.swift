@@ -110,7 +110,7 @@ public enum TerminalMode {
     /// Runs `body` with echo off (the newline still echoed) on the terminal `fd`, and puts the
     /// settings back afterwards, also when `body` throws (Ctrl-C at a passcode prompt).
     /// - Throws: ``SystemError`` for `tcgetattr`/`tcsetattr`, or what `body` throws.
-    public static func withEchoOff<T>(_ fd: Int32, _ body: () throws -> T) throws -> T {
+    public static func withEchoOff<T: ~Copyable>(_ fd: Int32, _ body: () throws -> T) throws -> T {
         let saved = try TerminalAttributes.get(fd)
         var quiet = saved
         quiet.echo = false
@@ -122,7 +122,7 @@ public enum TerminalMode {
 
     /// Runs `body` with the terminal `fd` in raw mode, and puts the settings back afterwards.
     /// - Throws: ``SystemError`` for `tcgetattr`/`tcsetattr`, or what `body` throws.
-    public static func withRawMode<T>(_ fd: Int32, _ body: () throws -> T) throws -> T {
+    public static func withRawMode<T: ~Copyable>(_ fd: Int32, _ body: () throws -> T) throws -> T {
         let saved = try TerminalAttributes.get(fd)
         try saved.makingRaw().set(fd, when: .drain)
         defer { try? saved.set(fd, when: .drain) }

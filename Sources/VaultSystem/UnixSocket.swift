@@ -242,7 +242,8 @@ public struct UnixSocket: ~Copyable {
     }
 
     private var isNonBlocking: Bool {
-        (fcntl(rawValue, F_GETFL) & O_NONBLOCK) != 0
+        let fd = rawValue
+        return ((try? syscall("fcntl", path: path) { fcntl(fd, F_GETFL) }) ?? 0) & O_NONBLOCK != 0
     }
 
     private static func newSocket(_ path: String) throws(SystemError) -> UnixSocket {

@@ -485,4 +485,35 @@ private func isHex64(_ s: String?) -> Bool {
         #expect(r.stdout == password + "\n")
         #expect(lockout(status(box)).failures == 0)
     }
+
+    @Test func changingThePasscodeResetsTheLockoutLikeEveryPasscodeUnlock() {
+        let box = enrolledVault()
+        var r = box.vault(getPassword + ["--policy", "biometrics"], reader: scans("mallory", 3))
+        #expect(r.status == 10, "\(r.stderr)")
+        r = box.vault(getPassword + ["--policy", "biometrics"], reader: scans("mallory", 2))
+        #expect(r.status == 17, "\(r.stderr)")
+        #expect(lockout(status(box)).failures == 5)
+        r = box.vault(["passcode", "--new-passcode-fd", "4"], passcode: pc, fds: [4: "a new passcode\n"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(lockout(status(box)).failures == 0, "vault passcode is a passcode unlock too")
+        r = box.vault(getPassword, reader: scans("alice"))
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == password + "\n")
+    }
+
+    @Test func deletingTheAuthorityRecordOrForgingItDoesNotLiftALockout() throws {
+        let box = enrolledVault()
+        _ = box.vault(getPassword + ["--policy", "biometrics"], reader: scans("mallory", 3))
+        _ = box.vault(getPassword + ["--policy", "biometrics"], reader: scans("mallory", 2))
+        #expect(lockout(status(box)).locked == true)
+        let auth = box.home + "/state/vault/auth.sealed"
+        // Garbage in place of the record reads as locked out.
+        try Data(repeating: 7, count: 200).write(to: URL(fileURLWithPath: auth))
+        chmod(auth, 0o600)
+        #expect(lockout(status(box)).locked == true)
+        let r = box.vault(getPassword, reader: scans("alice"), grace: 0.5)
+        #expect(r.status == 17, "\(r.stderr)")
+        #expect(r.stdout.isEmpty)
+    }
+
 }

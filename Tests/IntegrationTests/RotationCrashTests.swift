@@ -23,7 +23,7 @@ import Testing
         let slotGenerations = try store.db.query("SELECT DISTINCT generation FROM slots").map { $0[0].int! }
         #expect(rowGenerations == [generation])
         #expect(slotGenerations == [generation])
-        #expect(Set(try store.slots().map(\.kind)) == ["passcode", "recovery"])
+        #expect(Set(try store.slots().map(\.kind)) == [.passcode, .recovery])
         let items = try vault.allItemsWithSecrets()
         #expect(items.count == Self.itemCount)
         var byName: [String: Item] = [:]

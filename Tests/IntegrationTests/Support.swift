@@ -29,7 +29,7 @@ let vaultBinary: String = {
 /// `timeLimit` kills it (SIGKILL, status 137) when it runs longer; `onStderr` sees all of stderr so
 /// far each time more arrives.
 func spawn(_ path: String, _ args: [String], env: [String: String], stdin: String = "",
-           fds: [Int32: String] = [:], argv0: String? = nil,
+           fds: [Int32: String] = [:], argv0: String? = nil, stdoutFD: Int32? = nil,
            timeLimit: Double? = nil, onStderr: ((String) -> Void)? = nil) -> RunResult {
     // O_CLOEXEC: tests run in parallel, and a pipe end leaked into another test's child (or an
     // agent it starts) would keep this test from ever seeing end of file.
@@ -49,7 +49,8 @@ func spawn(_ path: String, _ args: [String], env: [String: String], stdin: Strin
     posix_spawn_file_actions_adddup2(&actions, inR, 0)
     writes.append((inW, stdin)); toClose.append(inR)
     let (outR, outW) = makePipe()
-    posix_spawn_file_actions_adddup2(&actions, outW, 1); toClose.append(outW)
+    // `stdoutFD`: the child writes there (a full disk, a closed pipe) instead of to us.
+    posix_spawn_file_actions_adddup2(&actions, stdoutFD ?? outW, 1); toClose.append(outW)
     let (errR, errW) = makePipe()
     posix_spawn_file_actions_adddup2(&actions, errW, 2); toClose.append(errW)
     for (fd, content) in fds {
@@ -74,6 +75,7 @@ func spawn(_ path: String, _ args: [String], env: [String: String], stdin: Strin
     }
     var out = [UInt8](), err = [UInt8]()
     var open: Set<Int32> = [outR, errR]
+    if stdoutFD != nil { open.remove(outR); close(outR) }
     let deadline = timeLimit.map { Date(timeIntervalSinceNow: $0) }
     var killed = false
     while !open.isEmpty {

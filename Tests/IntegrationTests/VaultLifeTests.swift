@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import VaultKit
 
 @Suite struct VaultLifeTests {
     let box = Sandbox()
@@ -173,7 +174,7 @@ import Testing
         r = box.vault(["get", "--help"])
         #expect(r.status == 0 && r.stdout.contains("examples:"))
         r = box.vault(["help", "exit-codes"])
-        #expect(r.stdout.contains("20  enrolled prints changed"))
+        #expect(r.stdout.contains("20   the enrolled prints changed"))
         r = box.vault([])
         #expect(r.status == 2)
         r = box.vault(["version"])
@@ -181,6 +182,71 @@ import Testing
         r = box.vault(["generate", "--words", "6"])
         #expect(r.stdout.split(separator: "-").count == 6)
     }
+
+    @Test func aDamagedSettingsRowIsExitFiveNamingTheVaultUntilSetAgain() throws {
+        box.initVault("work")
+        var r = box.vault(["add", "x", "--vault", "work", "--password-stdin"], passcode: pc, stdin: "pw\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        let store = try VaultStore.open(try VaultLocation(name: "work", environment: box.env))
+        try store.db.query("UPDATE meta SET value=? WHERE key='settings'", [.blob(Array(#"{"policy":"biometr"#.utf8))])
+        r = box.vault(["get", "x", "--vault", "work", "--field", "password", "--no-input"])
+        #expect(r.status == 5, "\(r.stderr)")
+        #expect(r.stderr.contains("settings of vault 'work'"), "\(r.stderr)")
+        #expect(r.stdout.isEmpty)
+        r = box.vault(["settings", "--vault", "work"])
+        #expect(r.status == 5)
+        // Setting them again (with the passcode) is the way out.
+        r = box.vault(["settings", "--vault", "work", "--policy", "biometrics"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["get", "x", "--vault", "work", "--field", "password"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "pw\n")
+    }
+
+
+    @Test func aDamagedRowIsListedAndRemovedByRepairSoRotationWorksAgain() throws {
+        box.initVault()
+        for name in ["a", "b", "c"] {
+            let r = box.vault(["add", name, "--password-stdin"], passcode: pc, stdin: "pw-\(name)\n")
+            #expect(r.status == 0, "\(r.stderr)")
+        }
+        let store = try VaultStore.open(try VaultLocation(name: "default", environment: box.env))
+        let row = try #require(try store.db.query("SELECT id, sealed FROM items LIMIT 1").first)
+        var sealed = try #require(row[1].bytes)
+        sealed[sealed.count / 2] ^= 1
+        try store.db.query("UPDATE items SET sealed=? WHERE id=?", [.blob(sealed), row[0]])
+        var r = box.vault(["rotate"], passcode: pc)
+        #expect(r.status == 5, "\(r.stderr)")
+        #expect(r.stderr.contains("vault repair"), "the error leads to repair: \(r.stderr)")
+        r = box.vault(["repair", "--json"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect((json(r.stdout)["damaged"] as? [String])?.count == 1)
+        r = box.vault(["repair", "--remove"], passcode: pc)
+        #expect(r.status == 2, "no terminal: --force is needed")
+        r = box.vault(["repair", "--remove", "--force", "--json"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(json(r.stdout)["removed"] as? Int == 1)
+        r = box.vault(["rotate"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["ls"], passcode: pc)
+        #expect(r.status == 0)
+        #expect(r.stdout.split(separator: "\n").count == 2, "the two readable items are kept: \(r.stdout)")
+    }
+
+    @Test func namesWithInvisibleCharactersAndWeakPasscodesAreRefused() {
+        box.initVault()
+        for name in ["git\u{200B}hub", "pay\u{202E}lap", String(repeating: "\u{1F600}", count: 300)] {
+            let r = box.vault(["add", name, "--password-stdin"], passcode: pc, stdin: "pw\n")
+            #expect(r.status == 2, "\(name.prefix(10)): \(r.stderr)")
+        }
+        for weak in ["    ", "\t\t\t\t", "\u{E9}\u{E9}", "abc"] {
+            let r = box.vault(["passcode", "--new-passcode-fd", "4"], passcode: pc, fds: [4: weak + "\n"])
+            #expect(r.status == 2, "\(weak.debugDescription): \(r.stderr)")
+        }
+        let r = box.vault(["passcode", "--new-passcode-fd", "4"], passcode: pc, fds: [4: "\u{E9}\u{E9}\u{E9}\u{E9}\n"])
+        #expect(r.status == 0, "four characters, eight bytes: \(r.stderr)")
+    }
+
 }
 
 @Suite struct SettingsAndImportTests {
@@ -220,5 +286,25 @@ import Testing
         let items = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [[String: Any]] ?? []
         #expect(items.count == 2)
         #expect(items.first { $0["name"] as? String == "b" }?["password"] as? String == "2")
+    }
+}
+
+/// What a script reads from stdout is never silently missing.
+@Suite struct StandardOutputTests {
+    let box = Sandbox()
+
+    @Test func aFullDiskOnStandardOutputIsExitSix() throws {
+        box.initVault()
+        var r = box.vault(["add", "gh", "--password-stdin"], passcode: Sandbox.passcode, stdin: "pw\n")
+        #expect(r.status == 0)
+        let full = open("/dev/full", O_WRONLY)
+        #expect(full >= 0)
+        defer { close(full) }
+        r = spawn(vaultBinary, ["get", "gh", "--field", "password", "--passcode-fd", "3"], env: box.env,
+                  fds: [3: Sandbox.passcode + "\n"], stdoutFD: full)
+        #expect(r.status == 6, "\(r.stderr)")
+        #expect(r.stderr.contains("standard output"), "\(r.stderr)")
+        r = spawn(vaultBinary, ["ls", "--passcode-fd", "3"], env: box.env, fds: [3: Sandbox.passcode + "\n"], stdoutFD: full)
+        #expect(r.status == 6, "\(r.stderr)")
     }
 }

@@ -123,7 +123,7 @@ import VaultKit
 
         let w = try TestVault()
         w.open(in: h)
-        _ = try w.vault.rotate(passcode: try SecretBytes(copying: Array(passcode.utf8)), kdf: fastKDF, recovery: .keep, fingerprint: nil)
+        _ = try w.vault.rotate(passcode: try SecretBytes(copying: Array(passcode.utf8)), kdf: fastKDF, recovery: .keep, authority: nil)
         #expect(h.handle(.probe(vault: w.path), from: me) == .failed(error: .sessionInvalid("was invalidated by a key rotation")))
         // The old generation's key is refused afterwards.
         #expect(failureCode(h.handle(w.unlockRequest(), key: w.key, from: me)) == 19)

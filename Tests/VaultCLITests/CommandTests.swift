@@ -90,7 +90,7 @@ final class InProcess {
             #expect(h.hasPrefix("usage: vault"), "\(c.name)")
             if c.name != "help" && c.name != "version" { #expect(h.contains("examples:"), "\(c.name) has no examples") }
         }
-        #expect(Help.exitCodeText.contains("17  fingerprint locked out"))
+        #expect(Help.exitCodeText.contains("17   fingerprint locked out"))
     }
 }
 
@@ -129,5 +129,53 @@ final class InProcess {
         #expect(r.status == 0 && r.out.contains("commands:"))
         r = cli.run(["help", "nope"])
         #expect(r.status == 2)
+    }
+}
+
+/// The exit codes have one source (`ExitCode`): help, docs/cli.md and every error agree with it.
+@Suite struct ExitCodeTableTests {
+    @Test func helpListsEveryExitCode() {
+        let r = InProcess().run(["help", "exit-codes"])
+        #expect(r.status == 0)
+        for code in ExitCode.allCases {
+            #expect(r.out.contains("  \(code.rawValue)") && r.out.contains(code.meaning), "\(code)")
+        }
+    }
+
+    @Test func theDocumentedTableIsTheSameTable() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("docs/cli.md"), encoding: .utf8)
+        let section = try #require(text.components(separatedBy: "## Exit codes").last)
+        var rows: [(Int32, String)] = []
+        for line in section.split(separator: "\n") where line.hasPrefix("| ") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            if let code = Int32(cells[0]) { rows.append((code, cells[1])) }
+        }
+        #expect(rows.map(\.0) == ExitCode.allCases.map(\.rawValue))
+        #expect(rows.map(\.1) == ExitCode.allCases.map(\.meaning))
+    }
+
+    @Test func everyErrorMapsToACodeOfTheTable() {
+        let samples: [VaultError] = [
+            .failure("x"), .usage("x"), .itemNotFound("x"), .vaultNotFound(name: "a", path: "/p"), .alreadyExists("x"),
+            .corrupt("x"), .newerFormat(found: 9, supported: 1), .io(path: "/p", "x"), .insecurePermissions(path: "/p", isDirectory: true),
+            .authenticationFailed("x"), .userCancel, .passcodeNeeded("x"), .systemCancel("x"), .passcodeNotSet,
+            .biometryNotAvailable("x"), .biometryNotEnrolled, .biometryLockout, .appCancel("x"), .sessionInvalid("x"),
+            .keysRotated, .domainStateChanged, .authorityDamaged("x"), .settingsDamaged(vault: "v"),
+            .commandNotExecutable("/x"), .commandNotFound("x"),
+        ]
+        let codes = Set(ExitCode.allCases.map(\.rawValue))
+        for e in samples {
+            #expect(e.kind != nil && codes.contains(e.exitCode), "\(e)")
+            #expect(!e.message.isEmpty && e.message == e.message.trimmingCharacters(in: .whitespaces))
+        }
+        #expect(Set(samples.compactMap(\.kind)) == Set(ExitCode.allCases.filter { $0 != .success }))
+        #expect(VaultError.childExited(status: 42).exitCode == 42 && !VaultError.childExited(status: 42).isPrinted)
+    }
+
+    @Test func aCryptoErrorIsAMessageNotADump() {
+        let r = VaultCLI.vaultError(CryptoError.outOfMemory)
+        #expect(r.message == "out of locked memory for keys")
+        #expect(!r.message.contains("CryptoError"))
     }
 }

@@ -3,11 +3,12 @@ import Synchronization
 import Testing
 @testable import VaultKit
 
-/// A reader that answers every scan with `answer` (an index into the prints, or nil for no match)
-/// and counts the scans.
+/// A reader that answers every scan with `answer` (an index into the prints, or nil for no match),
+/// or throws `interruption`, and counts the scans. Its enrolment returns a fixed fake print.
 private final class ScriptedReader: FingerprintReader {
     let identity: SensorIdentity
     var answer: Int?
+    var interruption: ScanInterruption?
     private(set) var scans = 0
     init(identity: SensorIdentity, answer: Int?) {
         self.identity = identity
@@ -16,8 +17,11 @@ private final class ScriptedReader: FingerprintReader {
     func chipPrints() throws -> [String] { [] }
     func scan(against prints: [[UInt8]], prompt: String) throws -> Int? {
         scans += 1
+        if let interruption { throw interruption }
         return answer
     }
+    func enroll(finger: String) throws -> [UInt8] { Array("FP3 fake print \(finger)".utf8) }
+    func deletePrint(_ data: [UInt8]) throws {}
 }
 
 /// A clock the test moves.
@@ -36,155 +40,275 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
     return false
 }
 
-/// One vault, bound to one enrolled (fake) print, and the state folder of its key authority.
+/// One vault, bound through an embedded authority to one enrolled (fake) print.
 @Suite struct AuthContextTests {
     let root = TempRoot()
     var stateFolder: String { root.path + "/state/vault" }
 
-    /// Creates the vault, enrols a print in an authority with `bootID` and `clock`, binds the vault,
-    /// and records the passcode unlock that `vault init` records.
-    fileprivate func boundVault(bootID: String, clock: TestClock) throws -> VaultStore {
+    /// Creates the vault, enrols a print through an authority with `bootID` and `clock` (whose
+    /// reader is `reader`), binds the vault, and records the passcode unlock `vault init` records.
+    fileprivate func boundVault(bootID: String, clock: TestClock, reader: ScriptedReader? = nil) throws -> VaultStore {
         let created = try VaultStore.create(at: try root.location(), passcode: try secret(passcodeText), kdf: fastKDF)
         try created.vault.add(Item(name: "gh", password: "pw"))
-        let authority = try authority(bootID: bootID, clock: clock)
-        try authority.add(EnrolledPrint(finger: "right-index", sensor: sensor, data: Array("FP3 fake print".utf8)))
-        try created.vault.bindFingerprint(authority: authority, sensor: sensor, domainState: try authority.domainState(chipPrints: []))
-        try authority.recordPasscodeUnlock()
+        let authority = try authority(bootID: bootID, clock: clock, reader: reader ?? ScriptedReader(identity: sensor, answer: 0))
+        _ = try authority.enroll(finger: "right-index", sensor: sensor, proof: nil)
+        try created.vault.bindFingerprint(authority: authority, sensor: sensor)
+        try authority.recordUnlock(of: created.vault)
         return try VaultStore.open(try root.location())
     }
 
-    fileprivate func authority(bootID: String, clock: TestClock) throws -> EmbeddedKeyAuthority {
-        try EmbeddedKeyAuthority(folder: stateFolder, bootID: bootID, clock: { clock.now })
+    fileprivate func authority(bootID: String, clock: TestClock, reader: ScriptedReader? = nil) throws -> EmbeddedKeyAuthority {
+        try EmbeddedKeyAuthority(folder: stateFolder, bootID: bootID, clock: { clock.now }, openReader: { _ in
+            guard let reader else { throw VaultError.biometryNotAvailable("no reader in this test") }
+            return reader
+        })
     }
 
-    /// A context whose reader must not be opened and which can read no passcode.
-    fileprivate func contextThatMustNotScan(_ authority: any KeyAuthority, policy: AuthPolicy = .biometricsOrPasscode,
-                                sourceLocation: SourceLocation = #_sourceLocation) -> AuthContext {
+    /// An authority whose reader must not be opened.
+    fileprivate func authorityThatMustNotScan(bootID: String, clock: TestClock, sourceLocation: SourceLocation = #_sourceLocation) throws -> EmbeddedKeyAuthority {
+        try EmbeddedKeyAuthority(folder: stateFolder, bootID: bootID, clock: { clock.now }, openReader: { _ in
+            Issue.record("the reader was opened although the passcode is required", sourceLocation: sourceLocation)
+            return ScriptedReader(identity: sensor, answer: 0)
+        })
+    }
+
+    /// A context over `authority` that can read `passcode` (nil: none).
+    fileprivate func context(_ authority: any KeyAuthority, passcode: String? = nil, policy: AuthPolicy = .biometricsOrPasscode,
+                             clock: TestClock? = nil) -> AuthContext {
         AuthContext(authority: authority, policy: policy,
-                    openReader: { _ in
-                        Issue.record("the reader was opened although the passcode is required", sourceLocation: sourceLocation)
-                        return ScriptedReader(identity: sensor, answer: 0)
-                    },
-                    readPasscode: { _ in nil }, say: { _ in })
-    }
-
-    /// A context with a reader that matches (print 0) and, optionally, a passcode.
-    fileprivate func matchingContext(_ authority: any KeyAuthority, reader: ScriptedReader, passcode: String? = nil,
-                         policy: AuthPolicy = .biometricsOrPasscode) -> AuthContext {
-        AuthContext(authority: authority, policy: policy, openReader: { _ in reader },
                     readPasscode: { _ in
                         guard let passcode else { return nil }
                         return try secret(passcode)
-                    }, say: { _ in })
+                    }, say: { _ in }, clock: { clock?.now ?? unixNow() })
+    }
+
+    fileprivate func failures(_ authority: EmbeddedKeyAuthority) throws -> Int {
+        try authority.status(slot: nil, sensor: nil, rules: PasscodeRules()).failedMatches
     }
 
     @Test func theFingerOpensTheVaultOnTheSameBootWithinTheInterval() throws {
         let clock = TestClock(1_800_000_000)
         let store = try boundVault(bootID: "boot-1", clock: clock)
-        let authority = try authority(bootID: "boot-1", clock: clock)
         clock.advance(hours: 47)
         let reader = ScriptedReader(identity: sensor, answer: 0)
-        let context = matchingContext(authority, reader: reader)
-        #expect(try context.passcodeRule(settings: store.settings()) == nil)
-        let vault = try context.unlock(store)
+        let vault = try context(try authority(bootID: "boot-1", clock: clock, reader: reader), clock: clock).unlock(store)
         #expect(try vault.item(named: "gh").password == "pw")
         #expect(reader.scans == 1)
+        #expect(vault.authentication == .fingerprint(at: clock.now))
     }
 
     @Test func theFirstUnlockAfterARebootNeedsThePasscode() throws {
         let clock = TestClock(1_800_000_000)
         let store = try boundVault(bootID: "boot-1", clock: clock)
-        let rebooted = try authority(bootID: "boot-2", clock: clock)
         clock.advance(hours: 0, seconds: 60)
-
         for policy in AuthPolicy.allCases {
-            let context = contextThatMustNotScan(rebooted, policy: policy)
-            #expect(isPasscodeNeeded(try context.passcodeRule(settings: store.settings())))
-            let error = #expect(throws: VaultError.self) { try context.unlock(store) }
+            let rebooted = try authorityThatMustNotScan(bootID: "boot-2", clock: clock)
+            let error = #expect(throws: VaultError.self) { try context(rebooted, policy: policy).unlock(store) }
             #expect(isPasscodeNeeded(error), "\(policy): \(String(describing: error))")
         }
 
         // The passcode given: it opens, and the new boot is recorded, so the finger is back.
         let reader = ScriptedReader(identity: sensor, answer: 0)
-        let withPasscode = matchingContext(rebooted, reader: reader, passcode: passcodeText)
-        #expect(try withPasscode.unlock(store).item(named: "gh").password == "pw")
+        let rebooted = try authority(bootID: "boot-2", clock: clock, reader: reader)
+        let opened = try context(rebooted, passcode: passcodeText).unlock(store)
+        #expect(try opened.item(named: "gh").password == "pw")
+        #expect(opened.authentication == .passcode)
         #expect(reader.scans == 0, "the passcode, not the finger, opened it")
-        #expect(try rebooted.record().lastPasscodeBootID == "boot-2")
-        let again = matchingContext(rebooted, reader: reader)
-        #expect(try again.passcodeRule(settings: store.settings()) == nil)
-        _ = try again.unlock(store)
+        _ = try context(rebooted).unlock(store)
         #expect(reader.scans == 1)
+    }
 
-        // The rule can be switched off.
+    @Test func theRebootRuleCanBeSwitchedOffByRebindingWithLooserRules() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
         var settings = try store.settings()
         settings.passcodeAfterReboot = false
-        #expect(try contextThatMustNotScan(try authority(bootID: "boot-3", clock: clock)).passcodeRule(settings: settings) == nil)
+        try store.setSettings(settings)
+        // The binding keeps the rules it was made with: a request cannot loosen them.
+        let error = #expect(throws: VaultError.self) { try context(try authorityThatMustNotScan(bootID: "boot-3", clock: clock)).unlock(store) }
+        #expect(isPasscodeNeeded(error))
+        // A new binding (what `vault settings` does after the passcode) carries the new rules.
+        let reader = ScriptedReader(identity: sensor, answer: 0)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: reader)
+        try authority.unlock(store, passcode: try secret(passcodeText)).bindFingerprint(authority: authority, sensor: sensor)
+        let rebooted = try self.authority(bootID: "boot-3", clock: clock, reader: reader)
+        _ = try context(rebooted).unlock(try VaultStore.open(try root.location()))
+        #expect(reader.scans == 1)
     }
 
     @Test func fortyEightHoursWithoutThePasscodeNeedThePasscode() throws {
         let clock = TestClock(1_800_000_000)
         let store = try boundVault(bootID: "boot-1", clock: clock)
-        let authority = try authority(bootID: "boot-1", clock: clock)
         clock.advance(hours: 48)
-        #expect(try contextThatMustNotScan(authority).passcodeRule(settings: store.settings()) == nil, "exactly 48 h is still within")
+        let reader = ScriptedReader(identity: sensor, answer: 0)
+        _ = try context(try authority(bootID: "boot-1", clock: clock, reader: reader)).unlock(store)
+        #expect(reader.scans == 1, "exactly 48 h is still within")
         clock.advance(hours: 0, seconds: 1)
-        let context = contextThatMustNotScan(authority)
-        #expect(isPasscodeNeeded(try context.passcodeRule(settings: store.settings())))
-        let error = #expect(throws: VaultError.self) { try context.unlock(store) }
+        let error = #expect(throws: VaultError.self) { try context(try authorityThatMustNotScan(bootID: "boot-1", clock: clock)).unlock(store) }
         #expect(isPasscodeNeeded(error), "\(String(describing: error))")
 
-        // Configurable: 0 switches the interval off, a longer one moves the limit.
-        var settings = try store.settings()
-        settings.passcodeIntervalHours = 0
-        #expect(try context.passcodeRule(settings: settings) == nil)
-        settings.passcodeIntervalHours = 72
-        #expect(try context.passcodeRule(settings: settings) == nil)
-
         // A passcode unlock starts the interval again.
-        let reader = ScriptedReader(identity: sensor, answer: 0)
-        _ = try matchingContext(authority, reader: reader, passcode: passcodeText).unlock(store)
-        #expect(try matchingContext(authority, reader: reader).passcodeRule(settings: store.settings()) == nil)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: reader)
+        _ = try context(authority, passcode: passcodeText).unlock(store)
+        _ = try context(authority).unlock(store)
+        #expect(reader.scans == 2)
     }
 
     @Test func fiveFailedMatchesLockOutUntilAPasscodeUnlock() throws {
         let clock = TestClock(1_800_000_000)
         let store = try boundVault(bootID: "boot-1", clock: clock)
-        let authority = try authority(bootID: "boot-1", clock: clock)
-        for n in 1...4 {
-            #expect(try authority.recordFailedMatch() == n)
-            #expect(try contextThatMustNotScan(authority).passcodeRule(settings: store.settings()) == nil)
-        }
-        #expect(try authority.recordFailedMatch() == lockoutThreshold)
-        // Another instance (another process) sees the same record.
-        let other = try self.authority(bootID: "boot-1", clock: clock)
-        #expect(try other.record().failedMatches == 5)
+        let stranger = ScriptedReader(identity: sensor, answer: nil)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: stranger)
+        #expect(throws: VaultError.authenticationFailed("no match: retry limit exceeded")) { try context(authority).unlock(store) }
+        #expect(stranger.scans == 3)
+        #expect(try failures(authority) == 3)
+        // Two more: the fifth failure ends the evaluation with the lockout.
+        #expect(throws: VaultError.biometryLockout) { try context(authority, policy: .biometrics).unlock(store) }
+        #expect(stranger.scans == 5)
+        // Another instance (another process) sees the same record, and never scans.
         for policy in AuthPolicy.allCases {
-            let context = contextThatMustNotScan(other, policy: policy)
-            #expect(try context.passcodeRule(settings: store.settings()) == .biometryLockout)
-            #expect(throws: VaultError.biometryLockout) { try context.unlock(store) }
+            let other = try authorityThatMustNotScan(bootID: "boot-1", clock: clock)
+            #expect(try failures(authority) == 5)
+            #expect(throws: VaultError.biometryLockout) { try context(other, policy: policy).unlock(store) }
         }
-        // A match cannot lift it (there is no scan), a passcode unlock does.
-        try other.recordPasscodeUnlock()
-        #expect(try authority.record().failedMatches == 0)
-        #expect(try contextThatMustNotScan(authority).passcodeRule(settings: store.settings()) == nil)
+        // A passcode unlock lifts it.
+        _ = try authority.unlock(store, passcode: try secret(passcodeText))
+        #expect(try failures(authority) == 0)
+        stranger.answer = 0
+        _ = try context(authority).unlock(store)
     }
 
-    @Test func failedScansInAnEvaluationCountTowardsTheLockout() throws {
+    @Test func aForgedOrReplayedProofLeavesTheLockoutInPlace() throws {
         let clock = TestClock(1_800_000_000)
         let store = try boundVault(bootID: "boot-1", clock: clock)
-        let authority = try authority(bootID: "boot-1", clock: clock)
         let stranger = ScriptedReader(identity: sensor, answer: nil)
-        #expect(throws: VaultError.authenticationFailed("no match: retry limit exceeded")) {
-            try matchingContext(authority, reader: stranger).unlock(store)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: stranger)
+        _ = try? context(authority).unlock(store)
+        _ = try? context(authority, policy: .biometrics).unlock(store)
+        #expect(try failures(authority) == 5)
+
+        // A bare request, a MAC under the wrong key, and a proof for another purpose all fail.
+        var forged = AuthorityProof(vaultID: store.vaultID, challenge: try authority.challenge(), mac: Array(repeating: 0, count: 32))
+        #expect(throws: VaultError.self) { try authority.recordPasscodeUnlock(forged) }
+        let wrongKey = try SecretBytes.random(count: 32)
+        let challenge = try authority.challenge()
+        forged.challenge = challenge
+        forged.mac = try AuthorityProofMAC.mac(key: wrongKey, purpose: .passcodeUnlock, vaultID: store.vaultID, challenge: challenge)
+        #expect(throws: VaultError.self) { try authority.recordPasscodeUnlock(forged) }
+        let vault = try store.unlock(passcode: try secret(passcodeText))  // the key, without recording
+        let enrolProof = try vault.proof(.enroll, for: authority)
+        #expect(throws: VaultError.self) { try authority.recordPasscodeUnlock(enrolProof) }
+        // A valid proof works once; replaying its challenge does not.
+        let good = try vault.proof(.passcodeUnlock, for: authority)
+        #expect(try failures(authority) == 5)
+        #expect(try authority.recordPasscodeUnlock(good))
+        #expect(try failures(authority) == 0)
+        _ = try? context(authority).unlock(store)
+        _ = try? context(authority, policy: .biometrics).unlock(store)
+        #expect(try failures(authority) == 5)
+        #expect(throws: VaultError.self) { try authority.recordPasscodeUnlock(good) }
+        #expect(try failures(authority) == 5)
+        // A vault never bound here proves nothing.
+        let otherRoot = TempRoot()
+        let other = try VaultStore.create(at: try otherRoot.location(), passcode: try secret("other pass"), kdf: fastKDF)
+        #expect(try authority.recordPasscodeUnlock(try other.vault.proof(.passcodeUnlock, for: authority)) == false)
+        #expect(try failures(authority) == 5)
+    }
+
+    @Test func aNewBindingNeverReissuesAnOldKey() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let reader = ScriptedReader(identity: sensor, answer: 0)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: reader)
+        let vault = try store.unlock(passcode: try secret(passcodeText))
+        let proofKey = try vault.proofKey()
+        let ref = SlotReference(vaultID: store.vaultID, slotID: 999)
+        let first = try authority.bind(ref, sensor: sensor, proofKey: proofKey, rules: PasscodeRules())
+        let second = try authority.bind(ref, sensor: sensor, proofKey: proofKey, rules: PasscodeRules())
+        let different = !first.kek.isEqual(to: second.kek)
+        #expect(different, "binding again makes a new key")
+        // The key of the newest binding comes back only through a match.
+        let released = try authority.unlock(ref, rules: PasscodeRules(), prompt: "touch", events: { _ in })
+        let same = released.isEqual(to: second.kek)
+        #expect(same)
+        #expect(reader.scans == 1)
+        reader.answer = nil
+        #expect(throws: RetryLimitExceeded.self) { _ = try authority.unlock(ref, rules: PasscodeRules(), prompt: "touch", events: { _ in }) }
+        // An unknown slot (a slot the authority never bound) is a changed binding, not a key.
+        #expect(throws: VaultError.domainStateChanged) {
+            _ = try authority.unlock(SlotReference(vaultID: store.vaultID, slotID: 12345), rules: PasscodeRules(), prompt: "t", events: { _ in })
         }
-        #expect(stranger.scans == 3)
-        #expect(try authority.record().failedMatches == 3)
-        // Two more: the fifth failure ends the evaluation with the lockout.
-        #expect(throws: VaultError.biometryLockout) {
-            try matchingContext(authority, reader: stranger, policy: .biometrics).unlock(store)
+    }
+
+    @Test func enrollingOnceAVaultIsBoundNeedsItsProof() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: ScriptedReader(identity: sensor, answer: 0))
+        #expect(throws: VaultError.self) { _ = try authority.enroll(finger: "left-index", sensor: sensor, proof: nil) }
+        let vault = try store.unlock(passcode: try secret(passcodeText))
+        let done = try authority.enroll(finger: nil, sensor: sensor, proof: try vault.proof(.enroll, for: authority))
+        #expect(done.finger == "left-index", "the first free finger in the usual order")
+        #expect(try authority.fingers().map(\.finger) == ["right-index", "left-index"])
+        // The prints changed: the old binding no longer opens the vault.
+        #expect(throws: VaultError.domainStateChanged) { try context(authority).unlock(store) }
+        #expect(throws: VaultError.self) { _ = try authority.unenroll(finger: "left-index", proof: try vault.proof(.enroll, for: authority)) }
+        #expect(try authority.unenroll(finger: "left-index", proof: try vault.proof(.unenroll, for: authority)).count == 1)
+    }
+
+    @Test func aFailedMatchThatCannotBeRecordedGetsNoScan() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let stranger = ScriptedReader(identity: sensor, answer: nil)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: stranger)
+        // The state folder read-only: no failure can be written, so no scan happens (fail closed).
+        chmod(stateFolder, 0o500)
+        defer { chmod(stateFolder, 0o700) }
+        guard getuid() != 0 else {
+            // root writes through the mode bits; replace the auth record by a folder instead.
+            chmod(stateFolder, 0o700)
+            try? FileManager.default.removeItem(atPath: stateFolder + "/auth.sealed")
+            try FileManager.default.createDirectory(atPath: stateFolder + "/auth.sealed", withIntermediateDirectories: false)
+            defer { try? FileManager.default.removeItem(atPath: stateFolder + "/auth.sealed") }
+            #expect(throws: VaultError.self) { try context(authority, policy: .biometrics).unlock(store) }
+            #expect(stranger.scans == 0)
+            return
         }
-        #expect(stranger.scans == 5)
-        #expect(try authority.record().failedMatches == 5)
+        #expect(throws: VaultError.self) { try context(authority, policy: .biometrics).unlock(store) }
+        #expect(stranger.scans == 0)
+    }
+
+    @Test func aScanInterruptionIsNotAFailedMatch() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let reader = ScriptedReader(identity: sensor, answer: nil)
+        reader.interruption = .userCancelled
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: reader)
+        #expect(throws: VaultError.userCancel) { try context(authority, policy: .biometrics).unlock(store) }
+        reader.interruption = .retry(advice: "center your finger")
+        var said: [String] = []
+        let ctx = AuthContext(authority: authority, policy: .biometrics, readPasscode: { _ in nil }, say: { said.append($0) })
+        #expect(throws: VaultError.authenticationFailed("no match: retry limit exceeded")) { try ctx.unlock(store) }
+        #expect(said.first == "vault: center your finger (2 tries left)")
+        #expect(try failures(authority) == 0)
+    }
+
+    @Test func freshMatchesAreReusedOnlyWithinTheWindow() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let reader = ScriptedReader(identity: sensor, answer: 0)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: reader)
+        try context(authority).requireFreshMatch(store, prompt: "log in")
+        #expect(reader.scans == 1)
+        clock.advance(hours: 0, seconds: 100)
+        try context(authority).requireFreshMatch(store, reuse: 120, prompt: "log in")
+        #expect(reader.scans == 1, "a match 100 s old counts with --reuse 120")
+        try context(authority).requireFreshMatch(store, reuse: 60, prompt: "log in")
+        #expect(reader.scans == 2)
+        // A vault this very command unlocked by a finger asks no second time.
+        let unlocked = try context(authority).unlock(store)
+        #expect(reader.scans == 3)
+        try context(authority).requireFreshMatch(store, unlocked: unlocked, prompt: "log in")
+        #expect(reader.scans == 3)
     }
 
     @Test func anAlteredOrTruncatedLockoutRecordReadsAsLockedOut() throws {
@@ -199,29 +323,56 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         var altered = original
         altered[altered.count - 1] ^= 0x01
         try put(altered)
-        var authority = try authority(bootID: "boot-1", clock: clock)
-        #expect(try authority.record().failedMatches >= lockoutThreshold)
-        #expect(try contextThatMustNotScan(authority).passcodeRule(settings: store.settings()) == .biometryLockout)
+        #expect(throws: VaultError.biometryLockout) { try context(try authorityThatMustNotScan(bootID: "boot-1", clock: clock)).unlock(store) }
 
         try put(original.prefix(10))
-        authority = try self.authority(bootID: "boot-1", clock: clock)
-        #expect(try contextThatMustNotScan(authority).passcodeRule(settings: store.settings()) == .biometryLockout)
-
-        // A sealed record from another device secret (another state folder) does not open either.
-        let foreign = root.path + "/foreign"
-        let stranger = try EmbeddedKeyAuthority(folder: foreign, bootID: "boot-1", clock: { clock.now })
-        try stranger.recordPasscodeUnlock()
-        try put(try Data(contentsOf: URL(fileURLWithPath: foreign + "/auth.sealed")))
-        authority = try self.authority(bootID: "boot-1", clock: clock)
-        #expect(try contextThatMustNotScan(authority).passcodeRule(settings: store.settings()) == .biometryLockout)
+        #expect(throws: VaultError.biometryLockout) { try context(try authorityThatMustNotScan(bootID: "boot-1", clock: clock)).unlock(store) }
 
         // Deleting the record does not give the finger back without the passcode either.
         try FileManager.default.removeItem(atPath: path)
-        authority = try self.authority(bootID: "boot-1", clock: clock)
-        #expect(try contextThatMustNotScan(authority).passcodeRule(settings: store.settings()) != nil)
+        let error = #expect(throws: VaultError.self) { try context(try authorityThatMustNotScan(bootID: "boot-1", clock: clock)).unlock(store) }
+        #expect(isPasscodeNeeded(error))
 
         // The passcode writes a fresh, authentic record.
-        try authority.recordPasscodeUnlock()
-        #expect(try contextThatMustNotScan(authority).passcodeRule(settings: store.settings()) == nil)
+        let reader = ScriptedReader(identity: sensor, answer: 0)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: reader)
+        _ = try authority.unlock(store, passcode: try secret(passcodeText))
+        _ = try context(authority).unlock(store)
+        #expect(reader.scans == 1)
+    }
+
+    @Test func aDamagedSettingsRowIsAnErrorNotTheDefaults() throws {
+        let created = try VaultStore.create(at: try root.location(), passcode: try secret(passcodeText), kdf: fastKDF)
+        var s = VaultSettings()
+        s.policy = .biometrics
+        try created.vault.store.setSettings(s)
+        try created.vault.store.db.query("UPDATE meta SET value=? WHERE key='settings'", [.blob(Array("{\"policy\":7".utf8))])
+        #expect(throws: VaultError.settingsDamaged(vault: "default")) { _ = try created.vault.store.settings() }
+        #expect(VaultError.settingsDamaged(vault: "default").exitCode == 5)
+    }
+
+    @Test func tamperedKDFParametersAreRefusedBeforeDeriving() throws {
+        let created = try VaultStore.create(at: try root.location(), passcode: try secret(passcodeText), kdf: fastKDF)
+        let store = created.vault.store
+        let slot = try #require(try store.slot(.passcode))
+        var p = try slot.passcodeParameters()
+        p.operations = Int(UInt32.max)
+        try store.db.query("UPDATE slots SET params=? WHERE id=?", [.blob(Array(try JSONEncoder().encode(p))), .integer(slot.id)])
+        let started = Date()
+        #expect(throws: VaultError.self) { _ = try store.unlock(passcode: try secret(passcodeText)) }
+        #expect(Date().timeIntervalSince(started) < 5, "refused before running Argon2id")
+        do {
+            _ = try store.unlock(passcode: try secret(passcodeText))
+        } catch let e as VaultError {
+            #expect(e.exitCode == 5, "\(e)")
+        }
+    }
+
+    @Test func anArbitraryKeyIsNotAdopted() throws {
+        let created = try VaultStore.create(at: try root.location(), passcode: try secret(passcodeText), kdf: fastKDF)
+        let store = try VaultStore.open(try root.location())
+        #expect(throws: VaultError.self) { _ = try store.adopt(masterKey: try SecretBytes.random(count: 32), generation: 1) }
+        let key = try created.vault.masterKey.duplicate()
+        #expect(try store.adopt(masterKey: key, generation: 1).generation == 1)
     }
 }

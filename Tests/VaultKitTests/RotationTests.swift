@@ -24,7 +24,7 @@ import Testing
         let slotsBefore = try vault.store.slots()
 
         var progressCalls = 0
-        let result = try vault.rotate(passcode: try secret("pass word"), kdf: nil, recovery: .keep, fingerprint: nil) { _, _ in progressCalls += 1 }
+        let result = try vault.rotate(passcode: try secret("pass word"), kdf: nil, recovery: .keep, authority: nil) { _, _ in progressCalls += 1 }
         #expect(result.items == 50)
         #expect(result.recoveryKey == nil)
         #expect(progressCalls > 0)
@@ -53,7 +53,7 @@ import Testing
     @Test func replacedRecoveryKeyRetiresTheOldOne() throws {
         let created = try VaultStore.create(at: try root.location(), passcode: try secret("pass word"), kdf: fastKDF)
         try created.vault.add(Item(name: "x", password: "1"))
-        let result = try created.vault.rotate(passcode: try secret("pass word"), kdf: nil, recovery: .replace, fingerprint: nil)
+        let result = try created.vault.rotate(passcode: try secret("pass word"), kdf: nil, recovery: .replace, authority: nil)
         let newKey = try #require(result.recoveryKey)
         let store = try VaultStore.open(try root.location())
         #expect(throws: VaultError.authenticationFailed("wrong recovery key")) { _ = try store.unlock(recoveryKey: created.recoveryKey) }
@@ -64,7 +64,7 @@ import Testing
         let created = try VaultStore.create(at: try root.location(), passcode: try secret("pass word"), kdf: fastKDF)
         let old = created.vault
         try old.add(Item(name: "before", password: "1"))
-        let new = try old.rotate(passcode: try secret("pass word"), kdf: nil, recovery: .keep, fingerprint: nil).vault
+        let new = try old.rotate(passcode: try secret("pass word"), kdf: nil, recovery: .keep, authority: nil).vault
         try new.add(Item(name: "after", password: "2"))
         // The old keys, still in memory here as if copied before rotation, open nothing of the new generation.
         #expect(throws: VaultError.self) { _ = try old.item(named: "before") }
@@ -78,7 +78,7 @@ import Testing
         try created.vault.add(Item(name: "bad", password: "b"))
         try created.vault.db.query("UPDATE items SET sealed = zeroblob(40) WHERE name_mac = ?", [.blob(try created.vault.nameMAC("bad"))])
         #expect(throws: VaultError.self) {
-            _ = try created.vault.rotate(passcode: try secret("pass word"), kdf: nil, recovery: .keep, fingerprint: nil)
+            _ = try created.vault.rotate(passcode: try secret("pass word"), kdf: nil, recovery: .keep, authority: nil)
         }
         let store = try VaultStore.open(try root.location())
         #expect(try store.keyGeneration() == 1)

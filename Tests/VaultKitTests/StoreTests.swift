@@ -180,7 +180,7 @@ func secret(_ s: String) throws -> SecretBytes { try SecretBytes(copying: Array(
         let store = try VaultStore.open(try root.location())
         #expect(throws: VaultError.authenticationFailed("wrong passcode")) { _ = try store.unlock(passcode: try secret("correct horse")) }
         #expect(try store.unlock(passcode: try secret("new passcode")).item(named: "x").password == "1")
-        #expect(try store.slots().filter { $0.kind == "passcode" }.count == 1)
+        #expect(try store.slots().filter { $0.kind == .passcode }.count == 1)
     }
 
     @Test func namesAreNormalised() throws {

@@ -21,20 +21,15 @@ enum FingerprintCommands {
             let finger = try inv.value("--finger").map(parseFinger)
             let store = try VaultStore.open(try location(inv, ctx))
             let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-            let vault = try store.unlock(passcode: passcode)
-            try Auth.passcodeSucceeded(store, ctx)
-            let authority = try Auth.ownerAuthority(ctx)
-            let sensor = try openSensor(inv, ctx, prefer: Auth.enrolledSensor(authority))
-            defer { sensor.close() }
-            let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
+            let vault = try Auth.authority(inv, ctx).unlock(store, passcode: passcode)
+            let authority = try Auth.ownerAuthority(vault, inv, ctx)
             if inv.has("--bind") && finger == nil {
-                if try authority.prints().filter({ $0.sensor == identity }).isEmpty { throw VaultError.biometryNotEnrolled }
-                try bind(vault, sensor: sensor, identity: identity, authority: authority, ctx)
+                try bind(vault, authority: authority, ctx)
                 return
             }
-            try enrollFinger(finger, sensor: sensor, identity: identity, authority: authority, inv, ctx)
+            try enrollFinger(finger, into: vault, authority: authority, ctx)
             // The prints changed: the vault named here gets new keys, bound to the new set.
-            try RotateCommand.rotate(vault, passcode: passcode, kdf: nil, inv, ctx, sensor: sensor)
+            try RotateCommand.rotate(vault, passcode: passcode, kdf: nil, inv, ctx, authority: authority)
             ctx.say("vault: other vaults now need their passcode once: vault unlock --vault NAME --passcode --rotate")
         })
 
@@ -42,20 +37,19 @@ enum FingerprintCommands {
     /// the new vault. Without a reader the vault simply opens with the passcode.
     static func setUpAtInit(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) throws {
         let finger = try inv.value("--finger").map(parseFinger)
-        let authority = try Auth.ownerAuthority(ctx)
-        let sensor: FingerprintSensor
+        let authority = try Auth.ownerAuthority(vault, inv, ctx)
+        let enrolled = try authority.fingers()
+        let identity: SensorIdentity
         do {
-            sensor = try openSensor(inv, ctx, prefer: Auth.enrolledSensor(authority))
+            identity = try authority.reader(prefer: enrolled.first?.sensor)
         } catch let e as VaultError {
             ctx.say("vault: \(e.message): the vault opens with the passcode; later run 'vault enroll --bind'")
             return
         }
-        defer { sensor.close() }
-        let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
-        if try authority.prints().filter({ $0.sensor == identity }).isEmpty {
-            try enrollFinger(finger, sensor: sensor, identity: identity, authority: authority, inv, ctx)
+        if !enrolled.contains(where: { $0.sensor == identity }) {
+            try enrollFinger(finger, into: vault, authority: authority, ctx)
         }
-        try bind(vault, sensor: sensor, identity: identity, authority: authority, ctx)
+        try bind(vault, authority: authority, ctx)
     }
 
     static func parseFinger(_ s: String) throws -> Finger {
@@ -65,49 +59,19 @@ enum FingerprintCommands {
         return f
     }
 
-    /// Enrols one finger on `sensor` with a progress bar, and records it in the authority.
-    static func enrollFinger(_ requested: Finger?, sensor: FingerprintSensor, identity: SensorIdentity,
-                             authority: any KeyAuthority, _ inv: Invocation, _ ctx: CommandContext) throws {
-        let existing = try authority.prints().filter { $0.sensor == identity }.map(\.finger)
-        let finger = requested ?? [Finger.rightIndex, .leftIndex, .rightThumb, .leftThumb, .rightMiddle, .leftMiddle]
-            .first { !existing.contains($0.rawValue) } ?? .rightRing
-        if existing.contains(finger.rawValue) {
-            throw VaultError.failure("\(finger.rawValue) is already enrolled on this reader",
-                                     hint: "remove it first with 'vault unenroll \(finger.rawValue)'")
+    /// Enrols one finger through the authority, with the proof of `vault` (binding it first when
+    /// it is not bound yet, since enrolling needs a bound vault's proof once any vault is bound).
+    static func enrollFinger(_ requested: Finger?, into vault: UnlockedVault, authority: any KeyAuthority, _ ctx: CommandContext) throws {
+        if try vault.store.fingerprintSlot() == nil, try !authority.fingers().isEmpty {
+            try? vault.bindFingerprint(authority: authority, sensor: nil)
         }
-        let onTerminal = ctx.terminal.isAvailable && !inv.noInput
-        let total = sensor.info.enrollStages
-        ctx.say("vault: enrolling \(finger.rawValue) on \(sensor.info.name): touch the reader \(total) times")
-        let timeout = try scanTimeout(inv)
-        let cancellation = FingerprintCancellation()
-        let out = Unchecked(value: (terminal: ctx.terminal, stderr: ctx.stderr))
-        let progress: @Sendable (EnrollProgress) -> Void = { p in
-            let bar = String(repeating: "#", count: p.completedStages) + String(repeating: "-", count: max(0, p.totalStages - p.completedStages))
-            let note = p.retry.map { "\($0.advice)" } ?? (p.completedStages < p.totalStages ? "lift and touch again" : "done")
-            let line = "[\(bar)] \(p.completedStages)/\(p.totalStages) - \(note)"
-            if onTerminal { out.value.terminal.write("\r\u{1b}[K" + line + (p.completedStages == p.totalStages ? "\n" : "")) }
-            else { out.value.stderr.write("vault: enrol " + line + "\n") }
-        }
-        let data: [UInt8]
-        do {
-            let r = try watchingKeyboard(ctx, allowFallback: false, cancellation: cancellation) {
-                try sensor.enroll(finger: finger, username: NSUserName(), timeout: timeout, cancellation: cancellation, progress: progress)
-            }
-            data = r.result ?? []
-        } catch let e as FingerprintError {
-            throw vaultError(e)
-        }
-        try authority.add(EnrolledPrint(finger: finger.rawValue, sensor: identity, data: data))
-        ctx.say("vault: enrolled \(finger.rawValue)")
+        let done = try authority.enroll(finger: requested?.rawValue, sensor: nil, proof: try vault.proof(.enroll, for: authority))
+        ctx.say("vault: enrolled \(done.finger)")
     }
 
-    /// Re-binds `vault` to the current domain state of `sensor`.
-    static func bind(_ vault: UnlockedVault, sensor: FingerprintSensor, identity: SensorIdentity,
-                     authority: any KeyAuthority, _ ctx: CommandContext) throws {
-        let chip: [String]
-        do { chip = try sensor.storedPrintIdentities() } catch { throw vaultError(error) }
-        let state = try authority.domainState(chipPrints: chip)
-        try vault.bindFingerprint(authority: authority, sensor: identity, domainState: state)
+    /// Re-binds `vault` to the current prints.
+    static func bind(_ vault: UnlockedVault, authority: any KeyAuthority, _ ctx: CommandContext) throws {
+        try vault.bindFingerprint(authority: authority, sensor: nil)
         ctx.say("vault: vault '\(vault.store.location.name)' is bound to the enrolled fingerprints; other vaults need their passcode and 'vault enroll --bind'")
     }
 
@@ -120,16 +84,12 @@ enum FingerprintCommands {
             let finger = try parseFinger(inv.arguments[0])
             let store = try VaultStore.open(try location(inv, ctx))
             let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-            let vault = try store.unlock(passcode: passcode)
-            try Auth.passcodeSucceeded(store, ctx)
-            let authority = try Auth.ownerAuthority(ctx)
-            let gone = try authority.remove(finger: finger.rawValue)
+            let vault = try Auth.authority(inv, ctx).unlock(store, passcode: passcode)
+            let authority = try Auth.ownerAuthority(vault, inv, ctx)
+            let gone = try authority.unenroll(finger: finger.rawValue, proof: try vault.proof(.unenroll, for: authority))
             guard !gone.isEmpty else { throw VaultError.failure("\(finger.rawValue) is not enrolled", hint: "see 'vault fingers'") }
             ctx.say("vault: removed \(finger.rawValue)")
-            let sensor = try? openSensor(inv, ctx, prefer: gone.first?.sensor)
-            defer { sensor?.close() }
-            if let sensor { for p in gone { try? sensor.deletePrint(p.data) } }
-            try RotateCommand.rotate(vault, passcode: passcode, kdf: nil, inv, ctx, sensor: sensor)
+            try RotateCommand.rotate(vault, passcode: passcode, kdf: nil, inv, ctx, authority: authority)
         })
 
     static let fingers = CommandSpec(
@@ -138,7 +98,7 @@ enum FingerprintCommands {
         options: [.flag("--json", "print JSON")],
         examples: "vault fingers",
         run: { inv, ctx in
-            let prints = try Auth.authority(ctx).prints()
+            let prints = try Auth.authority(inv, ctx).fingers()
             if inv.has("--json") {
                 ctx.stdout.write(jsonText(["fingers": prints.map { ["finger": $0.finger, "sensor": $0.sensor.canonical, "enrolled": $0.enrolled] }]))
             } else if prints.isEmpty {
@@ -203,8 +163,7 @@ enum FingerprintCommands {
                     throw VaultError.usage("--rotate needs the passcode", hint: "vault unlock --passcode --rotate")
                 }
                 let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-                let current = try store.unlock(passcode: passcode)
-                try Auth.passcodeSucceeded(store, ctx)
+                let current = try Auth.authority(inv, ctx).unlock(store, passcode: passcode)
                 vault = try RotateCommand.rotate(current, passcode: passcode, kdf: nil, inv, ctx)
             } else {
                 vault = try Auth.unlock(store, inv, ctx, purpose: "unlock")

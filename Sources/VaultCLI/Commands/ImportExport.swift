@@ -34,8 +34,7 @@ enum ImportExport {
                 item.created = (o["created"] as? Int).map(Int64.init) ?? now
                 return item
             }
-            let store = try VaultStore.open(try location(inv, ctx))
-            let vault = try Auth.unlock(store, inv, ctx, purpose: "import \(items.count) items")
+            let vault = try openAccess(inv, ctx, purpose: "import \(items.count) items")
             let n = try vault.add(contentsOf: items, replace: inv.has("--force"))
             ctx.say("vault: imported \(n) items")
         })

@@ -124,10 +124,13 @@ enum ItemCommands {
                     throw VaultError.usage("\(option): '\(p)' is not a regular expression")
                 }
             }
-            let fingerprintLogin = try FingerprintLoginGate.parseSwitch(inv)
+            let fingerprintLogin = try Auth.parseSwitch(inv)
             let vault = try openAccess(inv, ctx, purpose: "edit '\(name)'")
             guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
-            if let on = fingerprintLogin { try FingerprintLoginGate.confirmSwitch(on, item: name, inv, ctx) }
+            if let on = fingerprintLogin {
+                // A live scan, never a reused match: this switch decides when a finger is demanded.
+                try Auth.requireFreshMatch(vault, inv, ctx, prompt: "touch the fingerprint reader to turn fingerprint login \(on ? "on" : "off") for '\(name)'")
+            }
             let password = try newPassword(inv, ctx, name: name)
             let totp = inv.has("--totp-stdin") ? try totp(ctx) : nil
             var change = ItemChange()

@@ -41,9 +41,8 @@ enum LoginCommand {
                 guard overview.hasPassword else { throw VaultError.failure("item '\(overview.item.name)' has no password") }
                 let item = overview.item
                 if item.fingerprintLogin {
-                    let store = try VaultStore.open(try location(inv, ctx))
-                    try FingerprintLoginGate.requireMatch(store, inv, ctx, reuse: reuse,
-                                                          prompt: "touch the fingerprint reader to log in to '\(item.name)'")
+                    try Auth.requireFreshMatch(vault, inv, ctx, reuse: reuse,
+                                               prompt: "touch the fingerprint reader to log in to '\(item.name)'")
                 } else {
                     try requirePasscode(vault, inv, ctx, item: item.name)
                 }
@@ -62,12 +61,9 @@ enum LoginCommand {
     /// session. A passcode unlock by this same command counts: with `--passcode-fd` or
     /// `--passcode`, `openAccess` skips the session and unlocks with the passcode.
     static func requirePasscode(_ vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext, item: String) throws {
-        if vault is UnlockedVault && Auth.lastOutcome == .passcode { return }
+        if (vault as? UnlockedVault)?.authentication == .passcode { return }
         let store = try VaultStore.open(try location(inv, ctx))
-        let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name,
-                                                reason: "'\(item)' has fingerprint login off; no terminal and no --passcode-fd")
-        _ = try store.unlock(passcode: passcode)
-        try Auth.passcodeSucceeded(store, ctx)
+        _ = try Auth.unlockWithPasscode(store, inv, ctx, reason: "'\(item)' has fingerprint login off; no terminal and no --passcode-fd")
     }
 }
 
@@ -216,80 +212,5 @@ final class PromptedLogin: TerminalRelayDriver {
         case .gaveUp:
             ctx.say("\r\nvault: warning: the program left echo on at its password prompt; the password was not typed (it would show)\r")
         }
-    }
-}
-
-// MARK: - fingerprint login
-
-/// The fresh-match gate of fingerprint login (`vault login` of an item with the switch on,
-/// `vault edit --fingerprint-login on|off`): a live scan even when an unlock session is open,
-/// counted by the lockout, with no passcode fallback. The reader's prints must still be the ones
-/// this vault was bound to. AuthContext's fingerprint path is internal to VaultKit, so this one
-/// uses the same public pieces: the authority, the slot's binding, the reader's scan.
-enum FingerprintLoginGate {
-    /// Demands a match; one made at most `reuse` seconds ago (and recorded by this gate) counts.
-    /// - Throws: 15 no reader, 16 not enrolled, 17 lockout, 18 timeout, 10 no match after the
-    ///   retry limit, 11 Ctrl-C, 20 prints changed since the vault was bound.
-    static func requireMatch(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext, reuse: Int = 0, prompt: String) throws {
-        let authority = try Auth.authority(ctx)
-        let recordPath = try matchRecordPath(store, authority: authority, ctx)
-        guard let (_, binding) = try AuthContext.binding(of: store) else {
-            throw try authority.prints().isEmpty ? VaultError.biometryNotEnrolled : VaultError.domainStateChanged
-        }
-        if reuse > 0, let last = readMatch(recordPath), last.bootID == authority.bootID,
-           last.domainState == binding.domainState, last.time <= authority.now(), authority.now() - last.time <= Int64(reuse) {
-            ctx.say("vault: using the fingerprint match of \(authority.now() - last.time) s ago (--reuse \(reuse))")
-            return
-        }
-        // A finger matched by this very command (the unlock just before) is as fresh as it gets.
-        if case .fingerprint = Auth.lastOutcome {} else {
-            try Auth.context(store, inv, ctx).requireFreshMatch(store, prompt: prompt)
-        }
-        writeMatch(MatchRecord(time: authority.now(), bootID: authority.bootID, domainState: binding.domainState), to: recordPath)
-    }
-
-    /// `vault edit --fingerprint-login on|off`: the value, checked before anything is unlocked.
-    static func parseSwitch(_ inv: Invocation) throws -> Bool? {
-        guard let v = inv.value("--fingerprint-login") else { return nil }
-        switch v {
-        case "on": return true
-        case "off": return false
-        default: throw VaultError.usage("--fingerprint-login expects on or off, not '\(v)'")
-        }
-    }
-
-    /// The scan `edit --fingerprint-login` demands (never a reused match).
-    static func confirmSwitch(_ on: Bool, item: String, _ inv: Invocation, _ ctx: CommandContext) throws {
-        let store = try VaultStore.open(try location(inv, ctx))
-        try requireMatch(store, inv, ctx, prompt: "touch the fingerprint reader to turn fingerprint login \(on ? "on" : "off") for '\(item)'")
-    }
-
-    /// The last match this gate saw, per vault.
-    struct MatchRecord: Codable {
-        var time: Int64
-        var bootID: String
-        var domainState: String
-    }
-
-    /// `$XDG_RUNTIME_DIR/vault/fingerprint-login-<vault id>.json` (a tmpfs emptied at logout and
-    /// reboot), else the same name in the authority's state folder; folder 0700, file 0600.
-    static func matchRecordPath(_ store: VaultStore, authority: EmbeddedKeyAuthority, _ ctx: CommandContext) throws -> String {
-        let folder: String
-        if let run = ctx.environment["XDG_RUNTIME_DIR"], run.hasPrefix("/") { folder = run + "/vault" } else { folder = authority.folder }
-        return folder + "/fingerprint-login-" + hexString(store.vaultID) + ".json"
-    }
-
-    /// The record, when the file and its folder are this user's and private.
-    static func readMatch(_ path: String) -> MatchRecord? {
-        guard (try? PrivateFiles.check((path as NSString).deletingLastPathComponent, isDirectory: true)) != nil,
-              let bytes = try? PrivateFiles.read(path, limit: 1 << 16) else { return nil }
-        return try? JSONDecoder().decode(MatchRecord.self, from: Data(bytes))
-    }
-
-    /// Best effort: without the record the next login simply scans again.
-    static func writeMatch(_ record: MatchRecord, to path: String) {
-        guard (try? PrivateFiles.makeFolder((path as NSString).deletingLastPathComponent)) != nil,
-              let data = try? JSONEncoder().encode(record) else { return }
-        _ = try? AtomicFile.write(Array(data), to: path)
     }
 }

@@ -23,13 +23,12 @@ enum RotateCommand {
             let store = try VaultStore.open(try location(inv, ctx))
             let kdf = try kdfParameters(inv)
             if inv.has("--recovery") || inv.has("--recovery-key-fd") {
-                let vault = try SecretInput.unlockWithRecoveryKey(store, inv, ctx)
+                let vault = try Auth.unlockWithRecoveryKey(store, inv, ctx)
                 let passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
                 try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
             } else {
                 let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-                let vault = try store.unlock(passcode: passcode)
-                try Auth.passcodeSucceeded(store, ctx)
+                let vault = try Auth.authority(inv, ctx).unlock(store, passcode: passcode)
                 if inv.has("--new-passcode-fd") {
                     try rotate(vault, passcode: try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd"), kdf: kdf, inv, ctx)
                 } else {
@@ -42,35 +41,19 @@ enum RotateCommand {
     /// enrolled prints is present; prints "re-sealed N items" and, if replaced, the new recovery key.
     @discardableResult
     static func rotate(_ vault: UnlockedVault, passcode: borrowing SecretBytes, kdf: KDFParameters?,
-                       _ inv: Invocation, _ ctx: CommandContext, sensor given: FingerprintSensor? = nil) throws -> UnlockedVault {
-        let authority = try Auth.ownerAuthority(ctx)
-        var fingerprint: (binding: FingerprintBinding, kek: (Int64) throws -> SecretBytes)?
-        let enrolled = try !authority.prints().isEmpty
-        let sensor = given ?? (enrolled ? try? openSensor(inv, ctx, prefer: Auth.enrolledSensor(authority)) : nil)
-        if let sensor {
-            let identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
-            if try authority.prints().contains(where: { $0.sensor == identity }) {
-                let chip: [String]
-                do { chip = try sensor.storedPrintIdentities() } catch { throw vaultError(error) }
-                let state = try authority.domainState(chipPrints: chip)
-                let vaultID = vault.store.vaultID
-                fingerprint = (FingerprintBinding(sensor: identity, domainState: state), { slotID in
-                    try authority.fingerprintSlotKey(vaultID: vaultID, slotID: slotID, sensor: identity, domainState: state)
-                })
-            }
-            if given == nil { sensor.close() }
-        }
+                       _ inv: Invocation, _ ctx: CommandContext, authority given: (any KeyAuthority)? = nil) throws -> UnlockedVault {
+        let authority = try given ?? Auth.ownerAuthority(vault, inv, ctx)
         let onTerminal = ctx.terminal.isAvailable && !inv.noInput
         let terminal = ctx.terminal
         let result = try vault.rotate(passcode: passcode, kdf: kdf, recovery: inv.has("--new-recovery-key") ? .replace : .keep,
-                                      fingerprint: fingerprint) { done, total in
+                                      authority: authority) { done, total in
             guard onTerminal, total > 0 else { return }
             let width = 30, filled = done * width / total
             terminal.write("\r\u{1b}[K[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
                            + "] \(done)/\(total) items re-sealed" + (done == total ? "\n" : ""))
         }
         ctx.say("vault: re-sealed \(result.items) items of vault '\(vault.store.location.name)' under new keys (generation \(result.vault.generation))"
-                + (fingerprint == nil ? "; no fingerprint slot (no reader or no prints): bind later with 'vault enroll --bind'" : "; fingerprint slot bound to the current prints"))
+                + (result.fingerprintBound ? "; fingerprint slot bound to the current prints" : "; no fingerprint slot (no reader or no prints): bind later with 'vault enroll --bind'"))
         if let key = result.recoveryKey {
             ctx.say("vault: your new recovery key (the old one no longer works; printed once on standard output):")
             ctx.stdout.write(key + "\n")

@@ -14,15 +14,18 @@ enum SettingsCommand {
         examples: "vault settings\nvault settings --policy biometrics --passcode-interval 24",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
-            var s = try store.settings()
             let changing = inv.has("--policy") || inv.has("--passcode-interval") || inv.has("--passcode-after-reboot")
+            var s: VaultSettings
+            do {
+                s = try store.settings()
+            } catch VaultError.settingsDamaged where changing {
+                // Setting them again is the way out of a damaged row (its hint says so).
+                ctx.say("vault: warning: the damaged settings are replaced: what is not given now takes its default")
+                s = VaultSettings()
+            }
+            let before = s
             if changing {
-                if let p = inv.value("--policy") {
-                    guard AuthPolicy(rawValue: p) != nil else {
-                        throw VaultError.usage("unknown policy '\(p)'", hint: "policies: biometrics, biometrics-or-passcode")
-                    }
-                    s.policy = p
-                }
+                if let p = inv.value("--policy") { s.policy = try AuthPolicy.parse(p) }
                 if let h = try inv.int("--passcode-interval") {
                     guard (0...8760).contains(h) else { throw VaultError.usage("--passcode-interval must be 0 to 8760 hours") }
                     s.passcodeIntervalHours = h
@@ -32,14 +35,23 @@ enum SettingsCommand {
                     s.passcodeAfterReboot = r == "on"
                 }
                 // The passcode, not a finger: these rules decide when a finger is enough.
-                _ = try Auth.unlockWithPasscode(store, inv, ctx)
+                let vault = try Auth.unlockWithPasscode(store, inv, ctx)
                 try store.setSettings(s)
                 ctx.say("vault: settings of vault '\(store.location.name)' saved")
+                // The key authority keeps the passcode rules with the binding (a request may only
+                // tighten them): looser rules take effect through a new binding.
+                if s.passcodeRules != before.passcodeRules, try store.slot(.fingerprint) != nil {
+                    do {
+                        try vault.bindFingerprint(authority: try Auth.authority(inv, ctx), sensor: nil)
+                    } catch let e as VaultError {
+                        ctx.say("vault: warning: the fingerprint binding keeps the old passcode rules until 'vault enroll --bind' (\(e.message))")
+                    }
+                }
             }
-            let o: [String: Any] = ["policy": s.policy, "passcode_interval_hours": s.passcodeIntervalHours,
+            let o: [String: Any] = ["policy": s.policy.rawValue, "passcode_interval_hours": s.passcodeIntervalHours,
                                     "passcode_after_reboot": s.passcodeAfterReboot]
             if inv.has("--json") { ctx.stdout.write(jsonText(o)) } else if !changing {
-                ctx.stdout.write("policy: \(s.policy)\npasscode interval: \(s.passcodeIntervalHours == 0 ? "never" : "\(s.passcodeIntervalHours) h")\npasscode after reboot: \(s.passcodeAfterReboot ? "on" : "off")\n")
+                ctx.stdout.write("policy: \(s.policy.rawValue)\npasscode interval: \(s.passcodeIntervalHours == 0 ? "never" : "\(s.passcodeIntervalHours) h")\npasscode after reboot: \(s.passcodeAfterReboot ? "on" : "off")\n")
             }
         })
 }

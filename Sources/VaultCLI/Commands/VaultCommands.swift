@@ -20,6 +20,9 @@ enum VaultCommands {
         run: { inv, ctx in
             let loc = try location(inv, ctx)
             let kdf = try kdfParameters(inv) ?? KDFParameters()
+            // Every option is checked before anything is created.
+            _ = try inv.value("--finger").map(FingerprintCommands.parseFinger)
+            _ = try scanTimeout(inv)
             if loc.exists {
                 throw VaultError.failure("a vault named '\(loc.name)' already exists at \(loc.folder)",
                                          hint: "pick another name with --vault NAME")
@@ -27,20 +30,32 @@ enum VaultCommands {
             let passcode: SecretBytes
             if let fd = try SecretInput.descriptor(inv, "--passcode-fd") {
                 passcode = try SecretInput.line(fd: fd, what: "passcode")
-                guard passcode.count >= 4 else { throw VaultError.usage("a passcode needs at least 4 characters") }
+                try PasscodeRule.check(passcode)
             } else {
                 passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--passcode-fd")
             }
             let created = try VaultStore.create(at: loc, passcode: passcode, kdf: kdf)
-            try Auth.passcodeSucceeded(created.vault.store, ctx)
-            if !inv.has("--no-fingerprint") { try FingerprintCommands.setUpAtInit(created.vault, inv, ctx) }
-            if inv.has("--json") {
-                ctx.stdout.write(jsonText(["vault": loc.name, "path": loc.folder, "recovery_key": created.recoveryKey]))
-            } else {
-                ctx.say("created vault '\(loc.name)' at \(loc.folder)")
-                ctx.say("your recovery key (printed once on standard output; write it down and keep it apart from this machine):")
-                ctx.stdout.write(created.recoveryKey + "\n")
+            func showRecoveryKey() {
+                if inv.has("--json") {
+                    ctx.stdout.write(jsonText(["vault": loc.name, "path": loc.folder, "recovery_key": created.recoveryKey]))
+                } else {
+                    ctx.say("created vault '\(loc.name)' at \(loc.folder)")
+                    ctx.say("your recovery key (printed once on standard output; write it down and keep it apart from this machine):")
+                    ctx.stdout.write(created.recoveryKey + "\n")
+                }
             }
+            if !inv.has("--no-fingerprint") {
+                do {
+                    try FingerprintCommands.setUpAtInit(created.vault, inv, ctx)
+                } catch {
+                    // The vault exists: its recovery key must not be lost with the enrolment.
+                    showRecoveryKey()
+                    ctx.say("vault: the vault was created, but setting up the fingerprint did not finish; 'vault enroll\(loc.name == "default" ? "" : " --vault \(loc.name)")' continues")
+                    throw error
+                }
+            }
+            try Auth.authority(inv, ctx).recordUnlock(of: created.vault)
+            showRecoveryKey()
         })
 
     static let passcode = CommandSpec(
@@ -55,8 +70,7 @@ enum VaultCommands {
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
             let kdf = try kdfParameters(inv)
-            let current = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-            let vault = try store.unlock(passcode: current)
+            let vault = try Auth.unlockWithPasscode(store, inv, ctx)
             let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
             try vault.changePasscode(to: new, kdf: kdf)
             ctx.say("passcode changed (only the passcode slot was re-wrapped; 'vault rotate' replaces every key)")
@@ -72,7 +86,7 @@ enum VaultCommands {
         examples: "vault recover\nvault recover --recovery-key-fd 3 --new-passcode-fd 4 3<key.txt 4<new",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
-            let vault = try SecretInput.unlockWithRecoveryKey(store, inv, ctx)
+            let vault = try Auth.unlockWithRecoveryKey(store, inv, ctx)
             let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
             try vault.changePasscode(to: new, kdf: nil)
             ctx.say("new passcode set for vault '\(store.location.name)'")
@@ -90,7 +104,7 @@ enum VaultCommands {
             var o: [String: Any] = [
                 "vault": loc.name, "path": loc.folder, "schema_version": VaultStore.schemaVersion,
                 "key_generation": try store.keyGeneration(), "items": try store.itemCount(),
-                "slots": try store.slots().map(\.kind), "policy": settings.policy,
+                "slots": try store.slots().map(\.kind.rawValue), "policy": settings.policy.rawValue,
                 "passcode_interval_hours": settings.passcodeIntervalHours,
                 "passcode_after_reboot": settings.passcodeAfterReboot,
             ]

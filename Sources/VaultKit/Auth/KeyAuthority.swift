@@ -1,7 +1,7 @@
 import Foundation
 
-/// A reader as the vault sees it: which sensor it is, and what its chip holds.
-public struct SensorIdentity: Codable, Equatable, Sendable {
+/// A reader as the vault sees it: which sensor it is.
+public struct SensorIdentity: Codable, Equatable, Hashable, Sendable {
     /// libfprint driver name.
     public var driver: String
     /// libfprint device id.
@@ -15,277 +15,254 @@ public struct SensorIdentity: Codable, Equatable, Sendable {
     public var canonical: String { driver + "/" + deviceID }
 }
 
-/// One enrolled finger: biometric data, kept only in the key authority's sealed prints file.
-public struct EnrolledPrint: Codable, Equatable, Sendable {
+/// One enrolled finger as the authority shows it: which finger, on which reader, since when.
+/// The biometric data itself never leaves the authority.
+public struct EnrolledFinger: Codable, Equatable, Sendable {
     /// Which finger (`right-index`...).
     public var finger: String
     /// The reader it was enrolled on.
     public var sensor: SensorIdentity
-    /// libfprint's serialized print.
-    public var data: [UInt8]
     /// When it was enrolled (seconds since 1970).
     public var enrolled: Int64
     /// Creates a record.
-    public init(finger: String, sensor: SensorIdentity, data: [UInt8], enrolled: Int64 = unixNow()) {
+    public init(finger: String, sensor: SensorIdentity, enrolled: Int64) {
         self.finger = finger
         self.sensor = sensor
-        self.data = data
         self.enrolled = enrolled
     }
 }
 
 /// BLAKE2b-256 over the sorted enrolled prints, the enrolment epoch and (match-on-chip) the chip's list.
-public struct DomainState: Equatable, Sendable {
+public struct DomainState: Codable, Equatable, Sendable {
     /// The 32 bytes.
     public let bytes: [UInt8]
+    /// Creates a state from its bytes.
+    public init(bytes: [UInt8]) { self.bytes = bytes }
     /// Lower-case hex, as `vault status --json` shows it.
     public var hex: String { hexString(bytes) }
 }
 
-/// The lockout counter and the passcode-unlock record.
-public struct AuthRecord: Codable, Equatable, Sendable {
-    /// Consecutive failed fingerprint matches.
-    public var failedMatches = 0
-    /// Boot id at the last passcode (or recovery) unlock.
-    public var lastPasscodeBootID: String?
-    /// Time of the last passcode (or recovery) unlock.
-    public var lastPasscodeTime: Int64?
-    /// Empty record.
-    public init() {}
+/// The passcode rules of a vault the authority applies before a scan: the first unlock after a
+/// reboot and any unlock after `intervalHours` without a passcode unlock need the passcode.
+public struct PasscodeRules: Codable, Equatable, Sendable {
+    /// Whether the first unlock after a reboot needs the passcode.
+    public var afterReboot: Bool
+    /// Hours after a passcode unlock before the passcode is needed again (0: never).
+    public var intervalHours: Int
+    /// Creates rules.
+    public init(afterReboot: Bool = true, intervalHours: Int = 48) {
+        self.afterReboot = afterReboot
+        self.intervalHours = intervalHours
+    }
+    /// The stricter of two rule sets: a request can tighten what was registered, never loosen it.
+    public func stricter(_ other: PasscodeRules) -> PasscodeRules {
+        let interval = [intervalHours, other.intervalHours].filter { $0 > 0 }.min() ?? 0
+        return PasscodeRules(afterReboot: afterReboot || other.afterReboot, intervalHours: interval)
+    }
 }
 
-/// The seam that holds the device secret, the enrolled prints and the lockout counter. The embedded
-/// implementation keeps them in files of the user; a system daemon can implement the same protocol
-/// later and keep them out of the user's reach.
+/// What the holder of a vault master key shows the authority: a keyed BLAKE2b, under a key derived
+/// from the master key and registered when the vault was bound, over a fresh challenge of the
+/// authority and the purpose. A bare request cannot reset a lockout or enrol a finger.
+public struct AuthorityProof: Codable, Equatable, Sendable {
+    /// The vault whose key proves it.
+    public var vaultID: [UInt8]
+    /// The authority's challenge (single use).
+    public var challenge: [UInt8]
+    /// The MAC.
+    public var mac: [UInt8]
+    /// Creates a proof.
+    public init(vaultID: [UInt8], challenge: [UInt8], mac: [UInt8]) {
+        self.vaultID = vaultID
+        self.challenge = challenge
+        self.mac = mac
+    }
+}
+
+/// What a proof is for (bound into its MAC, so a proof for one purpose serves no other).
+public enum ProofPurpose: String, Codable, Sendable {
+    /// A passcode or recovery-key unlock: resets the lockout, restarts the passcode clock.
+    case passcodeUnlock = "passcode-unlock"
+    /// Enrolling a finger.
+    case enroll
+    /// Removing a finger.
+    case unenroll
+    /// Forgetting every print and binding.
+    case resetPrints = "reset-prints"
+}
+
+/// Which vault slot a request is about: the vault and its fingerprint slot's id.
+public struct SlotReference: Codable, Equatable, Sendable {
+    /// The vault id.
+    public var vaultID: [UInt8]
+    /// The fingerprint slot's id (slot ids never repeat within a vault).
+    public var slotID: Int64
+    /// Creates a reference.
+    public init(vaultID: [UInt8], slotID: Int64) {
+        self.vaultID = vaultID
+        self.slotID = slotID
+    }
+}
+
+/// A new binding: the key of the fingerprint slot about to be written, and its public parameters.
+public struct BindingGrant: ~Copyable {
+    /// The slot's key-encryption key.
+    public let kek: SecretBytes
+    /// The parameters stored in the slot (reader and domain state at binding time).
+    public let binding: FingerprintBinding
+}
+
+/// Narration the authority sends while it works (the CLI shows it; a daemon streams it).
+public enum AuthorityEvent: Codable, Equatable, Sendable {
+    /// A scan did not match; `triesLeft` more this evaluation.
+    case noMatch(triesLeft: Int)
+    /// A scan failed in a way worth retrying ("center your finger").
+    case retry(advice: String, triesLeft: Int)
+    /// This failure locked fingerprint out.
+    case lockedOut
+
+    /// The line shown to the person, with the `vault:` prefix.
+    public var message: String {
+        func tries(_ n: Int) -> String { "\(n) \(n == 1 ? "try" : "tries") left" }
+        switch self {
+        case .noMatch(let left): return left > 0 ? "vault: no match, \(tries(left))" : "vault: no match"
+        case .retry(let advice, let left): return "vault: \(advice)" + (left > 0 ? " (\(tries(left)))" : "")
+        case .lockedOut: return "vault: no match; fingerprint is now locked out"
+        }
+    }
+}
+
+/// Which kind of authority is in use, and what it protects against (for `status` and `doctor`).
+public enum AuthorityKind: String, Codable, Sendable {
+    /// In the vault process, state in the user's files.
+    case embedded
+    /// The system daemon `vault-authd`, state out of the user's reach.
+    case system
+
+    /// One sentence on what it protects against.
+    public var protection: String {
+        switch self {
+        case .embedded:
+            "protects against a person at the reader, not against code running as you (the state is in your files)"
+        case .system:
+            "only a live match on the reader releases a fingerprint key; your own processes cannot read or reset it"
+        }
+    }
+}
+
+/// The authority's view for `vault status`.
+public struct AuthorityStatus: Codable, Equatable, Sendable {
+    /// Embedded or system.
+    public var kind: AuthorityKind
+    /// The enrolled fingers.
+    public var fingers: [EnrolledFinger]
+    /// Why the prints could not be read, when they could not.
+    public var printsError: String?
+    /// Consecutive failed matches.
+    public var failedMatches: Int
+    /// The failures that lock fingerprint out.
+    public var threshold: Int
+    /// The reader the domain state was computed for.
+    public var sensor: SensorIdentity?
+    /// The current domain state of that reader.
+    public var domainState: DomainState?
+    /// Whether the slot asked about is bound to the current prints (nil: no slot asked about).
+    public var bindingCurrent: Bool?
+    /// When the passcode is next needed by the 48 h rule (seconds since 1970), nil when never.
+    public var passcodeDue: Int64?
+    /// Whether the reboot rule already asks for the passcode.
+    public var passcodeAfterRebootDue: Bool
+}
+
+/// The seam that holds the device secret, the enrolled prints, the bindings and the lockout
+/// counter, and runs the match itself. It hands out a fingerprint slot key only after its own live
+/// match, or for a brand-new binding; counters are reset only with a proof of the vault master key.
+/// The embedded authority implements it in-process; `vault-authd` implements the same requests
+/// over a socket, so nothing here assumes shared memory with the caller.
 public protocol KeyAuthority: AnyObject {
-    /// The enrolled prints.
-    func prints() throws -> [EnrolledPrint]
-    /// Adds a print and starts a new enrolment epoch.
-    func add(_ print: EnrolledPrint) throws
-    /// Forgets every enrolled print (a damaged prints file, after the owner proved a passcode) and
-    /// starts a new epoch: every fingerprint slot stops working until re-bound.
-    func resetPrints() throws
-    /// Removes the prints of `finger` (every sensor) and starts a new epoch; returns how many went.
-    func remove(finger: String) throws -> [EnrolledPrint]
-    /// The domain state for a reader whose chip lists `chipPrints` (empty when not match-on-chip).
-    func domainState(chipPrints: [String]) throws -> DomainState
-    /// The key-encryption key of a fingerprint slot: keyed BLAKE2b of the device secret over
-    /// vault id, slot id, sensor identity and domain state.
-    func fingerprintSlotKey(vaultID: [UInt8], slotID: Int64, sensor: SensorIdentity, domainState: DomainState) throws -> SecretBytes
-    /// The lockout record.
-    func record() throws -> AuthRecord
-    /// Counts a failed match; returns the new count.
-    func recordFailedMatch() throws -> Int
-    /// A successful match ends the run of failures (it cannot lift a lockout: there is no match then).
-    func recordMatch() throws
-    /// A passcode or recovery unlock: resets the lockout and remembers boot id and time.
-    func recordPasscodeUnlock() throws
-    /// The current boot id.
-    var bootID: String { get }
-    /// The clock.
-    func now() -> Int64
+    /// Embedded or system.
+    var kind: AuthorityKind { get }
+    /// The enrolled fingers.
+    func fingers() throws -> [EnrolledFinger]
+    /// The reader this authority would use (`prefer` when present), opening it.
+    /// - Throws: 15 no reader, 13 busy.
+    func reader(prefer: SensorIdentity?) throws -> SensorIdentity
+    /// A fresh single-use challenge for a proof.
+    func challenge() throws -> [UInt8]
+    /// Binds slot `slot` of a vault: a fresh binding secret, the proof key registered for that
+    /// vault, the vault's passcode rules. Binding again makes a new binding; an old key is never
+    /// handed out again. - Throws: 15 no reader, 16 no prints on the reader.
+    func bind(_ slot: SlotReference, sensor: SensorIdentity?, proofKey: borrowing SecretBytes, rules: PasscodeRules) throws -> BindingGrant
+    /// A live match for the binding of `slot`, then its key. Applies the lockout and (with the
+    /// stricter of `rules` and the registered rules) the reboot and 48 h rules before any scan.
+    /// - Throws: 10 retry limit (`retryLimitExceeded`), 11, 12, 13, 15, 16, 17, 18, 20.
+    func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> SecretBytes
+    /// A live match for the binding of `slot`, no key (fingerprint login). One of this binding's
+    /// matches at most `reuse` seconds old counts (0: a scan always). The lockout applies; the
+    /// passcode rules do not. - Returns: the age in seconds of the match reused, nil after a scan.
+    @discardableResult
+    func verify(_ slot: SlotReference, reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> Int64?
+    /// Records a passcode (or recovery-key) unlock: resets the lockout and restarts the passcode
+    /// clock. - Returns: false when the proof's vault is not bound here (nothing recorded).
+    /// - Throws: `.authenticationFailed` for a forged proof.
+    @discardableResult
+    func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> Bool
+    /// Enrols a finger on the reader (the authority runs the enrolment). Needs the proof of a
+    /// bound vault, or no bindings at all (the first finger).
+    func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?) throws -> EnrolledFinger
+    /// Removes a finger's prints (every reader); returns what went.
+    func unenroll(finger: String, proof: AuthorityProof) throws -> [EnrolledFinger]
+    /// Forgets every print and binding (a damaged state, after the owner proved a passcode).
+    func resetPrints(proof: AuthorityProof?) throws
+    /// The view for `vault status`, with the binding of `slot` checked when given.
+    func status(slot: SlotReference?, sensor: SensorIdentity?, rules: PasscodeRules) throws -> AuthorityStatus
 }
 
 /// The failed matches that lock fingerprint out.
 public let lockoutThreshold = 5
 
-/// The in-process authority: `$XDG_STATE_HOME/vault` (0700) holding `device-secret`,
-/// `prints.sealed` (prints and epoch, sealed under a key derived from the device secret) and
-/// `auth.sealed` (lockout counter, last passcode unlock). Files are 0600 and replaced atomically.
-/// It protects against a person at the reader, not against code running as the user.
-public final class EmbeddedKeyAuthority: KeyAuthority {
-    /// The state folder.
-    public let folder: String
-    /// The current boot id (injected by tests to simulate a reboot).
-    public let bootID: String
-    private let clock: @Sendable () -> Int64
-    private let secret: SecretBytes
+/// The tries one evaluation allows.
+public let triesPerEvaluation = 3
 
-    /// `$XDG_STATE_HOME/vault`, else `~/.local/state/vault`.
-    public static func defaultFolder(environment: [String: String]) -> String {
-        if let s = environment["XDG_STATE_HOME"], s.hasPrefix("/") { return s + "/vault" }
-        return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/vault"
-    }
-
-    /// The kernel's boot id.
-    public static func currentBootID() -> String {
-        (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8))?
-            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown"
-    }
-
-    /// Opens (creating on first use) the authority's state in `folder`.
-    public init(folder: String, bootID: String = EmbeddedKeyAuthority.currentBootID(),
-                clock: @escaping @Sendable () -> Int64 = { unixNow() }) throws {
-        self.folder = folder
-        self.bootID = bootID
-        self.clock = clock
-        try PrivateFiles.makeFolder(folder)
-        try PrivateFiles.checkPrivate(folder, isDirectory: true)
-        let path = folder + "/device-secret"
-        try PrivateFiles.checkPrivate(path, isDirectory: false)
-        if !FileManager.default.fileExists(atPath: path) {
-            let s = try SecretBytes.random(count: 32)
-            try AtomicFile.write(s.exposedBytes(), to: path, exclusive: true)
-        }
-        // Read back: when two processes start at once, the first writer's secret is the one.
-        guard let data = FileManager.default.contents(atPath: path), data.count == 32 else {
-            throw VaultError.corrupt("\(path) is not a device secret")
-        }
-        secret = try SecretBytes(copying: Array(data))
-    }
-
-    private var printsPath: String { folder + "/prints.sealed" }
-    private var authPath: String { folder + "/auth.sealed" }
-
-    private struct PrintsFile: Codable {
-        var epoch: [UInt8]
-        var prints: [EnrolledPrint]
-    }
-
-    private func sealedRead<T: Decodable>(_ path: String, label: String, as: T.Type) throws -> T? {
-        try PrivateFiles.checkPrivate(path, isDirectory: false)
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        let bytes = Array(data)
-        guard bytes.count > AEAD.nonceLength else { throw VaultError.authorityDamaged("\(path) is truncated") }
-        let key = try KeyedHash.deriveKey(from: secret, context: "vault/v1/authority/" + label)
-        do {
-            let plain = try AEAD.open(Array(bytes[AEAD.nonceLength...]), key: key, nonce: Array(bytes[..<AEAD.nonceLength]),
-                                      associatedData: Array(("vault-authority-v1/" + label).utf8))
-            return try plain.withUnsafeBytes { try JSONDecoder().decode(T.self, from: Data($0)) }
-        } catch is CryptoError {
-            throw VaultError.authorityDamaged("\(path) failed authentication (edited, or sealed under another device secret)")
-        } catch is DecodingError {
-            throw VaultError.authorityDamaged("\(path) is unreadable")
-        }
-    }
-
-    private func sealedWrite<T: Encodable>(_ value: T, _ path: String, label: String) throws {
-        let key = try KeyedHash.deriveKey(from: secret, context: "vault/v1/authority/" + label)
-        let plain = try JSONEncoder().encode(value)
-        let s = try plain.withUnsafeBytes { try AEAD.seal($0, key: key, associatedData: Array(("vault-authority-v1/" + label).utf8)) }
-        try AtomicFile.write(s.nonce + s.ciphertext, to: path)
-    }
-
-    private func printsFile() throws -> PrintsFile {
-        try sealedRead(printsPath, label: "prints", as: PrintsFile.self) ?? PrintsFile(epoch: [], prints: [])
-    }
-
-    /// The enrolled prints.
-    public func prints() throws -> [EnrolledPrint] { try printsFile().prints }
-
-    /// Adds a print; a new random epoch makes every earlier domain state unreachable.
-    public func add(_ print: EnrolledPrint) throws {
-        var f = try printsFile()
-        f.prints.append(print)
-        f.epoch = randomBytes(16)
-        try sealedWrite(f, printsPath, label: "prints")
-    }
-
-    /// Replaces the prints file with an empty one under a new epoch.
-    public func resetPrints() throws {
-        try sealedWrite(PrintsFile(epoch: randomBytes(16), prints: []), printsPath, label: "prints")
-    }
-
-    /// Removes a finger's prints under a new epoch; nothing is written when none matched.
-    public func remove(finger: String) throws -> [EnrolledPrint] {
-        var f = try printsFile()
-        let gone = f.prints.filter { $0.finger == finger }
-        guard !gone.isEmpty else { return [] }
-        f.prints.removeAll { $0.finger == finger }
-        f.epoch = randomBytes(16)
-        try sealedWrite(f, printsPath, label: "prints")
-        return gone
-    }
-
-    /// BLAKE2b-256 over the canonical sorted print list, the epoch and the chip's list.
-    public func domainState(chipPrints: [String]) throws -> DomainState {
-        let f = try printsFile()
-        var lines: [String] = []
-        for p in f.prints {
-            let h = try KeyedHash.hash(p.data, key: [], outputLength: 32)
-            lines.append("print \(p.sensor.canonical) \(p.finger) \(hexString(h))")
-        }
-        lines.sort()
-        lines += chipPrints.sorted().map { "chip \($0)" }
-        var w = ByteWriter(label: "vault-domain-state-v1")
-        w.append(f.epoch)
-        for l in lines { w.append(l) }
-        return DomainState(bytes: try KeyedHash.hash(w.bytes, key: [], outputLength: 32))
-    }
-
-    /// Keyed BLAKE2b of the device secret over the binding.
-    public func fingerprintSlotKey(vaultID: [UInt8], slotID: Int64, sensor: SensorIdentity, domainState: DomainState) throws -> SecretBytes {
-        var w = ByteWriter(label: "vault-fingerprint-slot-v1")
-        w.append(vaultID)
-        w.append(slotID)
-        w.append(sensor.canonical)
-        w.append(domainState.bytes)
-        return try SecretBytes(copying: try KeyedHash.hash(w.bytes, key: secret, outputLength: 32))
-    }
-
-    /// The lockout record; an altered record counts as locked out (fail closed).
-    public func record() throws -> AuthRecord {
-        do {
-            return try sealedRead(authPath, label: "auth", as: AuthRecord.self) ?? AuthRecord()
-        } catch VaultError.authorityDamaged {
-            var r = AuthRecord()
-            r.failedMatches = lockoutThreshold
-            return r
-        }
-    }
-
-    /// Counts a failed match.
-    public func recordFailedMatch() throws -> Int {
-        var r = try record()
-        r.failedMatches += 1
-        try sealedWrite(r, authPath, label: "auth")
-        return r.failedMatches
-    }
-
-    /// Ends a run of failures.
-    public func recordMatch() throws {
-        var r = try record()
-        guard r.failedMatches != 0 else { return }
-        r.failedMatches = 0
-        try sealedWrite(r, authPath, label: "auth")
-    }
-
-    /// Resets the lockout and remembers this passcode unlock.
-    public func recordPasscodeUnlock() throws {
-        var r = try record()
-        r.failedMatches = 0
-        r.lastPasscodeBootID = bootID
-        r.lastPasscodeTime = clock()
-        try sealedWrite(r, authPath, label: "auth")
-    }
-
-    /// The clock.
-    public func now() -> Int64 { clock() }
+/// Thrown by `KeyAuthority.unlock` and `verify` when three scans did not match: the caller decides
+/// whether the passcode follows (policy) or the evaluation fails (10).
+public struct RetryLimitExceeded: Error, Equatable, Sendable {
+    /// Creates the error.
+    public init() {}
 }
 
-/// Whole-file writes that never leave a half-written file: temp file, fsync, rename, fsync folder.
-enum AtomicFile {
-    static func write(_ bytes: [UInt8], to path: String, exclusive: Bool = false) throws {
-        let tmp = path + ".tmp-\(getpid())"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw VaultError.io(path: tmp, String(cString: strerror(errno))) }
-        var off = 0
-        while off < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + off, bytes.count - off) }
-            if n < 0 { if errno == EINTR { continue }; close(fd); unlink(tmp); throw VaultError.io(path: tmp, String(cString: strerror(errno))) }
-            off += n
-        }
-        fsync(fd)
-        close(fd)
-        if exclusive {
-            // link() fails if another process created the file first: the first writer wins.
-            if link(tmp, path) != 0 { let e = errno; unlink(tmp); if e == EEXIST { return }; throw VaultError.io(path: path, String(cString: strerror(e))) }
-            unlink(tmp)
-        } else if rename(tmp, path) != 0 {
-            unlink(tmp)
-            throw VaultError.io(path: path, String(cString: strerror(errno)))
-        }
-        let dir = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY)
-        if dir >= 0 { fsync(dir); close(dir) }
+extension UnlockedVault {
+    /// The key the authority checks proofs with: registered at binding time, derived from the
+    /// master key, useless for opening anything.
+    public func proofKey() throws -> SecretBytes {
+        try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/authority-proof")
+    }
+
+    /// A proof that this process holds the vault's master key, for `purpose`, over `challenge`.
+    public func proof(_ purpose: ProofPurpose, challenge: [UInt8]) throws -> AuthorityProof {
+        AuthorityProof(vaultID: store.vaultID, challenge: challenge,
+                       mac: try AuthorityProofMAC.mac(key: try proofKey(), purpose: purpose, vaultID: store.vaultID, challenge: challenge))
+    }
+
+    /// A fresh proof from `authority` for `purpose`.
+    public func proof(_ purpose: ProofPurpose, for authority: any KeyAuthority) throws -> AuthorityProof {
+        try proof(purpose, challenge: try authority.challenge())
+    }
+}
+
+/// The proof's MAC, shared by the prover and every authority.
+public enum AuthorityProofMAC {
+    /// BLAKE2b-256 keyed with the proof key over the purpose, the vault id and the challenge.
+    public static func mac(key: borrowing SecretBytes, purpose: ProofPurpose, vaultID: [UInt8], challenge: [UInt8]) throws -> [UInt8] {
+        var w = ByteWriter(label: "vault-authority-proof-v1")
+        w.append(purpose.rawValue)
+        w.append(vaultID)
+        w.append(challenge)
+        return try KeyedHash.hash(w.bytes, key: key, outputLength: 32)
+    }
+
+    /// Whether `proof` is a valid MAC for `purpose` under `key` (constant time).
+    public static func check(_ proof: AuthorityProof, purpose: ProofPurpose, key: borrowing SecretBytes) throws -> Bool {
+        constantTimeEqual(try mac(key: key, purpose: purpose, vaultID: proof.vaultID, challenge: proof.challenge), proof.mac)
     }
 }

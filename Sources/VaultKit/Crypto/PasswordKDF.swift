@@ -50,3 +50,27 @@ public enum PasswordKDF {
         }
     }
 }
+
+/// The rule a new passcode must pass: at least 4 characters (Unicode scalars, not bytes, so `éé`
+/// is 2), not all of them white space.
+public enum PasscodeRule {
+    /// The fewest characters.
+    public static let minimumCharacters = 4
+
+    /// Checks `passcode` without making a String of it.
+    /// - Throws: `.usage` saying what is missing.
+    public static func check(_ passcode: borrowing SecretBytes) throws {
+        let (characters, blank) = passcode.withUnsafeBytes { bytes -> (Int, Bool) in
+            var n = 0, blank = true
+            for b in bytes {
+                if b & 0xC0 != 0x80 { n += 1 }
+                if !(b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D || b == 0x0B || b == 0x0C) { blank = false }
+            }
+            return (n, blank)
+        }
+        guard characters >= minimumCharacters else {
+            throw VaultError.usage("a passcode needs at least \(minimumCharacters) characters")
+        }
+        guard !blank else { throw VaultError.usage("a passcode cannot be only spaces or tabs") }
+    }
+}

@@ -27,3 +27,17 @@ public enum CryptoError: Error, Equatable, Sendable {
     /// A key, nonce or salt of the wrong size was passed.
     case badLength(String)
 }
+
+extension CryptoError {
+    /// The vault error a crypto failure that reached a command means: never a debug dump.
+    public var vaultError: VaultError {
+        switch self {
+        case .failed(let op):
+            .failure("the cryptographic operation \(op) failed", hint: "argon2id needs the memory its slot asks for; close other programs or check 'ulimit -v'")
+        case .authenticationFailed: .corrupt("a record failed authentication")
+        case .outOfMemory:
+            .failure("out of locked memory for keys", hint: "raise the locked-memory limit ('ulimit -l') or close other vault processes")
+        case .badLength(let what): .corrupt("\(what) has the wrong length")
+        }
+    }
+}

@@ -29,7 +29,7 @@ public struct AuditRecord: Codable, Equatable, Sendable {
 extension UnlockedVault {
     /// Appends a sealed audit record (its own transaction).
     public func appendAudit(_ record: AuditRecord) throws {
-        try db.transaction {
+        try writeTransaction {
             let id = ((try db.query("SELECT coalesce(max(id), 0) + 1 FROM audit").first?.first?.int) ?? 1)
             let plain = try JSONEncoder().encode(record)
             let s = try plain.withUnsafeBytes { try AEAD.seal($0, key: auditKey, associatedData: auditAD(id: id, generation: generation)) }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// What a rotation does with the recovery slot.
-public enum RecoveryRotation {
+public enum RecoveryRotation: Sendable {
     /// Re-wrap the slot for the same recovery key (only its public key is needed).
     case keep
     /// Make a new recovery key; the old one stops working.
@@ -16,56 +16,56 @@ public struct RotationResult {
     public let items: Int
     /// The new recovery key, when it was replaced (to be shown once).
     public let recoveryKey: String?
+    /// Whether a fingerprint slot was bound (false: no reader or no prints).
+    public let fingerprintBound: Bool
 }
 
 extension UnlockedVault {
     /// Replaces the master key: every item and audit record is re-sealed with a fresh nonce under
     /// keys of the new generation, the name index is recomputed, the passcode and recovery slots are
-    /// re-wrapped, the fingerprint slot is re-bound (when `fingerprint` is given) and every old slot
-    /// is deleted -- all in one SQLite transaction, so a crash leaves either the old vault or the
-    /// new one, never a mix.
+    /// re-wrapped, the fingerprint slot is re-bound through `authority` (when it has prints on a
+    /// reader that is present) and every old slot is deleted -- all in one SQLite transaction that
+    /// first checks the generation is still this key's, so a crash or a concurrent rotation leaves
+    /// either the old vault or the new one, never a mix.
     ///
     /// - Parameters:
     ///   - passcode: the passcode the new passcode slot opens with (the current one, or a new one).
     ///   - kdf: new Argon2id cost, or nil to keep the current cost (with a fresh salt).
     ///   - recovery: keep or replace the recovery key.
-    ///   - fingerprint: the binding and a function deriving the new slot's key from its slot id.
+    ///   - authority: re-binds the fingerprint slot (nil: no fingerprint slot).
+    ///   - sensor: the reader to bind on (nil: the authority's choice).
     ///   - progress: called with (done, total) as items are re-sealed.
     /// - Throws: `.corrupt` naming damaged rows (nothing is changed: a damaged row cannot be
-    ///   re-sealed and would be lost), or any store error.
+    ///   re-sealed and would be lost), `.keysRotated`, or any store error.
     public func rotate(passcode: borrowing SecretBytes, kdf: KDFParameters?, recovery: RecoveryRotation,
-                       fingerprint: (binding: FingerprintBinding, kek: (Int64) throws -> SecretBytes)?,
+                       authority: (any KeyAuthority)?, sensor: SensorIdentity? = nil,
                        progress: (Int, Int) -> Void = { _, _ in }) throws -> RotationResult {
         let newGeneration = generation + 1
         let fresh = try UnlockedVault(store: store, masterKey: try SecretBytes.random(count: 32), generation: newGeneration)
         let slots = try store.slots()
-        var params = kdf
-        if params == nil, let current = slots.first(where: { $0.kind == "passcode" }),
-           let old = try? JSONDecoder().decode(KDFParameters.self, from: Data(current.params)) {
-            var p = KDFParameters()
-            p.memoryBytes = old.memoryBytes
-            p.operations = old.operations
-            params = p
+        var params = kdf ?? KDFParameters()
+        if kdf == nil, let old = try? slots.first(where: { $0.kind == .passcode })?.passcodeParameters() {
+            params.memoryBytes = old.memoryBytes
+            params.operations = old.operations
         }
         var newRecovery: RecoveryKey?
-        var recoveryPublic: [UInt8]?
+        var recoverySealer: RecoverySealer?
         switch recovery {
         case .replace:
             let key = try RecoveryKey.generate()
-            recoveryPublic = try key.publicKey()
+            recoverySealer = RecoverySealer(publicKey: try key.publicKey())
             newRecovery = consume key
         case .keep:
-            if let slot = slots.first(where: { $0.kind == "recovery" }),
-               let p = try? JSONDecoder().decode(RecoveryParams.self, from: Data(slot.params)), let pk = bytesFromHex(p.publicKey) {
-                recoveryPublic = pk
-            }
+            recoverySealer = slots.first(where: { $0.kind == .recovery }).flatMap(RecoverySealer.reusing)
         }
-        let passcodeKEK = try PasswordKDF.deriveKey(password: passcode, parameters: params ?? KDFParameters())
+        let passcodeSealer = try PasscodeSealer(passcode: passcode, parameters: params)
+        let rules = try store.settings().passcodeRules
         var count = 0
+        var bound = false
         // A bigger page cache for the one large transaction (measured: about half the SQL time at 100k rows).
         try db.execute("PRAGMA cache_size = -131072")
         defer { try? db.execute("PRAGMA cache_size = -2000") }
-        try db.transaction {
+        try writeTransaction {
             let total = try store.itemCount()
             let rows = try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items")
             let longest = rows.map { $0[3].bytes?.count ?? 0 }.max() ?? 0
@@ -91,7 +91,7 @@ extension UnlockedVault {
                 if resealed.count % 256 == 0 || resealed.count == total { progress(resealed.count, total) }
             }
             guard damaged.isEmpty else {
-                throw VaultError.corrupt("\(damaged.count) damaged item row(s) (\(damaged.prefix(3).joined(separator: ", "))) cannot be re-sealed; nothing was changed")
+                throw VaultError.corrupt("\(damaged.count) damaged item row(s) (\(damaged.prefix(3).joined(separator: ", "))) cannot be re-sealed; nothing was changed (list them with 'vault repair', remove them with 'vault repair --remove')")
             }
             // New index entries are keyed MACs under a new key: a clash with an old entry not yet
             // replaced is a 2^-256 event, and would only abort this transaction.
@@ -103,17 +103,26 @@ extension UnlockedVault {
             }
             try reseal(auditInto: fresh)
             try db.query("DELETE FROM slots")
-            try fresh.insertSlot(kind: "passcode", params: Array(try JSONEncoder().encode(params ?? KDFParameters())),
-                                 generation: newGeneration) { _ in try passcodeKEK.duplicate() }
-            if let pk = recoveryPublic { try fresh.writeRecoverySlot(publicKey: pk, generation: newGeneration) }
-            if let fp = fingerprint {
-                try fresh.insertSlot(kind: "fingerprint", params: Array(try JSONEncoder().encode(fp.binding)),
-                                     generation: newGeneration, kek: fp.kek)
+            try fresh.insertSlot(passcodeSealer, generation: newGeneration)
+            if let recoverySealer { try fresh.insertSlot(recoverySealer, generation: newGeneration) }
+            if let authority, try !authority.fingers().isEmpty {
+                do {
+                    try fresh.insertSlot(FingerprintSealer(authority: authority, vaultID: store.vaultID, sensor: sensor, rules: rules),
+                                         generation: newGeneration)
+                    bound = true
+                } catch let e as VaultError {
+                    // No reader now, or no prints on it: the vault opens with the passcode until re-bound.
+                    switch e {
+                    case .biometryNotAvailable, .biometryNotEnrolled, .systemCancel: break
+                    default: throw e
+                    }
+                }
             }
             try store.setMeta("key_generation", .integer(newGeneration))
             try store.setMeta("rotated", .integer(unixNow()))
+            try fresh.recordKeyCheck()
         }
-        return RotationResult(vault: fresh, items: count, recoveryKey: newRecovery?.text)
+        return RotationResult(vault: fresh, items: count, recoveryKey: newRecovery?.text, fingerprintBound: bound)
     }
 
     /// Re-seals every audit record under the new generation's audit key.

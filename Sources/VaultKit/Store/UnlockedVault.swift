@@ -11,6 +11,8 @@ public final class UnlockedVault {
     let auditKey: SecretBytes
     /// The key generation the master key belongs to.
     public let generation: Int64
+    /// How this vault was unlocked in this process (nil: a key handed over, as in the agent).
+    public internal(set) var authentication: AuthOutcome?
 
     init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64) throws {
         self.store = store
@@ -25,74 +27,82 @@ public final class UnlockedVault {
 
     // MARK: slots
 
-    /// Wraps the master key into a new slot of `kind` whose key-encryption key `kek(slotID)` returns.
+    /// Wraps the master key into a new slot made by `sealer`.
     @discardableResult
-    func insertSlot(kind: String, params: [UInt8], generation: Int64, kek: (Int64) throws -> SecretBytes) throws -> Int64 {
-        try insertSlot(kind: kind, params: params, generation: generation) { id, ad in
-            let key = try kek(id)
-            return try masterKey.withUnsafeBytes { try AEAD.seal($0, key: key, associatedData: ad) }
-        }
-    }
-
-    /// Inserts a slot whose wrapping `wrap(slotID, associatedData)` performs.
-    @discardableResult
-    func insertSlot(kind: String, params: [UInt8], generation: Int64,
-                    wrap: (Int64, [UInt8]) throws -> (nonce: [UInt8], ciphertext: [UInt8])) throws -> Int64 {
+    func insertSlot(_ sealer: any SlotSealer, generation: Int64) throws -> Int64 {
         // Slot ids never repeat (a counter in meta), so an old slot can never pass for a new one.
         let highest = max(try store.meta("slot_seq")?.int ?? 0,
                           (try db.query("SELECT coalesce(max(id), 0) FROM slots").first?.first?.int) ?? 0)
         let id = highest + 1
         try store.setMeta("slot_seq", .integer(id))
-        let ad = store.slotAD(id: id, kind: kind, params: params, generation: generation)
-        let sealed = try wrap(id, ad)
-        try db.query("INSERT INTO slots(id, kind, generation, params, nonce, wrapped) VALUES(?,?,?,?,?,?)",
-                     [.integer(id), .text(kind), .integer(generation), .blob(params), .blob(sealed.nonce), .blob(sealed.ciphertext)])
-        return id
-    }
-
-    func writePasscodeSlot(passcode: borrowing SecretBytes, kdf: KDFParameters, generation: Int64) throws {
-        let params = Array(try JSONEncoder().encode(kdf))
-        let kek = try PasswordKDF.deriveKey(password: passcode, parameters: kdf)
-        try insertSlot(kind: "passcode", params: params, generation: generation) { _ in try kek.duplicate() }
-    }
-
-    /// The recovery slot seals the master key to the recovery key's X25519 public key, so
-    /// rotation can re-wrap it with the public key alone.
-    func writeRecoverySlot(publicKey: [UInt8], generation: Int64) throws {
-        let params = Array(try JSONEncoder().encode(RecoveryParams(publicKey: hexString(publicKey))))
-        try insertSlot(kind: "recovery", params: params, generation: generation) { _, ad in
-            let s = try X25519Seal.seal(masterKey, to: publicKey, associatedData: ad)
-            return (s.nonce, s.sealed)
+        let kind = sealer.kind
+        let sealed = try sealer.seal(masterKey, slotID: id) { params in
+            store.slotAD(id: id, kind: kind, params: params, generation: generation)
         }
+        try db.query("INSERT INTO slots(id, kind, generation, params, nonce, wrapped) VALUES(?,?,?,?,?,?)",
+                     [.integer(id), .text(kind.rawValue), .integer(generation), .blob(sealed.params), .blob(sealed.nonce), .blob(sealed.wrapped)])
+        return id
     }
 
     /// Replaces the passcode slot (the other slots and every item stay as they are).
     /// `kdf` nil keeps the current cost with a fresh salt.
     public func changePasscode(to passcode: borrowing SecretBytes, kdf: KDFParameters?) throws {
-        let current = try store.slots().first(where: { $0.kind == "passcode" })
         var params = kdf ?? KDFParameters()
-        if kdf == nil, let current, let old = try? JSONDecoder().decode(KDFParameters.self, from: Data(current.params)) {
+        if kdf == nil, let old = try? store.slot(.passcode)?.passcodeParameters() {
             params.memoryBytes = old.memoryBytes
             params.operations = old.operations
         }
-        try db.transaction {
+        let sealer = try PasscodeSealer(passcode: passcode, parameters: params)
+        try writeTransaction {
             try db.query("DELETE FROM slots WHERE kind='passcode'")
-            try writePasscodeSlot(passcode: passcode, kdf: params, generation: generation)
+            try insertSlot(sealer, generation: generation)
         }
     }
 
-    /// Binds a new slot of `kind` in place of any slot of that kind, in one transaction.
-    /// `kek` receives the new slot's id (bound into fingerprint slot keys).
-    public func replaceSlot(kind: String, params: [UInt8], kek: (Int64) throws -> SecretBytes) throws {
-        try db.transaction {
-            try db.query("DELETE FROM slots WHERE kind=?", [.text(kind)])
-            try insertSlot(kind: kind, params: params, generation: generation, kek: kek)
+    /// Binds (or re-binds) this vault's one fingerprint slot through `authority`: a new binding
+    /// there, a new slot here. Open sessions and the old binding stop working.
+    public func bindFingerprint(authority: any KeyAuthority, sensor: SensorIdentity?) throws {
+        let sealer = FingerprintSealer(authority: authority, vaultID: store.vaultID, sensor: sensor,
+                                       rules: try store.settings().passcodeRules)
+        try writeTransaction {
+            try db.query("DELETE FROM slots WHERE kind='fingerprint'")
+            try insertSlot(sealer, generation: generation)
         }
     }
 
     /// Removes every slot of `kind`.
-    public func removeSlots(kind: String) throws {
-        try db.transaction { try db.query("DELETE FROM slots WHERE kind=?", [.text(kind)]) }
+    public func removeSlots(kind: SlotKind) throws {
+        try writeTransaction { try db.query("DELETE FROM slots WHERE kind=?", [.text(kind.rawValue)]) }
+    }
+
+    /// One write transaction that first checks the vault still has the key generation this key
+    /// belongs to: a rotation that committed meanwhile makes the write fail instead of writing
+    /// rows no one can open.
+    /// - Throws: `.sessionInvalid` ("the vault's keys were rotated while this command ran").
+    @discardableResult
+    func writeTransaction<T>(_ body: () throws -> T) throws -> T {
+        try db.transaction {
+            guard try store.keyGeneration() == generation else {
+                throw VaultError.keysRotated
+            }
+            return try body()
+        }
+    }
+
+    // MARK: key check
+
+    /// A MAC of the master key stored in the vault, so a key handed over (to the agent) is
+    /// checked before it is adopted; written on the first unlock through a slot when missing.
+    func keyCheck() throws -> [UInt8] {
+        try KeyedHash.hash(Array("vault-key-check-v1".utf8) + store.vaultID, key: masterKey, outputLength: 32)
+    }
+
+    /// Stores the key check when the vault has none for this generation.
+    func recordKeyCheck() throws {
+        let want = try keyCheck()
+        if try store.meta("key_check")?.bytes == want { return }
+        guard try store.keyGeneration() == generation else { return }
+        try store.setMeta("key_check", .blob(want))
     }
 
     // MARK: items
@@ -183,7 +193,7 @@ public final class UnlockedVault {
         var item = item
         item.name = try Item.normalize(name: item.name)
         let mac = try nameMAC(item.name)
-        try db.transaction {
+        try writeTransaction {
             if let existing = try db.query("SELECT id FROM items WHERE name_mac=?", [.blob(mac)]).first {
                 guard replace else { throw VaultError.alreadyExists(item.name) }
                 if let old = try? self.item(named: item.name) { item.created = old.created }
@@ -200,7 +210,7 @@ public final class UnlockedVault {
     /// - Throws: `.itemNotFound`, `.alreadyExists` when the new name is taken.
     public func update(_ name: String, now: Int64 = unixNow(), _ change: (inout Item) throws -> Void) throws {
         let n = try Item.normalize(name: name)
-        try db.transaction {
+        try writeTransaction {
             var item = try self.item(named: n)
             guard let row = try db.query("SELECT id FROM items WHERE name_mac=?", [.blob(try nameMAC(n))]).first,
                   let id = row[0].bytes else { throw VaultError.itemNotFound(n) }
@@ -221,18 +231,11 @@ public final class UnlockedVault {
     /// - Throws: `.itemNotFound`.
     public func remove(_ name: String) throws {
         let n = try Item.normalize(name: name)
-        try db.transaction {
+        try writeTransaction {
             try db.query("DELETE FROM items WHERE name_mac=?", [.blob(try nameMAC(n))])
             if db.changes == 0 { throw VaultError.itemNotFound(n) }
         }
     }
-}
-
-/// The public parameters of a recovery slot.
-struct RecoveryParams: Codable {
-    var v = 1
-    /// The recovery key's X25519 public key (hex).
-    var publicKey: String
 }
 
 /// One row of a listing: an item, or a row that failed authentication.
@@ -252,10 +255,16 @@ extension UnlockedVault {
 
 extension VaultStore {
     /// A vault opened with a master key handed over by an unlocking process (the agent's side).
-    /// - Throws: `.sessionInvalid` when the vault's key generation moved on since.
+    /// The key must match the vault's key check: an arbitrary key is never adopted.
+    /// - Throws: `.sessionInvalid` when the vault's key generation moved on since,
+    ///   `.authenticationFailed` when the key is not this vault's.
     public func adopt(masterKey: consuming SecretBytes, generation: Int64) throws -> UnlockedVault {
         guard try keyGeneration() == generation else { throw VaultError.sessionInvalid("was invalidated by a key rotation") }
-        return try UnlockedVault(store: self, masterKey: masterKey, generation: generation)
+        let vault = try UnlockedVault(store: self, masterKey: masterKey, generation: generation)
+        guard let stored = try meta("key_check")?.bytes, constantTimeEqual(stored, try vault.keyCheck()) else {
+            throw VaultError.authenticationFailed("the key handed over is not this vault's key")
+        }
+        return vault
     }
 
     /// A counter that changes whenever a slot is made or replaced (rotation, re-bind, passcode
@@ -283,7 +292,7 @@ extension UnlockedVault {
         let insert = try db.prepare("INSERT INTO items(id, name_mac, generation, nonce, sealed) VALUES(?,?,?,?,?)")
         let remove = try db.prepare("DELETE FROM items WHERE name_mac=?")
         let exists = try db.prepare("SELECT 1 FROM items WHERE name_mac=?")
-        return try db.transaction {
+        return try writeTransaction {
             var seen = Set<[UInt8]>()
             for var item in items {
                 item.name = try Item.normalize(name: item.name)
@@ -301,6 +310,30 @@ extension UnlockedVault {
                 _ = try insert.next()
             }
             return items.count
+        }
+    }
+}
+
+extension UnlockedVault {
+    /// The item rows that cannot be opened with this key (damaged, or written under another key
+    /// generation), by row id (hex).
+    public func damagedRows() throws -> [String] {
+        try allItemsWithSecrets().compactMap { if case .damaged(let id) = $0 { id } else { nil } }
+    }
+
+    /// Removes the rows named (hex row ids) that still cannot be opened, in one write transaction;
+    /// a readable row is never removed this way. - Returns: how many went.
+    @discardableResult
+    public func removeDamagedRows(_ ids: [String]) throws -> Int {
+        try writeTransaction {
+            let damaged = Set(try damagedRows())
+            var n = 0
+            for id in ids where damaged.contains(id) {
+                guard let raw = bytesFromHex(id) else { continue }
+                try db.query("DELETE FROM items WHERE id=?", [.blob(raw)])
+                n += db.changes
+            }
+            return n
         }
     }
 }

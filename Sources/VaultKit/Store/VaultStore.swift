@@ -22,44 +22,63 @@ public final class VaultStore {
 
     // MARK: creating and opening
 
-    /// Creates a new vault with a random master key, a passcode slot and a recovery slot.
+    /// Creates a new vault with a random master key, a passcode slot and a recovery slot. The
+    /// database is built under a temporary name and linked into place only once committed, so a
+    /// crash never leaves a half-made vault that blocks the next `init`.
     /// - Returns: the unlocked vault and the recovery key, to be shown once.
     /// - Throws: `VaultError.failure` if a vault already exists there, `.io` on file problems.
     public static func create(at location: VaultLocation, passcode: borrowing SecretBytes,
                               kdf: KDFParameters) throws -> (vault: UnlockedVault, recoveryKey: String) {
-        if location.exists {
-            throw VaultError.failure("a vault named '\(location.name)' already exists at \(location.folder)",
-                                     hint: "pick another name with --vault NAME")
-        }
+        if location.exists { throw exists(location) }
         try PrivateFiles.makeFolder(location.folder)
         try PrivateFiles.checkPrivate(location.folder, isDirectory: true)
         let old = umask(0o077)
         defer { umask(old) }
-        let db = try Database(path: location.databasePath, create: true)
-        let vaultID = randomBytes(16)
-        let store = VaultStore(location: location, db: db, vaultID: vaultID)
+        let temporary = location.folder + "/.vault.db.new-" + hexString(randomBytes(6))
+        defer { for suffix in ["", "-wal", "-shm", "-journal"] { unlink(temporary + suffix) } }
         let vmk = try SecretBytes.random(count: 32)
         let recovery = try RecoveryKey.generate()
-        let unlocked = try UnlockedVault(store: store, masterKey: vmk.duplicate(), generation: 1)
-        try db.transaction {
-            try db.execute("""
-                CREATE TABLE meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
-                CREATE TABLE slots(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, generation INTEGER NOT NULL,
-                                   params BLOB NOT NULL, nonce BLOB NOT NULL, wrapped BLOB NOT NULL);
-                CREATE TABLE items(id BLOB PRIMARY KEY, name_mac BLOB NOT NULL UNIQUE, generation INTEGER NOT NULL,
-                                   nonce BLOB NOT NULL, sealed BLOB NOT NULL);
-                CREATE TABLE audit(id INTEGER PRIMARY KEY, generation INTEGER NOT NULL,
-                                   nonce BLOB NOT NULL, sealed BLOB NOT NULL);
-                """)
-            try store.setMeta("schema_version", .integer(Int64(schemaVersion)))
-            try store.setMeta("vault_id", .blob(vaultID))
-            try store.setMeta("key_generation", .integer(1))
-            try store.setMeta("created", .integer(Int64(Date().timeIntervalSince1970)))
-            try store.setMeta("settings", .blob(Array(try JSONEncoder().encode(VaultSettings()))))
-            try unlocked.writePasscodeSlot(passcode: passcode, kdf: kdf, generation: 1)
-            try unlocked.writeRecoverySlot(publicKey: try recovery.publicKey(), generation: 1)
+        let passcodeSealer = try PasscodeSealer(passcode: passcode, parameters: kdf)
+        do {
+            let db = try Database(path: temporary, create: true)
+            // umask is the process's, not this call's: the mode is set, not assumed.
+            guard chmod(temporary, 0o600) == 0 else { throw VaultError.io(path: temporary, String(cString: strerror(errno))) }
+            let store = VaultStore(location: location, db: db, vaultID: randomBytes(16))
+            let unlocked = try UnlockedVault(store: store, masterKey: vmk.duplicate(), generation: 1)
+            try db.transaction {
+                try db.execute("""
+                    CREATE TABLE meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
+                    CREATE TABLE slots(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, generation INTEGER NOT NULL,
+                                       params BLOB NOT NULL, nonce BLOB NOT NULL, wrapped BLOB NOT NULL);
+                    CREATE TABLE items(id BLOB PRIMARY KEY, name_mac BLOB NOT NULL UNIQUE, generation INTEGER NOT NULL,
+                                       nonce BLOB NOT NULL, sealed BLOB NOT NULL);
+                    CREATE TABLE audit(id INTEGER PRIMARY KEY, generation INTEGER NOT NULL,
+                                       nonce BLOB NOT NULL, sealed BLOB NOT NULL);
+                    """)
+                try store.setMeta("schema_version", .integer(Int64(schemaVersion)))
+                try store.setMeta("vault_id", .blob(store.vaultID))
+                try store.setMeta("key_generation", .integer(1))
+                try store.setMeta("created", .integer(Int64(Date().timeIntervalSince1970)))
+                try store.setMeta("settings", .blob(Array(try JSONEncoder().encode(VaultSettings()))))
+                try unlocked.insertSlot(passcodeSealer, generation: 1)
+                try unlocked.insertSlot(RecoverySealer(publicKey: try recovery.publicKey()), generation: 1)
+                try unlocked.recordKeyCheck()
+            }
+            // Everything into the main file, so the WAL can go with the connection.
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         }
-        return (unlocked, recovery.text)
+        // link(2) refuses to replace a vault another process created meanwhile.
+        if link(temporary, location.databasePath) != 0 {
+            let e = errno
+            if e == EEXIST { throw exists(location) }
+            throw VaultError.io(path: location.databasePath, String(cString: strerror(e)))
+        }
+        let store = try VaultStore.open(location)
+        return (try store.adopt(masterKey: vmk, generation: 1), recovery.text)
+    }
+
+    private static func exists(_ location: VaultLocation) -> VaultError {
+        .failure("a vault named '\(location.name)' already exists at \(location.folder)", hint: "pick another name with --vault NAME")
     }
 
     /// Opens an existing vault after checking that its folder and files are private.
@@ -123,9 +142,13 @@ public final class VaultStore {
     }
 
     /// The vault's settings.
+    /// - Throws: `.settingsDamaged` naming the vault when the row is unreadable: a damaged row
+    ///   never silently becomes the defaults (which could turn `biometrics` into its fallback).
     public func settings() throws -> VaultSettings {
-        guard let raw = try meta("settings")?.bytes,
-              let s = try? JSONDecoder().decode(VaultSettings.self, from: Data(raw)) else { return VaultSettings() }
+        guard let raw = try meta("settings")?.bytes else { return VaultSettings() }
+        guard let s = try? JSONDecoder().decode(VaultSettings.self, from: Data(raw)) else {
+            throw VaultError.settingsDamaged(vault: location.name)
+        }
         return s
     }
 
@@ -142,45 +165,58 @@ public final class VaultStore {
     // MARK: slots
 
     /// The slots of the current key generation.
+    /// - Throws: `.corrupt` for a slot of a kind this program does not know.
     public func slots() throws -> [KeySlot] {
         let gen = try keyGeneration()
         return try db.query("SELECT id, kind, params, nonce, wrapped FROM slots WHERE generation=? ORDER BY id", [.integer(gen)]).map {
-            KeySlot(id: $0[0].int ?? 0, kind: $0[1].string ?? "", generation: gen, params: $0[2].bytes ?? [],
-                    nonce: $0[3].bytes ?? [], wrapped: $0[4].bytes ?? [])
+            guard let kind = $0[1].string.flatMap(SlotKind.init(rawValue:)) else {
+                throw VaultError.corrupt("a key slot of unknown kind '\($0[1].string ?? "")'")
+            }
+            return KeySlot(id: $0[0].int ?? 0, kind: kind, generation: gen, params: $0[2].bytes ?? [],
+                           nonce: $0[3].bytes ?? [], wrapped: $0[4].bytes ?? [])
         }
     }
 
+    /// The slot of `kind`, if any.
+    public func slot(_ kind: SlotKind) throws -> KeySlot? { try slots().first { $0.kind == kind } }
+
+    /// The fingerprint slot, as the key authority knows it.
+    public func fingerprintSlot() throws -> (reference: SlotReference, binding: FingerprintBinding)? {
+        guard let slot = try slot(.fingerprint) else { return nil }
+        return (SlotReference(vaultID: vaultID, slotID: slot.id), try slot.fingerprintBinding())
+    }
+
     /// The associated data of a slot: vault id, slot id, kind, parameters and key generation.
-    func slotAD(id: Int64, kind: String, params: [UInt8], generation: Int64) -> [UInt8] {
+    func slotAD(id: Int64, kind: SlotKind, params: [UInt8], generation: Int64) -> [UInt8] {
         var w = ByteWriter(label: "vault-slot-v1")
         w.append(vaultID)
         w.append(id)
-        w.append(kind)
+        w.append(kind.rawValue)
         w.append(params)
         w.append(generation)
         return w.bytes
     }
 
-    /// Unwraps the master key from `slot` with its key-encryption key.
-    func unwrap(_ slot: KeySlot, kek: borrowing SecretBytes) throws -> SecretBytes {
-        let ad = slotAD(id: slot.id, kind: slot.kind, params: slot.params, generation: slot.generation)
-        return try AEAD.open(slot.wrapped, key: kek, nonce: slot.nonce, associatedData: ad)
+    /// Unwraps the master key from `slot` with `opener` and opens the vault.
+    /// - Throws: `CryptoError` when the opener does not open the slot.
+    func open(_ slot: KeySlot, with opener: any SlotOpener) throws -> UnlockedVault {
+        let vmk = try opener.open(slot, associatedData: slotAD(id: slot.id, kind: slot.kind, params: slot.params, generation: slot.generation))
+        let vault = try UnlockedVault(store: self, masterKey: vmk, generation: slot.generation)
+        try vault.recordKeyCheck()
+        return vault
     }
 
-    // MARK: unlocking
+    // MARK: unlocking (the passcode and recovery paths are reached through `KeyAuthority`,
+    // which records the unlock: see Authentication.swift)
 
     /// Unlocks with the passcode.
     /// - Throws: `.passcodeNotSet` without a passcode slot, `.authenticationFailed` for a wrong
-    ///   passcode (or an altered slot: the two cannot be told apart).
-    public func unlock(passcode: borrowing SecretBytes) throws -> UnlockedVault {
-        guard let slot = try slots().first(where: { $0.kind == "passcode" }) else { throw VaultError.passcodeNotSet }
-        guard let params = try? JSONDecoder().decode(KDFParameters.self, from: Data(slot.params)) else {
-            throw VaultError.corrupt("the passcode slot's parameters are unreadable")
-        }
-        let kek = try PasswordKDF.deriveKey(password: passcode, parameters: params)
+    ///   passcode (or an altered slot: the two cannot be told apart), `.corrupt` for parameters
+    ///   outside the accepted range.
+    func unlock(passcode: borrowing SecretBytes) throws -> UnlockedVault {
+        guard let slot = try slot(.passcode) else { throw VaultError.passcodeNotSet }
         do {
-            let vmk = try unwrap(slot, kek: kek)
-            return try UnlockedVault(store: self, masterKey: vmk, generation: slot.generation)
+            return try open(slot, with: try PasscodeOpener(passcode: passcode))
         } catch is CryptoError {
             throw VaultError.authenticationFailed("wrong passcode")
         }
@@ -188,43 +224,25 @@ public final class VaultStore {
 
     /// Unlocks with the recovery key as printed by `vault init` (case, spaces and dashes ignored).
     /// - Throws: `.authenticationFailed` for a mistyped or wrong key.
-    public func unlock(recoveryKey text: String) throws -> UnlockedVault {
+    func unlock(recoveryKey text: String) throws -> UnlockedVault {
         let key = try RecoveryKey.parse(text)
-        guard let slot = try slots().first(where: { $0.kind == "recovery" }) else {
+        guard let slot = try slot(.recovery) else {
             throw VaultError.authenticationFailed("this vault has no recovery slot")
         }
         do {
-            let scalar = try key.scalar()
-            let ad = slotAD(id: slot.id, kind: slot.kind, params: slot.params, generation: slot.generation)
-            let vmk = try X25519Seal.open(slot.wrapped, nonce: slot.nonce, secret: scalar, associatedData: ad)
-            return try UnlockedVault(store: self, masterKey: vmk, generation: slot.generation)
+            return try open(slot, with: RecoveryOpener(scalar: try key.scalar()))
         } catch is CryptoError {
             throw VaultError.authenticationFailed("wrong recovery key")
         }
     }
 
-    /// Unlocks through a slot whose key-encryption key the caller derives (the fingerprint slot).
-    /// - Throws: `.authenticationFailed` when the derived key does not open the slot.
-    public func unlock(slot: KeySlot, kek: borrowing SecretBytes) throws -> UnlockedVault {
+    /// Unlocks through the fingerprint slot with the key the authority released.
+    /// - Throws: `.domainStateChanged` when the key does not open the slot.
+    func unlock(fingerprintSlot slot: KeySlot, kek: consuming SecretBytes) throws -> UnlockedVault {
         do {
-            let vmk = try unwrap(slot, kek: kek)
-            return try UnlockedVault(store: self, masterKey: vmk, generation: slot.generation)
+            return try open(slot, with: FingerprintOpener(kek: kek))
         } catch is CryptoError {
-            throw VaultError.authenticationFailed("the \(slot.kind) slot did not open")
+            throw VaultError.domainStateChanged
         }
     }
-}
-
-/// One key slot: the master key wrapped under a key-encryption key of some kind.
-public struct KeySlot: Sendable, Equatable {
-    /// Row id, bound into the associated data.
-    public var id: Int64
-    /// `passcode`, `recovery` or `fingerprint`.
-    public var kind: String
-    /// The key generation the slot belongs to.
-    public var generation: Int64
-    /// Public parameters (JSON): KDF parameters, or the fingerprint binding.
-    public var params: [UInt8]
-    var nonce: [UInt8]
-    var wrapped: [UInt8]
 }

@@ -1,0 +1,91 @@
+import Foundation
+
+/// A credential's place reduced to what the credential helpers compare: the scheme in lower case,
+/// `host[:port]` in lower case without the scheme's default port (443 for https, 80 for http), and
+/// the path without surrounding slashes.
+public struct CredentialTarget: Equatable, Sendable {
+    /// The scheme, lower case (`https`, `ssh`, ...).
+    public var scheme: String
+    /// `host[:port]`, lower case, without the scheme's default port.
+    public var host: String
+    /// The path without leading or trailing slashes; empty for none.
+    public var path: String
+    /// The user named in the URL (`https://me@host`), percent-decoded.
+    public var username: String?
+    /// The password named in the URL, percent-decoded (git's `url=` may carry one).
+    public var password: String?
+
+    /// A place from its parts, normalised as described on the type.
+    public init(scheme: String, host: String, path: String) {
+        self.scheme = scheme.lowercased()
+        self.host = CredentialTarget.normalize(host: host, scheme: self.scheme)
+        self.path = CredentialTarget.trimSlashes(path)
+    }
+
+    /// Parses `scheme://[user[:password]@]host[:port][/path][?query][#fragment]`; the query and
+    /// fragment are dropped. A URL without `scheme://` takes `defaultScheme`, or is refused (nil)
+    /// when that is nil; a scheme with characters other than letters, digits, `+`, `-` and `.` is
+    /// refused too.
+    public init?(url raw: String, defaultScheme: String?) {
+        var rest = Substring(raw.trimmingCharacters(in: .whitespacesAndNewlines))
+        let scheme: String
+        if let r = rest.range(of: "://") {
+            scheme = String(rest[..<r.lowerBound])
+            rest = rest[r.upperBound...]
+        } else if let d = defaultScheme, !rest.isEmpty {
+            scheme = d
+        } else {
+            return nil
+        }
+        guard !scheme.isEmpty, scheme.allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) }) else { return nil }
+        if let cut = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = rest[..<cut] }
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        var authority = rest[..<slash]
+        let path = rest[slash...]
+        var user: String?, password: String?
+        if let at = authority.lastIndex(of: "@") {
+            let info = authority[..<at]
+            authority = authority[authority.index(after: at)...]
+            if let colon = info.firstIndex(of: ":") {
+                user = CredentialTarget.decode(info[..<colon])
+                password = CredentialTarget.decode(info[info.index(after: colon)...])
+            } else {
+                user = CredentialTarget.decode(info)
+            }
+        }
+        self.init(scheme: scheme, host: CredentialTarget.decode(authority), path: CredentialTarget.decode(path))
+        username = user
+        self.password = password
+    }
+
+    /// Whether both name the same place: scheme, host and path (the user in the URL does not count).
+    public func samePlace(_ other: CredentialTarget?) -> Bool {
+        guard let other else { return false }
+        return scheme == other.scheme && host == other.host && path == other.path
+    }
+
+    /// `scheme://host[/path]`: the URL a helper-made item keeps.
+    public var url: String { scheme + "://" + host + (path.isEmpty ? "" : "/" + path) }
+
+    /// A readable part of an item name: `host[/path]`, with `scheme:` in front when it is not https;
+    /// `.` and `..` components become `_` and control characters are dropped (so it is a valid item
+    /// name part), at most 200 characters.
+    public var label: String {
+        let raw = (scheme == "https" ? "" : scheme + ":") + host + (path.isEmpty ? "" : "/" + path)
+        let parts = raw.split(separator: "/", omittingEmptySubsequences: false).map { $0 == "." || $0 == ".." ? "_" : String($0) }
+        let clean = String(parts.joined(separator: "/").unicodeScalars.filter { $0.properties.generalCategory != .control })
+        return String(clean.prefix(200))
+    }
+
+    private static func decode(_ s: Substring) -> String { String(s).removingPercentEncoding ?? String(s) }
+
+    private static func trimSlashes(_ s: String) -> String { s.trimmingCharacters(in: CharacterSet(charactersIn: "/")) }
+
+    private static func normalize(host: String, scheme: String) -> String {
+        let h = host.lowercased()
+        for (s, port) in [("https", ":443"), ("http", ":80")] where scheme == s && h.hasSuffix(port) {
+            return String(h.dropLast(port.count))
+        }
+        return h
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+
+/// The kinds of key slot. Each kind has a sealer (what writes a slot: it needs no secret of the
+/// slot's own for the recovery kind, only its public key) and an opener (what unwraps one), as
+/// age has recipients and identities.
+public enum SlotKind: String, Codable, CaseIterable, Sendable {
+    /// Argon2id of the passcode.
+    case passcode
+    /// Sealed to the recovery key's X25519 public key.
+    case recovery
+    /// A key from the key authority, released by a live match.
+    case fingerprint
+}
+
+/// One key slot: the master key wrapped under a key-encryption key of some kind.
+public struct KeySlot: Sendable, Equatable {
+    /// Row id, bound into the associated data.
+    public var id: Int64
+    /// What opens it.
+    public var kind: SlotKind
+    /// The key generation the slot belongs to.
+    public var generation: Int64
+    /// Public parameters (JSON): KDF parameters, the recovery public key, or the fingerprint binding.
+    public var params: [UInt8]
+    var nonce: [UInt8]
+    var wrapped: [UInt8]
+
+    /// The fingerprint binding of a fingerprint slot.
+    /// - Throws: `.corrupt` when the parameters are unreadable.
+    public func fingerprintBinding() throws -> FingerprintBinding {
+        guard kind == .fingerprint, let b = try? JSONDecoder().decode(FingerprintBinding.self, from: Data(params)) else {
+            throw VaultError.corrupt("the fingerprint slot's binding is unreadable")
+        }
+        return b
+    }
+
+    /// The Argon2id parameters of a passcode slot, refused outside the accepted range before any
+    /// derivation runs (tampered parameters must not run "forever" or take all memory).
+    /// - Throws: `.corrupt`.
+    public func passcodeParameters() throws -> KDFParameters {
+        guard kind == .passcode, let p = try? JSONDecoder().decode(KDFParameters.self, from: Data(params)) else {
+            throw VaultError.corrupt("the passcode slot's parameters are unreadable")
+        }
+        guard KDFParameters.acceptedMemoryBytes.contains(p.memoryBytes), KDFParameters.acceptedOperations.contains(p.operations) else {
+            throw VaultError.corrupt("the passcode slot asks for Argon2id with \(p.memoryBytes) bytes and \(p.operations) passes, outside the accepted range")
+        }
+        return p
+    }
+}
+
+/// The public parameters of a fingerprint slot, bound into its associated data.
+public struct FingerprintBinding: Codable, Equatable, Sendable {
+    /// The reader the vault was bound on.
+    public var sensor: SensorIdentity
+    /// The domain state (hex) at binding time.
+    public var domainState: String
+    /// Creates a binding.
+    public init(sensor: SensorIdentity, domainState: DomainState) {
+        self.sensor = sensor
+        self.domainState = domainState.hex
+    }
+}
+
+/// The public parameters of a recovery slot.
+struct RecoveryParams: Codable {
+    var v = 1
+    /// The recovery key's X25519 public key (hex).
+    var publicKey: String
+}
+
+/// A slot's parameters and wrapped key, as a sealer makes them.
+public struct SealedSlot: Sendable {
+    let params: [UInt8]
+    let nonce: [UInt8]
+    let wrapped: [UInt8]
+}
+
+/// Writes a slot of one kind. `associatedData(params)` is the slot's AD over its parameters.
+public protocol SlotSealer {
+    /// The kind written.
+    var kind: SlotKind { get }
+    /// Wraps `masterKey` into slot `slotID`.
+    func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot
+}
+
+/// Opens slots of one kind.
+public protocol SlotOpener {
+    /// The kind opened.
+    var kind: SlotKind { get }
+    /// Unwraps the master key, or throws `CryptoError` when this opener does not open `slot`.
+    func open(_ slot: KeySlot, associatedData: [UInt8]) throws -> SecretBytes
+}
+
+/// A passcode slot: Argon2id under fresh parameters.
+public final class PasscodeSealer: SlotSealer {
+    public var kind: SlotKind { .passcode }
+    let kek: SecretBytes
+    let parameters: KDFParameters
+
+    /// Derives the key now (the expensive part), so a transaction does not wait for it.
+    public init(passcode: borrowing SecretBytes, parameters: KDFParameters) throws {
+        kek = try PasswordKDF.deriveKey(password: passcode, parameters: parameters)
+        self.parameters = parameters
+    }
+
+    public func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
+        let params = Array(try JSONEncoder().encode(parameters))
+        let s = try masterKey.withUnsafeBytes { try AEAD.seal($0, key: kek, associatedData: associatedData(params)) }
+        return SealedSlot(params: params, nonce: s.nonce, wrapped: s.ciphertext)
+    }
+}
+
+/// Opens a passcode slot with the passcode.
+public final class PasscodeOpener: SlotOpener {
+    public var kind: SlotKind { .passcode }
+    let passcode: SecretBytes
+    /// Copies the passcode.
+    public init(passcode: borrowing SecretBytes) throws { self.passcode = try passcode.duplicate() }
+
+    public func open(_ slot: KeySlot, associatedData: [UInt8]) throws -> SecretBytes {
+        let kek = try PasswordKDF.deriveKey(password: passcode, parameters: try slot.passcodeParameters())
+        return try AEAD.open(slot.wrapped, key: kek, nonce: slot.nonce, associatedData: associatedData)
+    }
+}
+
+/// A recovery slot: sealed to the recovery key's public key (rotation needs no secret for it).
+public struct RecoverySealer: SlotSealer {
+    public var kind: SlotKind { .recovery }
+    let publicKey: [UInt8]
+
+    public func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
+        let params = Array(try JSONEncoder().encode(RecoveryParams(publicKey: hexString(publicKey))))
+        let s = try X25519Seal.seal(masterKey, to: publicKey, associatedData: associatedData(params))
+        return SealedSlot(params: params, nonce: s.nonce, wrapped: s.sealed)
+    }
+
+    /// The sealer of an existing recovery slot (same recovery key), or nil when unreadable.
+    static func reusing(_ slot: KeySlot) -> RecoverySealer? {
+        guard slot.kind == .recovery, let p = try? JSONDecoder().decode(RecoveryParams.self, from: Data(slot.params)),
+              let pk = bytesFromHex(p.publicKey) else { return nil }
+        return RecoverySealer(publicKey: pk)
+    }
+}
+
+/// Opens a recovery slot with the recovery key.
+final class RecoveryOpener: SlotOpener {
+    var kind: SlotKind { .recovery }
+    let scalar: SecretBytes
+    init(scalar: consuming SecretBytes) { self.scalar = scalar }
+
+    func open(_ slot: KeySlot, associatedData: [UInt8]) throws -> SecretBytes {
+        try X25519Seal.open(slot.wrapped, nonce: slot.nonce, secret: scalar, associatedData: associatedData)
+    }
+}
+
+/// A fingerprint slot: a new binding in the key authority, whose key wraps the master key.
+/// The authority is asked inside `seal`, when the slot id is known; the proof key it registers
+/// derives from the master key being wrapped.
+public struct FingerprintSealer: SlotSealer {
+    public var kind: SlotKind { .fingerprint }
+    let authority: any KeyAuthority
+    let vaultID: [UInt8]
+    let sensor: SensorIdentity?
+    let rules: PasscodeRules
+
+    /// A sealer binding through `authority` on `sensor` (nil: the authority's choice).
+    public init(authority: any KeyAuthority, vaultID: [UInt8], sensor: SensorIdentity?, rules: PasscodeRules) {
+        self.authority = authority
+        self.vaultID = vaultID
+        self.sensor = sensor
+        self.rules = rules
+    }
+
+    public func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
+        let proofKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/authority-proof")
+        let grant = try authority.bind(SlotReference(vaultID: vaultID, slotID: slotID), sensor: sensor, proofKey: proofKey, rules: rules)
+        let params = Array(try JSONEncoder().encode(grant.binding))
+        let s = try masterKey.withUnsafeBytes { try AEAD.seal($0, key: grant.kek, associatedData: associatedData(params)) }
+        return SealedSlot(params: params, nonce: s.nonce, wrapped: s.ciphertext)
+    }
+}
+
+/// Opens a fingerprint slot with the key the authority released.
+final class FingerprintOpener: SlotOpener {
+    var kind: SlotKind { .fingerprint }
+    let kek: SecretBytes
+    init(kek: consuming SecretBytes) { self.kek = kek }
+
+    func open(_ slot: KeySlot, associatedData: [UInt8]) throws -> SecretBytes {
+        try AEAD.open(slot.wrapped, key: kek, nonce: slot.nonce, associatedData: associatedData)
+    }
+}
+
+extension KDFParameters {
+    /// Memory accepted from a slot: 8 MiB to 4 GiB.
+    public static let acceptedMemoryBytes = (8 << 20)...(4 << 30)
+    /// Passes accepted from a slot.
+    public static let acceptedOperations = 1...20
+}
