@@ -1,7 +1,6 @@
 import Foundation
 import VaultAgent
 import VaultKit
-import VaultSystem
 
 /// Opens the vault named by `--vault`: through the unlock session when one is open, otherwise by
 /// authenticating here (finger or passcode). `purpose` is shown at the prompt.
@@ -24,10 +23,4 @@ func openSession(_ location: VaultLocation, _ inv: Invocation, _ ctx: CommandCon
         ctx.say("vault: \(e.message); authenticating again")
         return nil
     }
-}
-
-/// Transitional: Clipboard.swift still names the old agent's wipe helper; it is VaultSystem's
-/// `wipe` (remove this once that caller imports VaultSystem).
-enum AgentWire {
-    static func wipe(_ bytes: inout [UInt8]) { VaultSystem.wipe(&bytes) }
 }
