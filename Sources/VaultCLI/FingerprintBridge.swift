@@ -67,10 +67,9 @@ func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, c
     while done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
         if Interrupts.requested { cancellation.cancel(.user) }
         if tty >= 0 && !fallback {
-            var p = pollfd(fd: tty, events: Int16(POLLIN), revents: 0)
-            if poll(&p, 1, 0) > 0 {
+            if (try? Poll.isReadable(tty, timeoutMilliseconds: 0)) == true {
                 var buf = [UInt8](repeating: 0, count: 64)
-                _ = read(tty, &buf, buf.count)
+                _ = try? buf.withUnsafeMutableBytes { try readSome(fd: tty, into: $0, label: "the terminal") }
                 fallback = true
                 cancellation.cancel(.program)
             }

@@ -10,7 +10,7 @@ enum SecretInput {
     static func descriptor(_ inv: Invocation, _ option: String) throws -> Int32? {
         guard let raw = inv.value(option) else { return nil }
         guard let fd = Int32(raw), fd >= 0 else { throw VaultError.usage("\(option) expects a file descriptor number, not '\(raw)'") }
-        guard fcntl(fd, F_GETFD) != -1 else { throw VaultError.usage("\(option) \(fd): that file descriptor is not open") }
+        guard isOpen(fd) else { throw VaultError.usage("\(option) \(fd): that file descriptor is not open") }
         return fd
     }
 

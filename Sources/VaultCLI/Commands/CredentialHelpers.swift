@@ -1,5 +1,6 @@
 import Foundation
 import VaultKit
+import VaultSystem
 
 /// The credential helpers for git and docker: the `vault` binary run as `git-credential-vault` or
 /// `docker-credential-vault` (argv[0]), or the verbs `vault git-credential ACTION` and
@@ -119,10 +120,11 @@ enum CredentialHelpers {
         var bytes: [UInt8] = []
         var byte: UInt8 = 0
         while true {
-            let n = Glibc.read(ctx.stdinFD, &byte, 1)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw VaultError.io(path: "standard input", String(cString: strerror(errno)))
+            let n: Int
+            do {
+                n = try withUnsafeMutableBytes(of: &byte) { try readSome(fd: ctx.stdinFD, into: $0, label: "standard input") }
+            } catch {
+                throw VaultError.io(path: "standard input", (error as? SystemError)?.reason ?? "\(error)")
             }
             if n == 0 { break }
             if untilBlankLine && byte == 10 && (bytes.isEmpty || bytes.last == 10) { break }

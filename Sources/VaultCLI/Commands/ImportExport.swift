@@ -1,5 +1,6 @@
 import Foundation
 import VaultKit
+import VaultSystem
 
 /// The portable JSON form of items: an array of objects with the fields of `Item`.
 enum ImportExport {
@@ -12,13 +13,13 @@ enum ImportExport {
         echo '[{"name":"wifi","password":"hunter2"}]' | vault import
         """,
         run: { inv, ctx in
-            var data = Data()
-            var buf = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let n = read(ctx.stdinFD, &buf, buf.count)
-                if n < 0 { if errno == EINTR { continue }; throw VaultError.io(path: "standard input", String(cString: strerror(errno))) }
-                if n == 0 { break }
-                data.append(contentsOf: buf[0..<n])
+            var data: Data
+            do {
+                var raw = try readAll(fd: ctx.stdinFD, limit: 1 << 30, label: "standard input")
+                data = Data(raw)
+                wipe(&raw)
+            } catch {
+                throw VaultError.io(path: "standard input", (error as? SystemError)?.reason ?? "\(error)")
             }
             defer { data.resetBytes(in: 0..<data.count) }
             guard let array = try? JSONSerialization.jsonObject(with: data) as? [[String: Any]] else {

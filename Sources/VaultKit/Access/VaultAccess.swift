@@ -1,4 +1,5 @@
 import Foundation
+import VaultSystem
 
 /// Who asked for a secret: written into the audit record of its release. In-process it is this
 /// process; in the agent it comes from the socket's peer credentials, never from the request.
@@ -13,7 +14,7 @@ public struct Requester: Codable, Equatable, Sendable {
         self.pid = pid
     }
     /// This process.
-    public static var current: Requester { Requester(uid: UInt32(getuid()), pid: Int32(getpid())) }
+    public static var current: Requester { Requester(uid: ProcessIdentity.uid, pid: ProcessIdentity.pid) }
 }
 
 /// The fields of an item a command can name (`get --field`, `--clear`, `--env VAR=NAME.FIELD`).

@@ -38,8 +38,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
 
     /// The kernel's boot id.
     public static func currentBootID() -> String {
-        (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8))?
-            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown"
+        (try? ProcessIdentity.bootID()) ?? "unknown"
     }
 
     /// Opens (creating on first use) the authority's state in `folder`; `openReader` opens the
@@ -54,16 +53,16 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         try PrivateFiles.makeFolder(folder)
         try PrivateFiles.checkPrivate(folder, isDirectory: true)
         let path = folder + "/device-secret"
-        try PrivateFiles.checkPrivate(path, isDirectory: false)
-        if !FileManager.default.fileExists(atPath: path) {
+        if try PrivateFiles.read(path, limit: 64) == nil {
             let s = try SecretBytes.random(count: 32)
             try AtomicFile.write(s.exposedBytes(), to: path, exclusive: true)
         }
         // Read back: when two processes start at once, the first writer's secret is the one.
-        guard let data = FileManager.default.contents(atPath: path), data.count == 32 else {
+        guard var data = try PrivateFiles.read(path, limit: 64), data.count == 32 else {
             throw VaultError.corrupt("\(path) is not a device secret")
         }
-        secret = try SecretBytes(copying: Array(data))
+        secret = try SecretBytes(copying: data)
+        for i in data.indices { data[i] = 0 }
     }
 
     // MARK: state
@@ -122,9 +121,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     static let bindingLimit = 64
 
     private func sealedRead<T: Decodable>(_ path: String, label: String, as: T.Type) throws -> T? {
-        try PrivateFiles.checkPrivate(path, isDirectory: false)
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        let bytes = Array(data)
+        guard let bytes = try PrivateFiles.read(path, limit: 16 << 20) else { return nil }
         guard bytes.count > AEAD.nonceLength else { throw VaultError.authorityDamaged("\(path) is truncated") }
         let key = try KeyedHash.deriveKey(from: secret, context: "vault/v1/authority/" + label)
         do {

@@ -1,4 +1,5 @@
 import Foundation
+import VaultSystem
 
 /// Where a vault lives: `$VAULT_HOME/NAME/vault.db`, with `VAULT_HOME` defaulting to
 /// `$XDG_DATA_HOME/vault` (else `~/.local/share/vault`).
@@ -42,38 +43,5 @@ public struct VaultLocation: Sendable, Equatable {
     }
 
     /// Whether a vault database exists here.
-    public var exists: Bool { FileManager.default.fileExists(atPath: databasePath) }
-}
-
-/// File-system helpers that keep vault files private.
-enum PrivateFiles {
-    /// Creates `path` and its parents as 0700 folders (under umask 077).
-    static func makeFolder(_ path: String) throws {
-        let old = umask(0o077)
-        defer { umask(old) }
-        var components: [String] = []
-        var current = ""
-        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
-            current += "/" + part
-            components.append(current)
-        }
-        for dir in components {
-            if mkdir(dir, 0o700) != 0 && errno != EEXIST {
-                throw VaultError.io(path: dir, String(cString: strerror(errno)))
-            }
-        }
-    }
-
-    /// Throws `insecurePermissions` if `path` is readable or writable by group or others.
-    static func checkPrivate(_ path: String, isDirectory: Bool) throws {
-        var st = stat()
-        guard lstat(path, &st) == 0 else {
-            if errno == ENOENT { return }
-            throw VaultError.io(path: path, String(cString: strerror(errno)))
-        }
-        if st.st_mode & 0o077 != 0 { throw VaultError.insecurePermissions(path: path, isDirectory: isDirectory) }
-        if st.st_uid != getuid() {
-            throw VaultError.io(path: path, "owned by another user (uid \(st.st_uid))")
-        }
-    }
+    public var exists: Bool { FileSystem.exists(databasePath) }
 }

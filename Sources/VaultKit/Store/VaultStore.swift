@@ -1,4 +1,5 @@
 import Foundation
+import VaultSystem
 
 /// The format version bound into every record's associated data.
 let formatVersion: UInt32 = 1
@@ -32,17 +33,16 @@ public final class VaultStore {
         if location.exists { throw exists(location) }
         try PrivateFiles.makeFolder(location.folder)
         try PrivateFiles.checkPrivate(location.folder, isDirectory: true)
-        let old = umask(0o077)
-        defer { umask(old) }
         let temporary = location.folder + "/.vault.db.new-" + hexString(randomBytes(6))
-        defer { for suffix in ["", "-wal", "-shm", "-journal"] { unlink(temporary + suffix) } }
+        defer { for suffix in ["", "-wal", "-shm", "-journal"] { try? FileSystem.remove(temporary + suffix) } }
         let vmk = try SecretBytes.random(count: 32)
         let recovery = try RecoveryKey.generate()
         let passcodeSealer = try PasscodeSealer(passcode: passcode, parameters: kdf)
         do {
             let db = try Database(path: temporary, create: true)
-            // umask is the process's, not this call's: the mode is set, not assumed.
-            guard chmod(temporary, 0o600) == 0 else { throw VaultError.io(path: temporary, String(cString: strerror(errno))) }
+            // The mode is set, not assumed from the umask (SQLite gives its -wal and -shm files
+            // the database file's mode).
+            do { try FileSystem.setPermissions(temporary, 0o600) } catch { throw error.vaultError }
             let store = VaultStore(location: location, db: db, vaultID: randomBytes(16))
             let unlocked = try UnlockedVault(store: store, masterKey: vmk.duplicate(), generation: 1)
             try db.transaction {
@@ -68,10 +68,11 @@ public final class VaultStore {
             try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         }
         // link(2) refuses to replace a vault another process created meanwhile.
-        if link(temporary, location.databasePath) != 0 {
-            let e = errno
-            if e == EEXIST { throw exists(location) }
-            throw VaultError.io(path: location.databasePath, String(cString: strerror(e)))
+        do {
+            try FileSystem.link(temporary, to: location.databasePath)
+        } catch {
+            if error.isExists { throw exists(location) }
+            throw error.vaultError
         }
         let store = try VaultStore.open(location)
         return (try store.adopt(masterKey: vmk, generation: 1), recovery.text)
@@ -92,8 +93,6 @@ public final class VaultStore {
         for suffix in ["", "-wal", "-shm"] {
             try PrivateFiles.checkPrivate(location.databasePath + suffix, isDirectory: false)
         }
-        let old = umask(0o077)
-        defer { umask(old) }
         let db = try Database(path: location.databasePath, create: false)
         let hasMeta = try db.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'")
         guard !hasMeta.isEmpty else { throw VaultError.corrupt("\(location.databasePath) holds no vault") }

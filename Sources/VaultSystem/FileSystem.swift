@@ -1,0 +1,45 @@
+import Glibc
+
+/// Single file-system calls that VaultSystem's other types do not already make, each through
+/// the one errno check.
+public enum FileSystem {
+    /// A second name for `existing` (`link(2)`): fails with EEXIST instead of replacing a file.
+    public static func link(_ existing: String, to new: String) throws(SystemError) {
+        try syscall("link", path: new) { Glibc.link(existing, new) }
+    }
+
+    /// Removes a file; a missing one is not an error.
+    public static func remove(_ path: String) throws(SystemError) {
+        do {
+            try syscall("unlink", path: path) { unlink(path) }
+        } catch let e where e.isNotFound {
+            return
+        }
+    }
+
+    /// Sets the permission bits of `path` (never following a symlink at the last component is not
+    /// possible with chmod; callers check the kind first or own the folder).
+    public static func setPermissions(_ path: String, _ mode: UInt32) throws(SystemError) {
+        try syscall("chmod", path: path) { chmod(path, mode_t(mode)) }
+    }
+
+    /// Whether anything (a file, a folder, a dangling symlink) exists at `path`.
+    public static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+
+    /// The names in a folder (without `.` and `..`).
+    public static func contents(of folder: String) throws(SystemError) -> [String] {
+        guard let dir = opendir(folder) else { throw SystemError.current("opendir", path: folder) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+}
