@@ -15,6 +15,8 @@ public final class AgentClient {
     /// Set when the agent answered in another protocol version (an agent of an older vault
     /// still running): it cannot serve this program's requests.
     public private(set) var speaksAnotherVersion = false
+    /// Set while a request is in flight and left set when it failed half-way.
+    private var isBroken = false
     /// Seconds to wait for the reply to an ordinary request, and to a bulk one (listing, export,
     /// import, audit log).
     static let replySeconds: (ordinary: Double, bulk: Double) = (30, 300)
@@ -57,11 +59,14 @@ public final class AgentClient {
         try request.validate()
         var bytes = try AgentCodec.frame(request, tail: key).encoded()
         defer { wipe(&bytes) }
-        if MonotonicClock.seconds() - lastUse > Self.reconnectAfterSeconds {
+        if isBroken || MonotonicClock.seconds() - lastUse > Self.reconnectAfterSeconds {
             guard let (fresh, pid) = Self.open(socketPath) else { throw Self.gone }
             connection = fresh
             agentPID = pid
+            isBroken = false
         }
+        // Until the whole reply is in, the connection may hold half a frame: never reused then.
+        isBroken = true
         do {
             try connection.socket.sendAll(bytes)
         } catch {
@@ -69,6 +74,7 @@ public final class AgentClient {
         }
         let seconds = timeout ?? (request.isBulk ? Self.replySeconds.bulk : Self.replySeconds.ordinary)
         let reply = try receiveReply(within: AgentLimits.clamp(seconds, to: 0.01...3600, fallback: Self.replySeconds.ordinary))
+        isBroken = false
         lastUse = MonotonicClock.seconds()
         return reply
     }

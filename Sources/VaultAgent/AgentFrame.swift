@@ -109,7 +109,7 @@ public final class FrameDecoder {
         let end = 4 + length
         guard buffer.count >= end else { return nil }
         let frame = AgentFrame(json: Array(buffer[9..<(9 + jsonLength)]), tail: Array(buffer[(9 + jsonLength)..<end]))
-        buffer.withUnsafeMutableBytes { b in UnsafeMutableRawBufferPointer(rebasing: b[0..<end]).initializeMemory(as: UInt8.self, repeating: 0) }
+        buffer.withUnsafeMutableBytes { b in _ = UnsafeMutableRawBufferPointer(rebasing: b[0..<end]).initializeMemory(as: UInt8.self, repeating: 0) }
         buffer.removeFirst(end)
         return frame
     }
