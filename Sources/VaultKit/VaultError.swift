@@ -43,8 +43,6 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case domainStateChanged
     /// 5: the key authority's state (prints file, lockout record, device secret) failed authentication.
     case authorityDamaged(String)
-    /// Transitional: the old agent's untyped error (removed with the typed agent protocol).
-    case relayed(code: Int32, message: String, hint: String?)
     /// 19: a rotation committed while this command held the old key: nothing was written.
     case keysRotated
     /// 5: a vault's settings row is unreadable (never silently replaced by the defaults).
@@ -60,7 +58,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     /// errors on stdout): only the exit code remains.
     case alreadyReported(code: Int32)
 
-    /// The kind of exit this error is (nil: a child's or a relayed status passed on as is).
+    /// The kind of exit this error is (nil: a child's status or an already reported code passed on as is).
     public var kind: ExitCode? {
         switch self {
         case .failure: .failure
@@ -82,7 +80,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .domainStateChanged: .domainStateChanged
         case .commandNotExecutable: .cannotExecute
         case .commandNotFound: .commandNotFound
-        case .childExited, .alreadyReported, .relayed: nil
+        case .childExited, .alreadyReported: nil
         }
     }
 
@@ -90,7 +88,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     public var exitCode: Int32 {
         switch self {
         case .childExited(let status): status
-        case .alreadyReported(let code), .relayed(let code, _, _): code
+        case .alreadyReported(let code): code
         default: kind?.rawValue ?? 1
         }
     }
@@ -124,7 +122,6 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .commandNotFound(let n): "command not found: \(n)"
         case .childExited(let status): "the command exited with status \(status)"
         case .alreadyReported(let code): "failed with exit code \(code)"
-        case .relayed(_, let m, _): m
         }
     }
 
@@ -155,7 +152,6 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .keysRotated: "run it again"
         case .commandNotFound(let n): n.contains("/") ? nil : "it is not in PATH; give its full path"
         case .childExited, .alreadyReported: nil
-        case .relayed(_, _, let h): h
         case .authorityDamaged: "run 'vault enroll' (it asks for a vault's passcode): the damaged file is reset and you enrol your fingers again"
         }
     }

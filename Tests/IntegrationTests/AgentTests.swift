@@ -131,16 +131,58 @@ import Testing
         return out
     }
 
+    /// The JSON of every version 2 frame in `bytes` (length, version 2, JSON length, JSON, tail).
+    func replyJSON(_ bytes: [UInt8]) -> [String] {
+        var out: [String] = [], i = 0
+        func u32(_ at: Int) -> Int { Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3]) }
+        while i + 9 <= bytes.count {
+            let length = u32(i), jsonLength = u32(i + 5)
+            guard bytes[i + 4] == 2, jsonLength <= length - 5, i + 4 + length <= bytes.count else { break }
+            out.append(String(decoding: bytes[(i + 9)..<(i + 9 + jsonLength)], as: UTF8.self))
+            i += 4 + length
+        }
+        return out
+    }
+
     @Test func malformedAndOversizedFramesAreRefusedAndTheAgentGoesOn() throws {
         #expect(box.vault(["unlock"], passcode: pc).status == 0)
         defer { stopAgent() }
-        for garbage: [UInt8] in [[0xff, 0xff, 0xff, 0xff, 1, 2, 3], [0, 0, 0, 8, 0, 0, 0, 4] + Array("nope".utf8), [0, 0, 0, 1, 9]] {
+        let json = Array(#"{"status":{}}"#.utf8)
+        for garbage: [UInt8] in [[0xff, 0xff, 0xff, 0xff, 1, 2, 3], [0, 0, 0, 8, 0, 0, 0, 4] + Array("nope".utf8), [0, 0, 0, 1, 9],
+                                 [0, 0, 0, 9, 2, 0, 0, 0, 4] + Array("nope".utf8),
+                                 [0, 0, 0, UInt8(5 + json.count), 2, 0, 0, 0, UInt8(json.count)] + Array(#"{"status":[]}"#.utf8)] {
             let fd = try #require(rawConnect())
             _ = garbage.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, 0) }
-            let reply = readAll(fd)   // an error frame, then EOF: the connection is closed
+            let reply = readAll(fd)   // one refusal, then the connection is closed
             close(fd)
-            #expect(String(decoding: reply, as: UTF8.self).contains("\"ok\":false"))
+            let frames = replyJSON(reply)
+            #expect(frames.count == 1, "\(reply)")
+            #expect(frames.first?.contains(#""failed""#) == true && frames.first?.contains("usage") == true, "\(frames)")
         }
+        // A well-formed frame on the same kind of connection is answered.
+        let ok = try #require(rawConnect())
+        let frame: [UInt8] = [0, 0, 0, UInt8(5 + json.count), 2, 0, 0, 0, UInt8(json.count)] + json
+        _ = frame.withUnsafeBytes { send(ok, $0.baseAddress!, $0.count, 0) }
+        shutdown(ok, Int32(SHUT_WR))
+        #expect(replyJSON(readAll(ok)).first?.contains(#""status""#) == true)
+        close(ok)
+
+        // A peer that announces a huge frame and keeps writing is cut off at once, not drained.
+        let flood = try #require(rawConnect())
+        var tv = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(flood, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let start = Date()
+        var chunk = [UInt8](repeating: 0x41, count: 65536)
+        chunk.replaceSubrange(0..<4, with: [0x7f, 0xff, 0xff, 0xff])
+        var sent = 0
+        while Date().timeIntervalSince(start) < 5 {
+            let n = chunk.withUnsafeBytes { send(flood, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { break }
+            sent += n
+        }
+        close(flood)
+        #expect(Date().timeIntervalSince(start) < 1.5, "the agent kept reading \(sent) bytes")
+
         // A client that connects and says nothing does not block the others.
         let idle = try #require(rawConnect())
         defer { close(idle) }
@@ -165,6 +207,41 @@ import Testing
         #expect(st.st_uid == 0, "a non-dumpable process's /proc files belong to root")
     }
 
+    @Test func extremeDurationsAreClampedNeverATrap() throws {
+        var r = box.vault(["unlock", "--timeout", "1e19", "--max-lifetime", "inf", "--json"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        defer { stopAgent() }
+        #expect(json(r.stdout)["idle_timeout"] as? Int == 7 * 86400)
+        let session = json(box.vault(["status", "--json"]).stdout)["session"] as? [String: Any]
+        #expect(session?["open"] as? Bool == true)
+        #expect((session?["idle_left"] as? Int ?? 0) <= 7 * 86400 && (session?["hard_left"] as? Int ?? 0) <= 7 * 86400)
+        #expect(box.vault(["get", "db", "--field", "password", "--no-input"]).stdout == "db-secret-9\n")
+        for bad in ["nan", "-1e300", "-inf", "0", "soon"] {
+            r = box.vault(["unlock", "--timeout", bad], passcode: pc)
+            #expect(r.status == 2, "--timeout \(bad): \(r.stderr)")
+        }
+        // The agent is still there, with its session.
+        #expect(box.vault(["get", "db", "--field", "password", "--no-input"]).status == 0)
+    }
+
+    @Test func theLeanAgentBinaryServesTheSession() throws {
+        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        defer { stopAgent() }
+        let pid = try #require(agentPID())
+        let cmdline = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
+        let argv = cmdline.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        let lean = URL(fileURLWithPath: vaultBinary).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("vault-agent").path
+        #expect(FileManager.default.isExecutableFile(atPath: lean), "vault-agent is built next to vault")
+        #expect(argv.first.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path } == lean, "\(argv)")
+        #expect(Array(argv.dropFirst()) == ["--socket", socketPath, "--exit-idle", "600"])
+        // Its own process: no libfprint or GLib mapped.
+        let maps = (try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)) ?? ""
+        if !maps.isEmpty {
+            #expect(!maps.contains("libfprint") && !maps.contains("libglib"))
+        }
+    }
+
     @Test func aPeerOfAnotherUidIsRefused() throws {
         guard getuid() == 0 else {
             print("aPeerOfAnotherUidIsRefused: skipped: needs root to run a client as another uid")
@@ -180,14 +257,20 @@ import Testing
         let script = """
         import socket,struct,json,sys
         s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-        h=json.dumps({"v":1,"op":"item","vault":sys.argv[2],"name":"db"}).encode()
-        s.sendall(struct.pack(">I",4+len(h))+struct.pack(">I",len(h))+h)
+        h=json.dumps({"release":{"vault":sys.argv[2],"name":"db","fields":["password"],"command":"get"}}).encode()
         data=b""
-        while True:
-            d=s.recv(4096)
-            if not d: break
-            data+=d
-        sys.stdout.write(data[8:].decode(errors="replace"))
+        try:
+            s.sendall(struct.pack(">IBI",5+len(h),2,len(h))+h)
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        try:
+            while True:
+                d=s.recv(4096)
+                if not d: break
+                data+=d
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        sys.stdout.write(data[9:].decode(errors="replace"))
         """
         let db = box.home + "/vaults/default/vault.db"
         let r = spawn("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, socketPath, db],

@@ -162,14 +162,7 @@ enum FingerprintCommands {
             } else {
                 vault = try Auth.unlock(store, inv, ctx, purpose: "unlock")
             }
-            let client = try AgentClient.ensureRunning(ctx.environment)
-            try vault.withMasterKey { key in
-                var tail = key.exposedBytes()
-                defer { AgentWire.wipe(&tail) }
-                _ = try client.request(["op": "unlock", "root": store.location.root, "name": store.location.name,
-                                        "vault": store.location.databasePath, "generation": Int(vault.generation),
-                                        "idle": idle, "max": hard], tail: tail)
-            }
+            try SessionCommands.openSession(vault, idle: idle, hardLimit: hard, ctx)
             if inv.has("--json") {
                 ctx.stdout.write(jsonText(["vault": store.location.name, "unlocked": true, "idle_timeout": Int(idle), "max_lifetime": Int(hard)]))
             }

@@ -1,22 +1,35 @@
 import Foundation
+import VaultAgent
 import VaultKit
 
 enum SessionCommands {
-    /// A duration option in seconds: plain seconds or with a unit (`90`, `90s`, `5m`, `12h`).
+    /// The longest duration any option takes (seven days): larger values are clamped to it, so
+    /// `--timeout 1e19` or `inf` never reaches an integer conversion unbounded.
+    static let longestDuration: Double = 7 * 86400
+
+    /// A duration option in seconds: plain seconds or with a unit (`90`, `90s`, `5m`, `12h`),
+    /// clamped to 1 s ... 7 days.
+    /// - Throws: `.usage` for text that is not a positive duration (NaN, zero, negative).
     static func duration(_ inv: Invocation, _ option: String, default value: Double) throws -> Double {
         guard let raw = inv.value(option) else { return value }
         guard let d = Duration.seconds(raw), d > 0 else {
             throw VaultError.usage("\(option) expects a duration like 90, 90s, 5m or 12h, not '\(raw)'")
         }
-        return d
+        return AgentLimits.clamp(d, to: 1...longestDuration, fallback: value)
     }
 
     /// "2m", "12h", "45s".
     static func describe(_ seconds: Double) -> String {
-        let s = Int(seconds)
+        let s = AgentLimits.wholeSeconds(seconds)
         if s % 3600 == 0 { return "\(s / 3600)h" }
         if s % 60 == 0 { return "\(s / 60)m" }
         return "\(s)s"
+    }
+
+    /// Starts the agent if needed and hands it `vault`'s key for a session (`vault unlock`).
+    /// - Throws: the agent's refusal, or why it could not start.
+    static func openSession(_ vault: UnlockedVault, idle: Double, hardLimit: Double, _ ctx: CommandContext) throws {
+        try AgentClient.ensureRunning(ctx.environment).openSession(for: vault, idleSeconds: idle, hardLimitSeconds: hardLimit)
     }
 
     static let lock = CommandSpec(
@@ -29,11 +42,15 @@ enum SessionCommands {
                 ctx.say("vault: no unlock session is open")
                 return
             }
-            var h: [String: Any] = ["op": "lock"]
-            if !inv.has("--all") { h["vault"] = try location(inv, ctx).databasePath }
-            let r = try client.request(h)
-            let n = r["locked"] as? Int ?? 0
-            ctx.say(n == 0 ? "vault: no unlock session was open" : "vault: locked \(n) session\(n == 1 ? "" : "s")")
+            let vault = inv.has("--all") ? nil : try location(inv, ctx).databasePath
+            switch try client.send(.lock(vault: vault)) {
+            case .locked(let n):
+                ctx.say(n == 0 ? "vault: no unlock session was open" : "vault: locked \(n) session\(n == 1 ? "" : "s")")
+            case .failed(let e):
+                throw e
+            default:
+                throw VaultError.failure("the agent sent an unexpected reply", hint: "stop the agent and unlock again")
+            }
         })
 
     static let agent = CommandSpec(
@@ -45,20 +62,19 @@ enum SessionCommands {
         ],
         examples: "systemctl --user enable --now vault-agent.service",
         run: { inv, ctx in
-            let path = inv.value("--socket") ?? AgentWire.socketPath(ctx.environment)
+            let path = inv.value("--socket") ?? AgentPaths.socketPath(ctx.environment)
             let exitIdle = inv.value("--exit-idle") == nil ? 0 : try duration(inv, "--exit-idle", default: 0)
-            try Agent(socketPath: path, exitIdle: exitIdle).run()
+            try AgentServer.hardenProcess()
+            try AgentServer(socketPath: path, exitIdle: exitIdle).run()
         })
 
     /// Session fields of `vault status`.
     static func statusFields(_ loc: VaultLocation, _ ctx: CommandContext) -> [String: Any] {
         guard let client = AgentClient.connect(ctx.environment),
-              let r = try? client.request(["op": "status"]),
-              let sessions = r["sessions"] as? [[String: Any]],
-              let mine = sessions.first(where: { $0["vault"] as? String == loc.databasePath }) else {
+              case .status(let pid, let sessions)? = try? client.send(.status),
+              let mine = sessions.first(where: { $0.vault == loc.databasePath }) else {
             return ["session": ["open": false]]
         }
-        return ["session": ["open": true, "idle_left": mine["idle_left"] ?? 0, "hard_left": mine["hard_left"] ?? 0,
-                            "agent_pid": r["pid"] ?? 0]]
+        return ["session": ["open": true, "idle_left": mine.idleLeft, "hard_left": mine.hardLeft, "agent_pid": Int(pid)]]
     }
 }

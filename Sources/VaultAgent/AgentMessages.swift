@@ -1,0 +1,209 @@
+public import VaultKit
+
+/// One request to the agent. Encoded as JSON with one key, the request's kind, whose value holds
+/// its fields (`{"release":{"vault":"/…/vault.db","name":"db","fields":["password"],"command":"get"}}`).
+/// `vault` is always the vault's database path: the key of its session. The master key of an
+/// `unlock` never travels in the JSON: it is the frame's binary tail.
+public enum AgentRequest: Codable, Equatable, Sendable {
+    /// Opens (or replaces) the session of the vault at `root`/`name` with the key in the frame's
+    /// tail, which must belong to key generation `generation`. Durations are clamped to
+    /// `AgentLimits.sessionDuration`.
+    case unlock(root: String, name: String, generation: Int64, idleSeconds: Double, hardLimitSeconds: Double)
+    /// Ends the session of `vault`, or every session when nil.
+    case lock(vault: String?)
+    /// The agent's pid and its sessions.
+    case status
+    /// Whether `vault` has a session (an ended session is reported here once).
+    case probe(vault: String)
+    /// One item with its secrets withheld.
+    case overview(vault: String, name: String)
+    /// One item with the secrets named in `fields`: the agent writes one audit record per field
+    /// the item has, naming the peer's uid and pid, before it replies. Secrets not named are withheld.
+    case release(vault: String, name: String, fields: [String], command: String)
+    /// Every item, secrets withheld.
+    case list(vault: String)
+    /// Every item with its secrets (export): one audit record for the whole release.
+    case releaseAll(vault: String, command: String)
+    /// Whether an item exists.
+    case contains(vault: String, name: String)
+    /// Adds an item (or replaces one of that name).
+    case add(vault: String, item: Item, replace: Bool)
+    /// Items of an import. Without `commit` they are held for this connection; with it, they and
+    /// every item held before are written in one transaction.
+    case importItems(vault: String, items: [Item], replace: Bool, commit: Bool)
+    /// Applies field changes to an item inside one write transaction.
+    case update(vault: String, name: String, change: ItemChange)
+    /// Deletes an item.
+    case remove(vault: String, name: String)
+    /// The audit log, the last `limit` records (at most `AgentLimits.auditRecords`).
+    case audit(vault: String, limit: Int?)
+
+    /// The vault the request is about, when it is about one.
+    public var vault: String? {
+        switch self {
+        case .unlock, .status: nil
+        case .lock(let v): v
+        case .probe(let v), .overview(let v, _), .release(let v, _, _, _), .list(let v), .releaseAll(let v, _),
+             .contains(let v, _), .add(let v, _, _), .importItems(let v, _, _, _), .update(let v, _, _),
+             .remove(let v, _), .audit(let v, _):
+            v
+        }
+    }
+
+    /// Whether the reply may be large (a listing or a bulk write): the client waits longer for it.
+    public var isBulk: Bool {
+        switch self {
+        case .list, .releaseAll, .importItems, .audit: true
+        default: false
+        }
+    }
+}
+
+/// One session as `status` reports it.
+public struct SessionStatus: Codable, Equatable, Sendable {
+    /// The vault's database path (the session's key).
+    public var vault: String
+    /// The vault's name.
+    public var name: String
+    /// Whole seconds until the idle timeout ends it.
+    public var idleLeft: Int
+    /// Whole seconds until the hard limit ends it.
+    public var hardLeft: Int
+
+    /// A status line.
+    public init(vault: String, name: String, idleLeft: Int, hardLeft: Int) {
+        self.vault = vault
+        self.name = name
+        self.idleLeft = idleLeft
+        self.hardLeft = hardLeft
+    }
+}
+
+/// The agent's answer to one request: a result, "no session for this vault", or a `VaultError`.
+public enum AgentReply: Codable, Equatable, Sendable {
+    /// The session is open (`unlock`, `probe`).
+    case sessionOpen
+    /// The vault has no session (never opened, or ended and already reported): the client
+    /// authenticates by itself.
+    case noSession
+    /// How many sessions `lock` ended.
+    case locked(count: Int)
+    /// `status`.
+    case status(pid: Int32, sessions: [SessionStatus])
+    /// `overview`: never a secret.
+    case overview(overview: ItemOverview)
+    /// `release`: the item with the secrets named in the request.
+    case released(item: Item)
+    /// `list`: every readable item with its secrets withheld (`password` and `totp` nil), and
+    /// the ids of rows that failed authentication.
+    case listing(items: [Item], damaged: [String])
+    /// `releaseAll`: every readable item with its secrets.
+    case releasedAll(items: [Item], damaged: [String])
+    /// `contains`.
+    case contains(exists: Bool)
+    /// `add`, `update`, `remove`.
+    case done
+    /// `importItems`: how many items are held (without `commit`) or were written (with it).
+    case imported(count: Int, committed: Bool)
+    /// `audit`: records oldest first, and how many failed authentication.
+    case audit(records: [AuditRecord], damaged: Int)
+    /// The request failed, or was refused (malformed, out of bounds, another uid).
+    case failed(error: VaultError)
+}
+
+/// Every bound the agent enforces: frames, fields, counts, durations.
+public enum AgentLimits {
+    /// The largest request frame: an `add` of a large item must fit (4 MiB).
+    public static let requestFrame = 4 << 20
+    /// The largest reply frame: a listing or an export of a large vault (64 MiB).
+    public static let replyFrame = 64 << 20
+    /// The longest vault path (PATH_MAX).
+    public static let path = 4096
+    /// The longest item name in UTF-8 bytes (256 characters of up to four bytes).
+    public static let name = 1024
+    /// At most this many fields in one release.
+    public static let fields = 16
+    /// The longest field name.
+    public static let fieldName = 32
+    /// The longest command label in an audit record.
+    public static let command = 128
+    /// At most this many audit records in one reply.
+    public static let auditRecords = 100_000
+    /// At most this many items held by one connection for an import.
+    public static let importItems = 1_000_000
+    /// At most this many bytes of items held by one connection for an import (256 MiB).
+    public static let importBytes = 256 << 20
+    /// At most this many bytes of items held for imports by all connections together (512 MiB).
+    public static let importBytesTotal = 512 << 20
+    /// Session idle timeouts and hard limits: from one second to seven days.
+    public static let sessionDuration: ClosedRange<Double> = 1...(7 * 86400)
+    /// The time a peer has to send the rest of a request once its first byte arrived.
+    public static let requestSeconds: Double = 10
+    /// The time a peer has to take a reply.
+    public static let replySeconds: Double = 10
+    /// A connection with no request for this long is closed (clients reconnect after idling).
+    public static let connectionIdleSeconds: Double = 600
+    /// At most this many connections are served at once; more are refused.
+    public static let connections = 128
+
+    /// `seconds` clamped into `range`; NaN becomes `fallback`. Never traps, for any Double.
+    public static func clamp(_ seconds: Double, to range: ClosedRange<Double> = sessionDuration, fallback: Double) -> Double {
+        guard !seconds.isNaN else { return min(max(fallback, range.lowerBound), range.upperBound) }
+        return min(max(seconds, range.lowerBound), range.upperBound)
+    }
+
+    /// Whole seconds of a duration, never trapping (NaN is 0; the infinities saturate).
+    public static func wholeSeconds(_ seconds: Double) -> Int {
+        guard !seconds.isNaN else { return 0 }
+        if seconds >= Double(Int32.max) { return Int(Int32.max) }
+        if seconds <= Double(Int32.min) { return Int(Int32.min) }
+        return Int(seconds)
+    }
+}
+
+extension AgentRequest {
+    /// Checks every field against `AgentLimits`.
+    /// - Throws: `.usage` naming the field that is out of bounds.
+    public func validate() throws {
+        if let vault { try Self.check(path: vault, "vault") }
+        switch self {
+        case .unlock(let root, let name, _, _, _):
+            try Self.check(path: root, "root")
+            try Self.check(name, "name", limit: AgentLimits.name)
+        case .lock, .status, .probe, .list:
+            break
+        case .overview(_, let name), .contains(_, let name), .remove(_, let name):
+            try Self.check(name, "name", limit: AgentLimits.name)
+        case .release(_, let name, let fields, let command):
+            try Self.check(name, "name", limit: AgentLimits.name)
+            guard (1...AgentLimits.fields).contains(fields.count) else {
+                throw VaultError.usage("a release names 1 to \(AgentLimits.fields) fields")
+            }
+            for f in fields { try Self.check(f, "field", limit: AgentLimits.fieldName) }
+            try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
+        case .releaseAll(_, let command):
+            try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
+        case .add(_, let item, _):
+            try Self.check(item.name, "item name", limit: AgentLimits.name)
+        case .importItems(_, let items, _, _):
+            for i in items { try Self.check(i.name, "item name", limit: AgentLimits.name) }
+        case .update(_, let name, let change):
+            try Self.check(name, "name", limit: AgentLimits.name)
+            if let r = change.rename { try Self.check(r, "new name", limit: AgentLimits.name) }
+        case .audit(_, let limit):
+            if let limit, limit < 0 { throw VaultError.usage("the audit limit cannot be negative") }
+        }
+    }
+
+    static func check(path: String, _ what: String) throws {
+        try check(path, what, limit: AgentLimits.path)
+        guard path.hasPrefix("/") else { throw VaultError.usage("the \(what) must be an absolute path") }
+    }
+
+    static func check(_ value: String, _ what: String, limit: Int, allowEmpty: Bool = false) throws {
+        let n = value.utf8.count
+        guard n <= limit, allowEmpty || n > 0 else {
+            throw VaultError.usage("the \(what) must be \(allowEmpty ? 0 : 1) to \(limit) bytes")
+        }
+    }
+}

@@ -1,0 +1,285 @@
+public import VaultKit
+internal import Foundation
+
+/// Seconds on a clock that never jumps and keeps running while the machine sleeps (Linux's
+/// CLOCK_BOOTTIME, through `ContinuousClock`), so a suspended laptop's sessions time out too.
+public typealias AgentClock = @Sendable () -> Double
+
+/// The default `AgentClock`.
+public let continuousSeconds: AgentClock = {
+    let origin = ContinuousClock.now
+    return {
+        let c = origin.duration(to: .now).components
+        return Double(c.seconds) + Double(c.attoseconds) * 1e-18
+    }
+}()
+
+/// One vault's unlock session: the adopted vault and the limits that end it.
+final class Session {
+    let location: VaultLocation
+    let vault: UnlockedVault
+    let slotSequence: Int64
+    let started: Double
+    var lastUse: Double
+    let idle: Double
+    let hardLimit: Double
+
+    init(location: VaultLocation, vault: UnlockedVault, slotSequence: Int64, idle: Double, hardLimit: Double, now: Double) {
+        self.location = location
+        self.vault = vault
+        self.slotSequence = slotSequence
+        started = now
+        lastUse = now
+        self.idle = idle
+        self.hardLimit = hardLimit
+    }
+
+    /// Why the session is over, or nil while it is valid.
+    func endReason(now: Double) -> String? {
+        if now - lastUse > idle { return "expired after \(AgentLimits.wholeSeconds(idle)) s idle" }
+        if now - started > hardLimit { return "reached its limit of \(AgentLimits.wholeSeconds(hardLimit)) s" }
+        if (try? vault.store.keyGeneration()) != vault.generation { return "was invalidated by a key rotation" }
+        if (try? vault.store.slotSequence()) != slotSequence { return "was invalidated by a change of the vault's key slots" }
+        return nil
+    }
+}
+
+/// Items of an import held for one connection until the request that commits them.
+public struct ImportStaging: Sendable {
+    var vault: String?
+    var items: [Item] = []
+    var bytes = 0
+
+    /// Nothing held.
+    public init() {}
+}
+
+/// The agent's sessions and the answer to every request, without any socket: the server feeds
+/// it decoded requests with the peer's credentials; tests call it directly. One lock serialises
+/// requests (each session's SQLite connection is used by one request at a time); reading and
+/// writing frames happen outside it, so a slow peer holds up nobody.
+public final class AgentRequestHandler: @unchecked Sendable {
+    private let lock = NSLock()
+    private var sessions: [String: Session] = [:]
+    /// Ended sessions: the next request for one is answered with why (exit 19), once.
+    private var ended: [String: String] = [:]
+    private var lastLive: Double
+    /// Bytes of import items held by all connections.
+    private var stagedBytes = 0
+    private let clock: AgentClock
+    /// The uid served: every other peer is refused.
+    public let uid: UInt32
+    /// The agent's pid, reported by `status`.
+    public let pid: Int32
+
+    /// A handler serving `uid`, timing sessions with `clock`.
+    public init(uid: UInt32, pid: Int32, clock: @escaping AgentClock = continuousSeconds) {
+        self.uid = uid
+        self.pid = pid
+        self.clock = clock
+        lastLive = clock()
+    }
+
+    /// Seconds since the last session ended (0 while one is open): the agent exits after a while.
+    public func secondsWithoutSession() -> Double {
+        lock.withLock {
+            sweep()
+            return sessions.isEmpty ? clock() - lastLive : 0
+        }
+    }
+
+    /// Ends sessions past their limits or invalidated; their keys are wiped now.
+    public func sweepSessions() {
+        lock.withLock { sweep() }
+    }
+
+    /// Answers one request from `peer`. `key` is the frame's binary tail (the master key of an
+    /// `unlock`); the caller wipes it afterwards. `staging` holds an import's items between the
+    /// requests of one connection. Never throws: every failure is a `failed` reply.
+    public func handle(_ request: AgentRequest, key: [UInt8] = [], from peer: Requester,
+                       staging: inout ImportStaging) -> AgentReply {
+        guard peer.uid == uid else {
+            return .failed(error: .failure("refused: the agent serves only uid \(uid)"))
+        }
+        do {
+            try request.validate()
+            return try lock.withLock {
+                sweep()
+                return try answer(request, key: key, peer: peer, staging: &staging)
+            }
+        } catch let e as VaultError {
+            return .failed(error: e)
+        } catch {
+            return .failed(error: .failure("the agent could not serve the request (\(type(of: error)))"))
+        }
+    }
+
+    /// Drops what a connection held for an import (the server calls it when the connection ends).
+    public func discard(_ staging: inout ImportStaging) {
+        lock.withLock { reset(&staging) }
+    }
+
+    private func reset(_ staging: inout ImportStaging) {
+        stagedBytes -= staging.bytes
+        staging = ImportStaging()
+    }
+
+    /// Answers one request that needs no import staging.
+    public func handle(_ request: AgentRequest, key: [UInt8] = [], from peer: Requester) -> AgentReply {
+        var staging = ImportStaging()
+        return handle(request, key: key, from: peer, staging: &staging)
+    }
+
+    private func sweep() {
+        let now = clock()
+        for (vault, s) in sessions {
+            if let reason = s.endReason(now: now) {
+                sessions[vault] = nil
+                ended[vault] = reason
+            }
+        }
+        if !sessions.isEmpty { lastLive = now }
+    }
+
+    private func answer(_ request: AgentRequest, key: [UInt8], peer: Requester, staging: inout ImportStaging) throws -> AgentReply {
+        switch request {
+        case .unlock(let root, let name, let generation, let idle, let hardLimit):
+            return try unlock(root: root, name: name, generation: generation, idle: idle, hardLimit: hardLimit, key: key)
+        case .lock(let vault):
+            let keys = vault.map { [$0] } ?? Array(sessions.keys)
+            var count = 0
+            // A locked session leaves a note, so a script asking later learns why (exit 19).
+            for k in keys where sessions.removeValue(forKey: k) != nil {
+                ended[k] = "was ended by 'vault lock'"
+                count += 1
+            }
+            return .locked(count: count)
+        case .status:
+            let now = clock()
+            let list = sessions.map { vault, s in
+                SessionStatus(vault: vault, name: s.location.name,
+                              idleLeft: max(0, AgentLimits.wholeSeconds(s.idle - (now - s.lastUse))),
+                              hardLeft: max(0, AgentLimits.wholeSeconds(s.hardLimit - (now - s.started))))
+            }
+            return .status(pid: pid, sessions: list.sorted { $0.vault < $1.vault })
+        case .probe(let vault):
+            return try withSession(vault) { _ in .sessionOpen }
+        case .overview(let vault, let name):
+            return try withSession(vault) { .overview(overview: try $0.vault.overview(named: name)) }
+        case .release(let vault, let name, let fields, let command):
+            return try withSession(vault) { s in
+                var item = try s.vault.release(named: name, fields: fields, command: command, to: peer)
+                // Only the secrets named were audited, so only they are handed out.
+                if !fields.contains(ItemField.password.rawValue) { item.password = nil }
+                if !fields.contains(ItemField.totp.rawValue) { item.totp = nil }
+                return .released(item: item)
+            }
+        case .list(let vault):
+            return try withSession(vault) { s in
+                var items: [Item] = [], damaged: [String] = []
+                for e in try s.vault.allItems() {
+                    switch e {
+                    case .item(let i): items.append(ItemOverview(i).item)
+                    case .damaged(let id): damaged.append(id)
+                    }
+                }
+                return .listing(items: items, damaged: damaged)
+            }
+        case .releaseAll(let vault, let command):
+            return try withSession(vault) { s in
+                var items: [Item] = [], damaged: [String] = []
+                for e in try s.vault.releaseAll(command: command, to: peer) {
+                    switch e {
+                    case .item(let i): items.append(i)
+                    case .damaged(let id): damaged.append(id)
+                    }
+                }
+                return .releasedAll(items: items, damaged: damaged)
+            }
+        case .contains(let vault, let name):
+            return try withSession(vault) { .contains(exists: try $0.vault.contains(name)) }
+        case .add(let vault, let item, let replace):
+            return try withSession(vault) { s in
+                try s.vault.add(item, replace: replace)
+                return .done
+            }
+        case .importItems(let vault, let items, let replace, let commit):
+            return try withSession(vault) { s in try stage(items, vault: vault, replace: replace, commit: commit, in: s, &staging) }
+        case .update(let vault, let name, let change):
+            return try withSession(vault) { s in
+                try s.vault.update(name, change)
+                return .done
+            }
+        case .remove(let vault, let name):
+            return try withSession(vault) { s in
+                try s.vault.remove(name)
+                return .done
+            }
+        case .audit(let vault, let limit):
+            return try withSession(vault) { s in
+                var records: [AuditRecord] = [], damaged = 0
+                for r in try s.vault.auditRecords(limit: min(limit ?? AgentLimits.auditRecords, AgentLimits.auditRecords)) {
+                    switch r {
+                    case .success(let a): records.append(a)
+                    case .failure: damaged += 1
+                    }
+                }
+                return .audit(records: records, damaged: damaged)
+            }
+        }
+    }
+
+    /// Runs `body` on the session of `vault`; without one, answers `noSession`, or once the
+    /// reason a session ended.
+    private func withSession(_ vault: String, _ body: (Session) throws -> AgentReply) throws -> AgentReply {
+        guard let s = sessions[vault] else {
+            if let reason = ended.removeValue(forKey: vault) { throw VaultError.sessionInvalid(reason) }
+            return .noSession
+        }
+        s.lastUse = clock()
+        return try body(s)
+    }
+
+    private func unlock(root: String, name: String, generation: Int64, idle: Double, hardLimit: Double, key: [UInt8]) throws -> AgentReply {
+        let location = try VaultLocation(root: root, name: name)
+        guard key.count == 32 else { throw VaultError.usage("refused: an unlock carries a 32-byte key, not \(key.count) bytes") }
+        let store = try VaultStore.open(location)
+        // adopt checks the key against the vault's key-check value: an arbitrary key is refused.
+        let vault = try store.adopt(masterKey: try SecretBytes(copying: key), generation: generation)
+        let now = clock()
+        sessions[location.databasePath] = Session(
+            location: location, vault: vault, slotSequence: try store.slotSequence(),
+            idle: AgentLimits.clamp(idle, fallback: 120), hardLimit: AgentLimits.clamp(hardLimit, fallback: 12 * 3600), now: now)
+        ended[location.databasePath] = nil
+        lastLive = now
+        return .sessionOpen
+    }
+
+    private func stage(_ items: [Item], vault: String, replace: Bool, commit: Bool, in s: Session,
+                       _ staging: inout ImportStaging) throws -> AgentReply {
+        if let held = staging.vault, held != vault {
+            reset(&staging)
+            throw VaultError.usage("an import's items all go to one vault")
+        }
+        let bytes = items.reduce(0) { $0 + Self.estimatedSize($1) }
+        guard staging.items.count + items.count <= AgentLimits.importItems, staging.bytes + bytes <= AgentLimits.importBytes,
+              stagedBytes + bytes <= AgentLimits.importBytesTotal else {
+            reset(&staging)
+            throw VaultError.usage("an import through the unlock session holds at most \(AgentLimits.importItems) items and \(AgentLimits.importBytes >> 20) MiB",
+                                   hint: "import without the session: add --passcode")
+        }
+        staging.vault = vault
+        staging.items += items
+        staging.bytes += bytes
+        stagedBytes += bytes
+        guard commit else { return .imported(count: staging.items.count, committed: false) }
+        let all = staging.items
+        reset(&staging)
+        return .imported(count: try s.vault.add(contentsOf: all, replace: replace), committed: true)
+    }
+
+    static func estimatedSize(_ i: Item) -> Int {
+        let texts = [i.name, i.username, i.password, i.notes, i.totp, i.origin, i.userPrompt, i.passwordPrompt]
+        return 64 + texts.reduce(0) { $0 + ($1?.utf8.count ?? 0) } + (i.urls + i.tags).reduce(0) { $0 + $1.utf8.count + 4 }
+    }
+}

@@ -1,0 +1,146 @@
+public import VaultKit
+
+/// The vault as served by its unlock session in the agent: the key stays in the agent, which
+/// writes the audit record of every secret it hands out.
+public final class SessionAccess: VaultAccess {
+    let client: AgentClient
+    /// The vault.
+    public let location: VaultLocation
+    /// The vault's name.
+    public var vaultName: String { location.name }
+    private var vault: String { location.databasePath }
+
+    init(client: AgentClient, location: VaultLocation) {
+        self.client = client
+        self.location = location
+    }
+
+    /// The session of `location`, or nil when the agent is not running, has no session for it,
+    /// or speaks another protocol version.
+    /// - Throws: `.sessionInvalid` once for a session that ended (expired, locked, invalidated).
+    public static func open(_ location: VaultLocation, environment: [String: String]) throws -> SessionAccess? {
+        guard let client = AgentClient.connect(environment) else { return nil }
+        let reply: AgentReply
+        do {
+            reply = try client.send(.probe(vault: location.databasePath))
+        } catch where client.speaksAnotherVersion {
+            // An agent of another vault version cannot serve us: the command authenticates by itself.
+            return nil
+        }
+        switch reply {
+        case .sessionOpen: return SessionAccess(client: client, location: location)
+        case .noSession: return nil
+        case .failed(let e): throw e
+        default: throw AgentClient.unexpected
+        }
+    }
+
+    /// Sends a request about this vault; "no session" in the middle of a command means the
+    /// session was closed since it was opened.
+    private func call(_ request: AgentRequest) throws -> AgentReply {
+        switch try client.send(request) {
+        case .noSession: throw VaultError.sessionInvalid("was closed")
+        case .failed(let e): throw e
+        case let reply: return reply
+        }
+    }
+
+    /// One item without its secrets.
+    public func overview(named name: String) throws -> ItemOverview {
+        guard case .overview(let o) = try call(.overview(vault: vault, name: name)) else { throw AgentClient.unexpected }
+        return o
+    }
+
+    /// One item with the secrets named in `fields`; the agent writes the audit records first.
+    public func release(named name: String, fields: [String], command: String) throws -> Item {
+        guard case .released(let item) = try call(.release(vault: vault, name: name, fields: fields, command: command)) else {
+            throw AgentClient.unexpected
+        }
+        return item
+    }
+
+    /// Every row, secrets withheld.
+    public func allItems() throws -> [ItemEntry] {
+        guard case .listing(let items, let damaged) = try call(.list(vault: vault)) else { throw AgentClient.unexpected }
+        return items.map { .item($0) } + damaged.map { .damaged(rowID: $0) }
+    }
+
+    /// Every item with its secrets; the agent writes one audit record for all.
+    public func releaseAll(command: String) throws -> [ItemEntry] {
+        guard case .releasedAll(let items, let damaged) = try call(.releaseAll(vault: vault, command: command)) else {
+            throw AgentClient.unexpected
+        }
+        return items.map { .item($0) } + damaged.map { .damaged(rowID: $0) }
+    }
+
+    /// Whether an item exists.
+    public func contains(_ name: String) throws -> Bool {
+        guard case .contains(let exists) = try call(.contains(vault: vault, name: name)) else { throw AgentClient.unexpected }
+        return exists
+    }
+
+    /// Adds (or replaces) an item.
+    /// - Throws: `.usage` for an item over the request frame limit.
+    public func add(_ item: Item, replace: Bool) throws {
+        guard case .done = try call(.add(vault: vault, item: item, replace: replace)) else { throw AgentClient.unexpected }
+    }
+
+    /// Adds many items in one transaction. Items go in frames under the request limit, held by
+    /// the agent until the last one commits them all.
+    public func add(contentsOf items: [Item], replace: Bool) throws -> Int {
+        let chunks = try Self.chunks(items, vault: vault, replace: replace)
+        var written = 0
+        for (i, chunk) in chunks.enumerated() {
+            let commit = i == chunks.count - 1
+            guard case .imported(let count, let committed) = try call(.importItems(vault: vault, items: chunk, replace: replace, commit: commit)),
+                  committed == commit else { throw AgentClient.unexpected }
+            written = count
+        }
+        return written
+    }
+
+    /// Splits items into runs whose request frames fit the limit (halving a run that does not).
+    static func chunks(_ items: [Item], vault: String, replace: Bool) throws -> [[Item]] {
+        guard !items.isEmpty else { return [[]] }
+        var out: [[Item]] = [], current: [Item] = [], size = 0
+        let budget = AgentLimits.requestFrame / 2
+        for item in items {
+            let s = AgentRequestHandler.estimatedSize(item)
+            if !current.isEmpty, size + s > budget {
+                out.append(current)
+                current = []
+                size = 0
+            }
+            current.append(item)
+            size += s
+        }
+        out.append(current)
+        return try out.flatMap { try fit($0, vault: vault, replace: replace) }
+    }
+
+    private static func fit(_ run: [Item], vault: String, replace: Bool) throws -> [[Item]] {
+        do {
+            _ = try AgentCodec.frame(.importItems(vault: vault, items: run, replace: replace, commit: false))
+            return [run]
+        } catch where run.count > 1 {
+            let half = run.count / 2
+            return try fit(Array(run[..<half]), vault: vault, replace: replace) + fit(Array(run[half...]), vault: vault, replace: replace)
+        }
+    }
+
+    /// Applies field changes inside the agent's write transaction (the item is never sent whole).
+    public func update(_ name: String, _ change: ItemChange) throws {
+        guard case .done = try call(.update(vault: vault, name: name, change: change)) else { throw AgentClient.unexpected }
+    }
+
+    /// Deletes an item.
+    public func remove(_ name: String) throws {
+        guard case .done = try call(.remove(vault: vault, name: name)) else { throw AgentClient.unexpected }
+    }
+
+    /// The audit log (at most the last `AgentLimits.auditRecords` records through a session).
+    public func auditRecords(limit: Int?) throws -> [Result<AuditRecord, VaultError>] {
+        guard case .audit(let records, let damaged) = try call(.audit(vault: vault, limit: limit)) else { throw AgentClient.unexpected }
+        return records.map { .success($0) } + (0..<damaged).map { _ in .failure(.corrupt("audit record failed authentication")) }
+    }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import Testing
+import VaultAgent
+import VaultKit
+
+/// The request handler in-process: every request kind, the session rules, the audit log.
+@Suite struct HandlerTests {
+    let clock = ManualClock()
+    var handler: AgentRequestHandler { AgentRequestHandler(uid: me.uid, pid: 77, clock: clock.read) }
+
+    @Test func everyRequestKind() throws {
+        let v = try TestVault()
+        let h = handler
+        v.open(in: h)
+        #expect(h.handle(.probe(vault: v.path), from: me) == .sessionOpen)
+        guard case .status(let pid, let sessions) = h.handle(.status, from: me) else { Issue.record("status"); return }
+        #expect(pid == 77)
+        #expect(sessions == [SessionStatus(vault: v.path, name: "default", idleLeft: 120, hardLeft: 3600)])
+
+        guard case .overview(let o) = h.handle(.overview(vault: v.path, name: "db"), from: me) else { Issue.record("overview"); return }
+        #expect(o.item.username == "admin" && o.item.password == nil && o.hasPassword && o.hasTOTP)
+
+        guard case .released(let item) = h.handle(.release(vault: v.path, name: "db", fields: ["password"], command: "get"), from: me) else {
+            Issue.record("release"); return
+        }
+        #expect(item.password == "db-secret-9")
+        #expect(item.totp == nil, "a secret not named in the release is withheld")
+
+        guard case .listing(let items, let damaged) = h.handle(.list(vault: v.path), from: me) else { Issue.record("list"); return }
+        #expect(items.map(\.name).sorted() == ["db", "web"] && damaged.isEmpty)
+
+        guard case .releasedAll(let all, _) = h.handle(.releaseAll(vault: v.path, command: "export"), from: me) else { Issue.record("releaseAll"); return }
+        #expect(Set(all.compactMap(\.password)) == ["db-secret-9", "web-secret-3"])
+
+        #expect(h.handle(.contains(vault: v.path, name: "web"), from: me) == .contains(exists: true))
+        #expect(h.handle(.contains(vault: v.path, name: "nope"), from: me) == .contains(exists: false))
+        #expect(h.handle(.add(vault: v.path, item: Item(name: "new", password: "n"), replace: false), from: me) == .done)
+        #expect(failureCode(h.handle(.add(vault: v.path, item: Item(name: "new"), replace: false), from: me)) == 4)
+
+        var change = ItemChange()
+        change.username = "root"
+        #expect(h.handle(.update(vault: v.path, name: "new", change: change), from: me) == .done)
+        #expect(try v.vault.item(named: "new").username == "root")
+        #expect(try v.vault.item(named: "new").password == "n", "a field change keeps the other fields")
+
+        #expect(h.handle(.remove(vault: v.path, name: "new"), from: me) == .done)
+        #expect(failureCode(h.handle(.remove(vault: v.path, name: "new"), from: me)) == 3)
+        #expect(failureCode(h.handle(.overview(vault: v.path, name: "new"), from: me)) == 3)
+
+        // An import in two frames of one connection lands in one transaction.
+        var staging = ImportStaging()
+        #expect(h.handle(.importItems(vault: v.path, items: [Item(name: "i1")], replace: false, commit: false), from: me, staging: &staging)
+                == .imported(count: 1, committed: false))
+        #expect(try !v.vault.contains("i1"))
+        #expect(h.handle(.importItems(vault: v.path, items: [Item(name: "i2")], replace: false, commit: true), from: me, staging: &staging)
+                == .imported(count: 2, committed: true))
+        #expect(try v.vault.contains("i1") && v.vault.contains("i2"))
+        // An existing name aborts the whole import.
+        #expect(h.handle(.importItems(vault: v.path, items: [Item(name: "i3")], replace: false, commit: false), from: me, staging: &staging)
+                == .imported(count: 1, committed: false))
+        #expect(failureCode(h.handle(.importItems(vault: v.path, items: [Item(name: "i1")], replace: false, commit: true), from: me, staging: &staging)) == 4)
+        #expect(try !v.vault.contains("i3"))
+
+        guard case .audit(let records, let bad) = h.handle(.audit(vault: v.path, limit: nil), from: me) else { Issue.record("audit"); return }
+        #expect(records.map(\.command) == ["get", "export"] && bad == 0)
+        guard case .audit(let last, _) = h.handle(.audit(vault: v.path, limit: 1), from: me) else { Issue.record("audit"); return }
+        #expect(last.map(\.command) == ["export"])
+
+        #expect(h.handle(.lock(vault: v.path), from: me) == .locked(count: 1))
+        #expect(failureCode(h.handle(.probe(vault: v.path), from: me)) == 19)
+        #expect(h.handle(.probe(vault: v.path), from: me) == .noSession)
+        #expect(h.handle(.lock(vault: nil), from: me) == .locked(count: 0))
+    }
+
+    @Test func aVaultWithoutASessionGetsNoSession() throws {
+        let h = handler
+        for r: AgentRequest in [.probe(vault: "/nowhere/vault.db"), .overview(vault: "/nowhere/vault.db", name: "db"),
+                                .release(vault: "/nowhere/vault.db", name: "db", fields: ["password"], command: "get"),
+                                .list(vault: "/nowhere/vault.db")] {
+            #expect(h.handle(r, from: me) == .noSession)
+        }
+        #expect(h.handle(.status, from: me) == .status(pid: 77, sessions: []))
+    }
+
+    @Test func anEndedSessionIsReportedOnceThenTheVaultIsLocked() throws {
+        let v = try TestVault()
+        let h = handler
+        v.open(in: h, idle: 5, hard: 60)
+        clock.advance(4)
+        #expect(h.handle(.probe(vault: v.path), from: me) == .sessionOpen, "a use restarts the idle time")
+        clock.advance(4)
+        #expect(h.handle(.contains(vault: v.path, name: "db"), from: me) == .contains(exists: true))
+        clock.advance(5.5)
+        let ended = h.handle(.release(vault: v.path, name: "db", fields: ["password"], command: "get"), from: me)
+        #expect(ended == .failed(error: .sessionInvalid("expired after 5 s idle")))
+        #expect(h.handle(.release(vault: v.path, name: "db", fields: ["password"], command: "get"), from: me) == .noSession)
+
+        // The hard limit ends a busy session.
+        v.open(in: h, idle: 30, hard: 10)
+        for _ in 0..<5 {
+            clock.advance(2.1)
+            _ = h.handle(.probe(vault: v.path), from: me)
+        }
+        #expect(h.handle(.probe(vault: v.path), from: me) == .noSession)
+        v.open(in: h, idle: 30, hard: 10)
+        clock.advance(10.5)
+        #expect(failureCode(h.handle(.probe(vault: v.path), from: me)) == 19)
+
+        // A sweep ends it too, and the next request still learns why.
+        v.open(in: h, idle: 2, hard: 10)
+        clock.advance(3)
+        h.sweepSessions()
+        #expect(h.handle(.status, from: me) == .status(pid: 77, sessions: []))
+        #expect(h.handle(.probe(vault: v.path), from: me) == .failed(error: .sessionInvalid("expired after 2 s idle")))
+    }
+
+    @Test func rotationAndSlotChangesEndTheSession() throws {
+        let v = try TestVault()
+        let h = handler
+        v.open(in: h)
+        try v.vault.changePasscode(to: try SecretBytes(copying: Array("another passcode".utf8)), kdf: fastKDF)
+        #expect(h.handle(.probe(vault: v.path), from: me) == .failed(error: .sessionInvalid("was invalidated by a change of the vault's key slots")))
+
+        let w = try TestVault()
+        w.open(in: h)
+        _ = try w.vault.rotate(passcode: try SecretBytes(copying: Array(passcode.utf8)), kdf: fastKDF, recovery: .keep, authority: nil)
+        #expect(h.handle(.probe(vault: w.path), from: me) == .failed(error: .sessionInvalid("was invalidated by a key rotation")))
+        // The old generation's key is refused afterwards.
+        #expect(failureCode(h.handle(w.unlockRequest(), key: w.key, from: me)) == 19)
+    }
+
+    @Test(arguments: [1e19, .infinity, -.infinity, .nan, -1e300, -1, 0, 1e-300, Double.greatestFiniteMagnitude])
+    func durationsAreClamped(_ d: Double) throws {
+        let v = try TestVault(items: false)
+        let h = handler
+        v.open(in: h, idle: d, hard: d)
+        guard case .status(_, let sessions) = h.handle(.status, from: me), let s = sessions.first else { Issue.record("no session"); return }
+        #expect((1...(7 * 86400)).contains(s.idleLeft) && (1...(7 * 86400)).contains(s.hardLeft), "\(s)")
+        clock.advance(1e19)
+        #expect(failureCode(h.handle(.probe(vault: v.path), from: me)) == 19)
+        clock.advance(-.infinity)
+        _ = h.handle(.status, from: me)
+        _ = h.secondsWithoutSession()
+    }
+
+    @Test func releaseWritesOneAuditRecordPerReleasedFieldWithThePeersCredentials() throws {
+        let v = try TestVault()
+        let h = handler
+        v.open(in: h)
+        let peer = Requester(uid: me.uid, pid: 31337)
+        let before = try v.vault.auditRecords().count
+        guard case .released(let item) = h.handle(.release(vault: v.path, name: "db", fields: ["password", "username", "totp"], command: "run"),
+                                                  from: peer) else { Issue.record("release"); return }
+        #expect(item.password == "db-secret-9" && item.totp != nil)
+        // "web" has no username: only the password is handed out, so only it is recorded.
+        _ = h.handle(.release(vault: v.path, name: "web", fields: ["password", "username"], command: "login"), from: peer)
+        let records = try v.vault.auditRecords().dropFirst(before).map { try $0.get() }
+        #expect(records.map { "\($0.item).\($0.field)" } == ["db.password", "db.username", "db.totp", "web.password"])
+        #expect(records.allSatisfy { $0.uid == peer.uid && $0.pid == 31337 })
+        #expect(Set(records.map(\.command)) == ["run", "login"])
+
+        _ = h.handle(.releaseAll(vault: v.path, command: "export"), from: peer)
+        let all = try v.vault.auditRecords(limit: 1).map { try $0.get() }
+        #expect(all.first?.item == "*" && all.first?.field == "all" && all.first?.pid == 31337)
+
+        // Nothing else writes to the log: overviews, listings and lookups release nothing.
+        let count = try v.vault.auditRecords().count
+        _ = h.handle(.overview(vault: v.path, name: "db"), from: peer)
+        _ = h.handle(.list(vault: v.path), from: peer)
+        _ = h.handle(.contains(vault: v.path, name: "db"), from: peer)
+        #expect(try v.vault.auditRecords().count == count)
+        // A failed release (no such item) hands out nothing and records nothing.
+        #expect(failureCode(h.handle(.release(vault: v.path, name: "nope", fields: ["password"], command: "get"), from: peer)) == 3)
+        #expect(try v.vault.auditRecords().count == count)
+    }
+
+    @Test func overviewsAndListingsNeverCarryASecret() throws {
+        let v = try TestVault()
+        let h = handler
+        v.open(in: h)
+        for r: AgentRequest in [.overview(vault: v.path, name: "db"), .list(vault: v.path),
+                                .release(vault: v.path, name: "db", fields: ["username"], command: "get")] {
+            let text = String(decoding: AgentCodec.frame(h.handle(r, from: me)).json, as: UTF8.self)
+            #expect(text.contains("admin") || text.contains("web"))
+            for secret in ["db-secret-9", "web-secret-3", "JBSWY3DPEHPK3PXP"] { #expect(!text.contains(secret), "\(r)") }
+        }
+    }
+
+    @Test(arguments: [true, false])
+    func aKeyThatDoesNotOpenTheVaultIsRefused(withItems: Bool) throws {
+        let v = try TestVault(items: withItems)
+        let h = handler
+        let reply = h.handle(v.unlockRequest(), key: randomBytes(32), from: me)
+        #expect(failureCode(reply) == 10, "\(reply)")
+        #expect(h.handle(.probe(vault: v.path), from: me) == .noSession)
+        // Nothing was written with it: the vault's own key still opens every row.
+        #expect(try v.vault.allItems().allSatisfy { if case .item = $0 { true } else { false } })
+        #expect(failureCode(h.handle(v.unlockRequest(), key: Array(v.key.prefix(31)), from: me)) == 2)
+        #expect(failureCode(h.handle(v.unlockRequest(), key: [], from: me)) == 2)
+        v.open(in: h)
+        #expect(h.handle(.probe(vault: v.path), from: me) == .sessionOpen)
+    }
+
+    @Test func aPeerOfAnotherUidIsRefused() throws {
+        let v = try TestVault()
+        let h = handler
+        v.open(in: h)
+        let stranger = Requester(uid: me.uid &+ 1, pid: 1)
+        for r: AgentRequest in [.status, .release(vault: v.path, name: "db", fields: ["password"], command: "get"), v.unlockRequest()] {
+            let reply = h.handle(r, key: v.key, from: stranger)
+            guard case .failed(let e) = reply else { Issue.record("served \(reply)"); continue }
+            #expect(e.message.contains("refused"))
+        }
+    }
+
+    @Test func unlockChecksTheVaultAndItsName() throws {
+        let h = handler
+        let v = try TestVault()
+        #expect(failureCode(h.handle(.unlock(root: v.location.root, name: "../etc", generation: 1, idleSeconds: 1, hardLimitSeconds: 1),
+                                     key: v.key, from: me)) == 2)
+        #expect(failureCode(h.handle(.unlock(root: v.location.root, name: "absent", generation: 1, idleSeconds: 1, hardLimitSeconds: 1),
+                                     key: v.key, from: me)) == 3)
+        #expect(failureCode(h.handle(.unlock(root: v.location.root, name: "default", generation: 2, idleSeconds: 1, hardLimitSeconds: 1),
+                                     key: v.key, from: me)) == 19)
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+import VaultAgent
+import VaultKit
+
+/// A throw-away vault root, removed when the test ends.
+final class TempRoot {
+    let path: String
+    init() {
+        path = NSTemporaryDirectory() + "vault-agent-test-" + hexString(randomBytes(6))
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+    func location(_ name: String = "default") throws -> VaultLocation {
+        try VaultLocation(name: name, environment: ["VAULT_HOME": path])
+    }
+}
+
+/// A clock the test moves by hand.
+final class ManualClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var seconds: Double = 1000
+    var now: Double { lock.withLock { seconds } }
+    func advance(_ d: Double) { lock.withLock { seconds += d } }
+    var read: AgentClock { { self.now } }
+}
+
+let fastKDF = KDFParameters(memoryMiB: 8, operations: 1)
+let passcode = "correct horse battery"
+/// The test's own peer credentials (the agent serves this uid only).
+let me = Requester(uid: UInt32(getuid()), pid: 4242)
+
+/// A fresh vault with two items, and its master key as handed over by `vault unlock`.
+struct TestVault {
+    let root = TempRoot()
+    let location: VaultLocation
+    let vault: UnlockedVault
+    var path: String { location.databasePath }
+
+    init(name: String = "default", items: Bool = true) throws {
+        location = try root.location(name)
+        vault = try VaultStore.create(at: location, passcode: try SecretBytes(copying: Array(passcode.utf8)), kdf: fastKDF).vault
+        if items {
+            try vault.add(Item(name: "db", username: "admin", password: "db-secret-9", totp: "otpauth://totp/x?secret=JBSWY3DPEHPK3PXP"))
+            try vault.add(Item(name: "web", password: "web-secret-3", urls: ["https://example.com"]))
+        }
+    }
+
+    var key: [UInt8] { vault.withMasterKey { $0.exposedBytes() } }
+
+    func unlockRequest(idle: Double = 120, hard: Double = 3600) -> AgentRequest {
+        .unlock(root: location.root, name: location.name, generation: vault.generation, idleSeconds: idle, hardLimitSeconds: hard)
+    }
+
+    /// Opens a session in `handler`.
+    func open(in handler: AgentRequestHandler, idle: Double = 120, hard: Double = 3600) {
+        let reply = handler.handle(unlockRequest(idle: idle, hard: hard), key: key, from: me)
+        #expect(reply == .sessionOpen, "\(reply)")
+    }
+}
+
+/// The exit code of a failed reply, or nil.
+func failureCode(_ reply: AgentReply) -> Int32? {
+    if case .failed(let e) = reply { return e.exitCode }
+    return nil
+}
+
+/// A request frame from raw JSON text.
+func rawFrame(_ json: String, tail: [UInt8] = []) -> AgentFrame {
+    AgentFrame(json: Array(json.utf8), tail: tail)
+}
