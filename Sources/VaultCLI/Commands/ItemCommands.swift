@@ -249,9 +249,15 @@ enum ItemCommands {
                 ctx.say("vault: copied the \(field) of '\(item.name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
                 return
             }
-            let field = inv.value("--field") ?? (inv.has("--reveal") ? "password" : nil)
-            if let field, ItemField(rawValue: field)?.isSecret == true || inv.has("--reveal") {
-                try printItem(try vault.release(named: name, fields: [field], command: "get"), inv, ctx)
+            // Only the secrets printed are released (and so logged).
+            let released: [String]
+            if let f = inv.value("--field") {
+                released = ItemField(rawValue: f)?.isSecret == true ? [f] : []
+            } else {
+                released = inv.has("--reveal") ? ["password", "totp"] : []
+            }
+            if !released.isEmpty {
+                try printItem(try vault.release(named: name, fields: released, command: "get"), inv, ctx)
             } else {
                 let overview = try vault.overview(named: name)
                 try printItem(overview.item, overview: overview, inv, ctx)

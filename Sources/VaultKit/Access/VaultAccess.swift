@@ -142,9 +142,12 @@ extension UnlockedVault: VaultAccess {
         try release(named: name, fields: fields, command: command, to: .current)
     }
 
-    /// One item with its secrets, audited as released to `requester` (the agent passes its peer).
+    /// One item with the secrets named in `fields` (the others withheld, as the agent does),
+    /// audited as released to `requester` (the agent passes its peer).
     public func release(named name: String, fields: [String], command: String, to requester: Requester) throws -> Item {
-        let item = try item(named: name)
+        var item = try item(named: name)
+        if !fields.contains("password") { item.password = nil }
+        if !fields.contains("totp") { item.totp = nil }
         // Only what is actually handed out is a release: a field the item lacks is not logged.
         for field in fields where ((try? item.field(field)) ?? nil) != nil {
             try appendAudit(AuditRecord(item: item.name, field: field, command: command, uid: requester.uid, pid: requester.pid))
