@@ -19,11 +19,11 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     case overview(vault: String, name: String)
     /// One item with the secrets named in `fields`: the agent writes one audit record per field
     /// the item has, naming the peer's uid and pid, before it replies. Secrets not named are withheld.
-    case release(vault: String, name: String, fields: [String], command: String)
+    case release(vault: String, name: String, fields: [String], command: String, freshMatch: Bool = false)
     /// Every item, secrets withheld.
     case list(vault: String)
     /// Every item with its secrets (export): one audit record for the whole release.
-    case releaseAll(vault: String, command: String)
+    case releaseAll(vault: String, command: String, freshMatch: Bool = false)
     /// Whether an item exists.
     case contains(vault: String, name: String)
     /// Adds an item (or replaces one of that name).
@@ -43,7 +43,7 @@ public enum AgentRequest: Codable, Equatable, Sendable {
         switch self {
         case .unlock, .status: nil
         case .lock(let v): v
-        case .probe(let v), .overview(let v, _), .release(let v, _, _, _), .list(let v), .releaseAll(let v, _),
+        case .probe(let v), .overview(let v, _), .release(let v, _, _, _, _), .list(let v), .releaseAll(let v, _, _),
              .contains(let v, _), .add(let v, _, _), .importItems(let v, _, _, _), .update(let v, _, _),
              .remove(let v, _), .audit(let v, _):
             v
@@ -174,14 +174,14 @@ extension AgentRequest {
             break
         case .overview(_, let name), .contains(_, let name), .remove(_, let name):
             try Self.check(name, "name", limit: AgentLimits.name)
-        case .release(_, let name, let fields, let command):
+        case .release(_, let name, let fields, let command, _):
             try Self.check(name, "name", limit: AgentLimits.name)
             guard (1...AgentLimits.fields).contains(fields.count) else {
                 throw VaultError.usage("a release names 1 to \(AgentLimits.fields) fields")
             }
             for f in fields { try Self.check(f, "field", limit: AgentLimits.fieldName) }
             try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
-        case .releaseAll(_, let command):
+        case .releaseAll(_, let command, _):
             try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
         case .add(_, let item, _):
             try Self.check(item.name, "item name", limit: AgentLimits.name)

@@ -166,9 +166,9 @@ public final class AgentRequestHandler: @unchecked Sendable {
             return try withSession(vault) { _ in .sessionOpen }
         case .overview(let vault, let name):
             return try withSession(vault) { .overview(overview: try $0.vault.overview(named: name)) }
-        case .release(let vault, let name, let fields, let command):
+        case .release(let vault, let name, let fields, let command, let freshMatch):
             return try withSession(vault) { s in
-                var item = try s.vault.release(named: name, fields: fields, command: command, to: peer)
+                var item = try s.vault.release(named: name, fields: fields, command: command, to: peer, freshMatch: freshMatch)
                 // Only the secrets named were audited, so only they are handed out.
                 if !fields.contains(ItemField.password.rawValue) { item.password = nil }
                 if !fields.contains(ItemField.totp.rawValue) { item.totp = nil }
@@ -185,10 +185,10 @@ public final class AgentRequestHandler: @unchecked Sendable {
                 }
                 return .listing(items: items, damaged: damaged)
             }
-        case .releaseAll(let vault, let command):
+        case .releaseAll(let vault, let command, let freshMatch):
             return try withSession(vault) { s in
                 var items: [Item] = [], damaged: [String] = []
-                for e in try s.vault.releaseAll(command: command, to: peer) {
+                for e in try s.vault.releaseAll(command: command, to: peer, freshMatch: freshMatch) {
                     switch e {
                     case .item(let i): items.append(i)
                     case .damaged(let id): damaged.append(id)

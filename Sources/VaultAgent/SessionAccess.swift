@@ -52,8 +52,8 @@ public final class SessionAccess: VaultAccess {
     }
 
     /// One item with the secrets named in `fields`; the agent writes the audit records first.
-    public func release(named name: String, fields: [String], command: String) throws -> Item {
-        guard case .released(let item) = try call(.release(vault: vault, name: name, fields: fields, command: command)) else {
+    public func release(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> Item {
+        guard case .released(let item) = try call(.release(vault: vault, name: name, fields: fields, command: command, freshMatch: freshMatch)) else {
             throw AgentClient.unexpected
         }
         return item
@@ -66,8 +66,8 @@ public final class SessionAccess: VaultAccess {
     }
 
     /// Every item with its secrets; the agent writes one audit record for all.
-    public func releaseAll(command: String) throws -> [ItemEntry] {
-        guard case .releasedAll(let items, let damaged) = try call(.releaseAll(vault: vault, command: command)) else {
+    public func releaseAll(command: String, freshMatch: Bool) throws -> [ItemEntry] {
+        guard case .releasedAll(let items, let damaged) = try call(.releaseAll(vault: vault, command: command, freshMatch: freshMatch)) else {
             throw AgentClient.unexpected
         }
         return items.map { .item($0) } + damaged.map { .damaged(rowID: $0) }

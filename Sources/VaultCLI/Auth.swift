@@ -21,7 +21,7 @@ enum Auth {
         let timeout = try scanTimeout(inv)
         let interactive = !inv.noInput && ctx.terminal.isAvailable
         return try EmbeddedKeyAuthority(
-            folder: EmbeddedKeyAuthority.defaultFolder(environment: ctx.environment), clock: { unixNow() },
+            folder: EmbeddedKeyAuthority.defaultFolder(environment: ctx.environment), clock: ctx.clock,
             openReader: { prefer in
                 LibfprintReader(sensor: try openSensor(inv, ctx, prefer: prefer), ctx: ctx, timeout: timeout, interactive: interactive)
             })
@@ -49,10 +49,10 @@ enum Auth {
                 if let fd = passcodeFD { return try SecretInput.line(fd: fd, what: "passcode") }
                 guard interactive else { return nil }
                 guard let s = try ctx.terminal.readSecret(prompt: prompt + ": ") else { throw VaultError.userCancel }
-                if Interrupts.requested { throw VaultError.userCancel }
+                if ctx.interrupted() { throw VaultError.userCancel }
                 return s
             },
-            say: { ctx.say($0) })
+            say: { ctx.say($0) }, clock: ctx.clock)
         auth.reason = inv.value("--reason")
         auth.passcodeFirst = inv.has("--passcode") || passcodeFD != nil
         return auth

@@ -66,15 +66,22 @@ public final class CommandContext {
     public let terminal: any Terminal
     /// Standard input, read for `--password-stdin` and the credential helpers.
     public let stdinFD: Int32
+    /// The time, in whole seconds since 1970 (the key authority's clock, the audit log's).
+    public let clock: @Sendable () -> Int64
+    /// Whether Ctrl-C was pressed (a prompt or scan in progress then ends as "cancelled").
+    public let interrupted: @Sendable () -> Bool
 
     /// A context over the given streams.
     public init(stdout: any TextSink, stderr: any TextSink, environment: [String: String],
-                terminal: any Terminal, stdinFD: Int32 = 0) {
+                terminal: any Terminal, stdinFD: Int32 = 0, clock: @escaping @Sendable () -> Int64 = { unixNow() },
+                interrupted: @escaping @Sendable () -> Bool = { Interrupts.requested }) {
         self.stdout = stdout
         self.stderr = stderr
         self.environment = environment
         self.terminal = terminal
         self.stdinFD = stdinFD
+        self.clock = clock
+        self.interrupted = interrupted
     }
 
     /// The real process: fd 1, fd 2, the process environment, /dev/tty.

@@ -65,7 +65,7 @@ func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, c
     var fallback = false
     let tty = allowFallback ? ctx.terminal.inputFD : -1
     while done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
-        if Interrupts.requested { cancellation.cancel(.user) }
+        if ctx.interrupted() { cancellation.cancel(.user) }
         if tty >= 0 && !fallback {
             if (try? Poll.isReadable(tty, timeoutMilliseconds: 0)) == true {
                 var buf = [UInt8](repeating: 0, count: 64)
@@ -79,7 +79,7 @@ func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, c
     case .success(let v): return (v, fallback)
     case .failure(let e):
         if fallback { return (nil, true) }
-        if Interrupts.requested { throw VaultError.userCancel }
+        if ctx.interrupted() { throw VaultError.userCancel }
         throw e
     }
 }

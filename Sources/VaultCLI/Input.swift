@@ -26,7 +26,7 @@ enum SecretInput {
     static func ask(_ ctx: CommandContext, _ inv: Invocation, prompt: String, reason: String) throws -> SecretBytes {
         guard !inv.noInput, ctx.terminal.isAvailable else { throw VaultError.passcodeNeeded(reason) }
         guard let s = try ctx.terminal.readSecret(prompt: prompt) else { throw VaultError.userCancel }
-        if Interrupts.requested { throw VaultError.userCancel }
+        if ctx.interrupted() { throw VaultError.userCancel }
         return s
     }
 

@@ -45,6 +45,9 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case authorityDamaged(String)
     /// 19: a rotation committed while this command held the old key: nothing was written.
     case keysRotated
+    /// 10: the item has fingerprint login on: releasing its secret needs a fresh match (the
+    /// command asks for one and tries again; this reaches a person only when none can be made).
+    case freshMatchNeeded(item: String)
     /// 5: a vault's settings row is unreadable (never silently replaced by the defaults).
     case settingsDamaged(vault: String)
     /// 126: the command after `--` is not an executable file.
@@ -67,7 +70,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .alreadyExists: .alreadyExists
         case .corrupt, .newerFormat, .authorityDamaged, .settingsDamaged: .corrupt
         case .io, .insecurePermissions: .io
-        case .authenticationFailed: .authenticationFailed
+        case .authenticationFailed, .freshMatchNeeded: .authenticationFailed
         case .userCancel: .userCancel
         case .passcodeNeeded: .passcodeNeeded
         case .systemCancel: .systemCancel
@@ -118,6 +121,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .authorityDamaged(let m): "the fingerprint state is damaged: \(m)"
         case .settingsDamaged(let v): "the settings of vault '\(v)' are damaged"
         case .keysRotated: "the vault's keys were rotated while this command ran; nothing was written"
+        case .freshMatchNeeded(let item): "'\(item)' has fingerprint login on: releasing it needs a fresh fingerprint match"
         case .commandNotExecutable(let p): "cannot run \(p): not an executable file"
         case .commandNotFound(let n): "command not found: \(n)"
         case .childExited(let status): "the command exited with status \(status)"
@@ -150,6 +154,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .settingsDamaged(let v): "restore the vault from a backup, or set them again: vault settings\(v == "default" ? "" : " --vault \(v)") --policy P"
         case .commandNotExecutable: nil
         case .keysRotated: "run it again"
+        case .freshMatchNeeded: "touch the reader when asked; 'vault edit NAME --fingerprint-login off' (a touch) turns it off"
         case .commandNotFound(let n): n.contains("/") ? nil : "it is not in PATH; give its full path"
         case .childExited, .alreadyReported: nil
         case .authorityDamaged: "run 'vault enroll' (it asks for a vault's passcode): the damaged file is reset and you enrol your fingers again"

@@ -431,6 +431,49 @@ struct RunLoginFingerprintTests {
         #expect(r.status == 12)
     }
 
+    @Test func fingerprintLoginIsEnforcedOnEveryPathThatReleasesTheSecret() {
+        var r = vault(["init", "--kdf-memory", "8", "--kdf-ops", "1", "--finger", "right-index"], passcode: pc,
+                      scans: Array(repeating: "alice", count: 5))
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["add", "fp", "--username", "bob", "--url", "https://h.example", "--password-stdin"], passcode: pc, stdin: "fp-pw\n")
+        #expect(r.status == 0)
+        r = vault(["edit", "fp", "--fingerprint-login", "on"], passcode: pc, scans: ["alice"])
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["unlock", "--timeout", "60"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        defer {
+            if let pid = (json(box.vault(["status", "--json"]).stdout)["session"] as? [String: Any])?["agent_pid"] as? Int {
+                kill(pid_t(pid), SIGTERM)
+            }
+        }
+        let noFinger = ["--no-input", "--scan-timeout", "1"]
+        // In the session, without a touch, nothing releases the password.
+        for args in [["get", "fp", "--field", "password"], ["get", "fp", "--reveal"], ["export"],
+                     ["run", "--env", "X=fp", "--", "sh", "-c", "printf %s \"$X\""]] {
+            r = vault(args + noFinger)
+            #expect(r.status == 18, "\(args): \(r.stderr)")
+            #expect(!r.stdout.contains("fp-pw"), "\(args)")
+        }
+        r = vault(["git-credential", "get"] + noFinger)
+        #expect(!r.stdout.contains("fp-pw"))
+        // Replacing it (which clears the switch) needs a touch too.
+        r = box.vault(["add", "fp", "--force", "--password-stdin"] + noFinger, stdin: "other\n")
+        #expect(r.status == 18, "\(r.stderr)")
+        // With the finger, each of them works.
+        r = vault(["get", "fp", "--field", "password", "--no-input"], scans: ["alice"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "fp-pw\n")
+        r = vault(["run", "--env", "X=fp", "--no-input", "--", "sh", "-c", "printf %s \"$X\""], scans: ["alice"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "fp-pw")
+        r = vault(["export", "--no-input"], scans: ["alice"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("fp-pw") && r.stdout.contains("\"fingerprint_login\":true"))
+        // Outside the session too: the passcode opens the vault, the touch releases the item.
+        r = vault(["get", "fp", "--field", "password", "--passcode-fd", "3", "--scan-timeout", "1"], passcode: pc)
+        #expect(r.status == 18, "\(r.stderr)")
+    }
+
     /// Fingers touching the virtual reader from a background thread (`virtual-reader device --wait
     /// 30 SOCKET SCAN id`, each waiting until the driver took it).
     final class Touches: @unchecked Sendable {

@@ -375,4 +375,24 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         let key = try created.vault.masterKey.duplicate()
         #expect(try store.adopt(masterKey: key, generation: 1).generation == 1)
     }
+
+    @Test func anItemWithFingerprintLoginIsReleasedOnlyWithAFreshMatch() throws {
+        let created = try VaultStore.create(at: try root.location(), passcode: try secret(passcodeText), kdf: fastKDF)
+        let vault = created.vault
+        try vault.add(Item(name: "guarded", username: "u", password: "pw", fingerprintLogin: true))
+        try vault.add(Item(name: "plain", password: "pw2"))
+        let peer = Requester(uid: 4242, pid: 77)
+        #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) {
+            _ = try vault.release(named: "guarded", fields: ["password"], command: "get", to: peer)
+        }
+        #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) { _ = try vault.releaseAll(command: "export", to: peer) }
+        #expect(try vault.auditRecords().isEmpty, "a refused release is not logged")
+        // A field that is not secret needs no touch; with the match, the password comes out.
+        #expect(try vault.release(named: "guarded", fields: ["username"], command: "get", to: peer).password == nil)
+        #expect(try vault.release(named: "guarded", fields: ["password"], command: "get", to: peer, freshMatch: true).password == "pw")
+        #expect(try vault.release(named: "plain", fields: ["password"], command: "get", to: peer).password == "pw2")
+        let records = try vault.auditRecords().compactMap { try? $0.get() }
+        #expect(records.map(\.item) == ["guarded", "guarded", "plain"] && records.allSatisfy { $0.uid == 4242 && $0.pid == 77 })
+    }
+
 }

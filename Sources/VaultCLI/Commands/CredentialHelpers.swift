@@ -60,19 +60,21 @@ enum CredentialHelpers {
     /// the first that `accepts`), else nil.
     @discardableResult
     static func carryOut(_ plan: CredentialPlan, on vault: any VaultAccess, command: String,
+                         _ inv: Invocation, _ ctx: CommandContext,
                          accepts: (Item) -> Bool = { _ in true }) throws -> Item? {
-        func releasedPassword(_ name: String) throws -> String? {
-            try vault.release(named: name, fields: ["password"], command: command).password
+        func release(_ name: String) throws -> Item {
+            try Release.item(name, fields: ["password"], command: command, from: vault, inv, ctx)
         }
+        func releasedPassword(_ name: String) throws -> String? { try release(name).password }
         switch plan {
         case .none:
             return nil
         case .release(let name):
-            return try vault.release(named: name, fields: ["password"], command: command)
+            return try release(name)
         case .releaseFirst(let names):
             for name in names {
                 guard try vault.overview(named: name).hasPassword else { continue }
-                let item = try vault.release(named: name, fields: ["password"], command: command)
+                let item = try release(name)
                 if accepts(item) { return item }
             }
             return nil
@@ -90,7 +92,7 @@ enum CredentialHelpers {
             return nil
         case .compareThenWrite(let names, let password, let otherwise):
             for name in names where try releasedPassword(name) == password { return nil }
-            return try carryOut(otherwise, on: vault, command: command)
+            return try carryOut(otherwise, on: vault, command: command, inv, ctx)
         }
     }
 

@@ -49,13 +49,13 @@ enum DockerCredentialCommand {
             let credential = try DockerCredential(json: input)
             let vault = try openAccess(inv, ctx, purpose: "save docker credentials for \(credential.server.host)")
             let plan = DockerCredentialRules.store(credential, items: try CredentialHelpers.readableItems(vault))
-            try CredentialHelpers.carryOut(plan, on: vault, command: DockerCredentialRules.auditCommand)
+            try CredentialHelpers.carryOut(plan, on: vault, command: DockerCredentialRules.auditCommand, inv, ctx)
 
         case .get:
             let (raw, server) = try DockerCredentialRules.serverURL(input: CredentialHelpers.readInput(ctx, untilBlankLine: false))
             let vault = try openAccess(inv, ctx, purpose: "docker credentials for \(server.host)")
             let plan = try DockerCredentialRules.get(server, items: try CredentialHelpers.readableItems(vault))
-            guard let item = try CredentialHelpers.carryOut(plan, on: vault, command: DockerCredentialRules.auditCommand) else {
+            guard let item = try CredentialHelpers.carryOut(plan, on: vault, command: DockerCredentialRules.auditCommand, inv, ctx) else {
                 throw DockerCredentialError.notFound
             }
             ctx.stdout.write(jsonText(["ServerURL": raw, "Username": item.username ?? "", "Secret": item.password ?? ""]))
@@ -64,7 +64,7 @@ enum DockerCredentialCommand {
             let (_, server) = try DockerCredentialRules.serverURL(input: CredentialHelpers.readInput(ctx, untilBlankLine: false))
             let vault = try openAccess(inv, ctx, purpose: "erase docker credentials for \(server.host)")
             let plan = try DockerCredentialRules.erase(server, items: try CredentialHelpers.readableItems(vault))
-            try CredentialHelpers.carryOut(plan, on: vault, command: DockerCredentialRules.auditCommand)
+            try CredentialHelpers.carryOut(plan, on: vault, command: DockerCredentialRules.auditCommand, inv, ctx)
 
         case .list:
             let vault = try openAccess(inv, ctx, purpose: "list docker credentials")

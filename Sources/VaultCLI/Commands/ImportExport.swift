@@ -22,6 +22,13 @@ enum ImportExport {
             defer { wipe(&raw) }
             let items = try VaultJSON.items(from: raw)
             let vault = try openAccess(inv, ctx, purpose: "import \(items.count) items")
+            if inv.has("--force") {
+                // Replacing an item with fingerprint login on changes what a touch protects: one touch.
+                let guarded = try CredentialHelpers.readableItems(vault).filter(\.fingerprintLogin).map(\.name)
+                if let first = items.lazy.compactMap({ try? Item.normalize(name: $0.name) }).first(where: guarded.contains) {
+                    try Release.freshMatch(for: first, vault, inv, ctx)
+                }
+            }
             let n = try vault.add(contentsOf: items, replace: inv.has("--force"))
             ctx.say("vault: imported \(n) items")
         })
@@ -35,7 +42,7 @@ enum ImportExport {
             let vault = try openAccess(inv, ctx, purpose: "export every item")
             var out: [[String: Any]] = []
             var damaged = 0
-            for e in try vault.releaseAll(command: "export") {
+            for e in try Release.all(command: "export", from: vault, inv, ctx) {
                 switch e {
                 case .item(let item):
                     out.append(VaultJSON.object(item))

@@ -61,9 +61,15 @@ enum ItemCommands {
             }
             let name = try Item.normalize(name: inv.arguments[0])
             let vault = try openAccess(inv, ctx, purpose: "add '\(name)'")
-            if !inv.has("--force"), try vault.contains(name) { throw VaultError.alreadyExists(name) }
+            if try vault.contains(name) {
+                guard inv.has("--force") else { throw VaultError.alreadyExists(name) }
+                // Replacing an item turns its fingerprint login off: that needs a touch, as with edit.
+                if try vault.overview(named: name).item.fingerprintLogin {
+                    try Release.freshMatch(for: name, vault, inv, ctx)
+                }
+            }
             var item = Item(name: name, username: inv.value("--username"), urls: inv.all("--url"),
-                            notes: inv.value("--notes"), tags: inv.all("--tag"))
+                            notes: inv.value("--notes"), tags: inv.all("--tag"), now: ctx.clock())
             item.password = try newPassword(inv, ctx, name: name)
             if inv.has("--totp-stdin") { item.totp = try totp(ctx) }
             try vault.add(item, replace: inv.has("--force"))
@@ -243,7 +249,7 @@ enum ItemCommands {
             let vault = try openAccess(inv, ctx, purpose: "read '\(name)'")
             if inv.has("--clip") {
                 let field = inv.value("--field") ?? "password"
-                let item = try vault.release(named: name, fields: [field], command: "get --clip")
+                let item = try Release.item(name, fields: [field], command: "get --clip", from: vault, inv, ctx)
                 guard let value = try item.field(field) else { throw VaultError.failure("item '\(item.name)' has no \(field)") }
                 try Clipboard.copy(value, clearAfter: clearAfter, ctx)
                 ctx.say("vault: copied the \(field) of '\(item.name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
@@ -257,7 +263,7 @@ enum ItemCommands {
                 released = inv.has("--reveal") ? ["password", "totp"] : []
             }
             if !released.isEmpty {
-                try printItem(try vault.release(named: name, fields: released, command: "get"), inv, ctx)
+                try printItem(try Release.item(name, fields: released, command: "get", from: vault, inv, ctx), inv, ctx)
             } else {
                 let overview = try vault.overview(named: name)
                 try printItem(overview.item, overview: overview, inv, ctx)

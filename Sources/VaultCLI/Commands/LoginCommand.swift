@@ -46,7 +46,8 @@ enum LoginCommand {
                 } else {
                     try requirePasscode(vault, inv, ctx, item: item.name)
                 }
-                let released = try vault.release(named: item.name, fields: ["password"], command: "login")
+                // The match (or the passcode) was just demanded above.
+                let released = try vault.release(named: item.name, fields: ["password"], command: "login", freshMatch: item.fingerprintLogin)
                 login = LoginSecrets(username: released.username, password: released.password ?? "", url: released.urls.first)
             }
             guard let program else {

@@ -38,7 +38,7 @@ enum RunCommand {
                 // Every reference is resolved before anything is released: a wrong one releases nothing.
                 let resolved = try bindings.map { b in (b, try b.resolve(in: vault)) }
                 for (b, (name, field)) in resolved {
-                    let item = try vault.release(named: name, fields: [field], command: "run")
+                    let item = try Release.item(name, fields: [field], command: "run", from: vault, inv, ctx)
                     guard let value = try item.field(field) else {
                         throw VaultError.failure("item '\(item.name)' has no \(field) (for \(b.variable))")
                     }

@@ -110,12 +110,15 @@ public protocol VaultAccess: AnyObject {
     var vaultName: String { get }
     /// One item without its secrets (`.itemNotFound`, `.corrupt`).
     func overview(named name: String) throws -> ItemOverview
-    /// One item with its secrets; one audit record per field in `fields` is written first.
-    func release(named name: String, fields: [String], command: String) throws -> Item
+    /// One item with the secrets named in `fields`; one audit record per field is written first.
+    /// An item with fingerprint login on is released only with `freshMatch` (the caller made
+    /// one); otherwise `.freshMatchNeeded`.
+    func release(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> Item
     /// Every row, secrets withheld (damaged ones reported as such).
     func allItems() throws -> [ItemEntry]
-    /// Every item with its secrets (export): one audit record for the whole release.
-    func releaseAll(command: String) throws -> [ItemEntry]
+    /// Every item with its secrets (export): one audit record for the whole release; with any
+    /// fingerprint-login item among them, only with `freshMatch`.
+    func releaseAll(command: String, freshMatch: Bool) throws -> [ItemEntry]
     /// Whether an item exists.
     func contains(_ name: String) throws -> Bool
     /// Adds (or with `replace`, replaces) an item.
@@ -130,6 +133,24 @@ public protocol VaultAccess: AnyObject {
     func auditRecords(limit: Int?) throws -> [Result<AuditRecord, VaultError>]
 }
 
+extension VaultAccess {
+    /// A release without a fresh match (items with fingerprint login on refuse it).
+    public func release(named name: String, fields: [String], command: String) throws -> Item {
+        try release(named: name, fields: fields, command: command, freshMatch: false)
+    }
+
+    /// Every item without a fresh match.
+    public func releaseAll(command: String) throws -> [ItemEntry] { try releaseAll(command: command, freshMatch: false) }
+}
+
+/// The rule of fingerprint login: which releases need a fresh match.
+extension Item {
+    /// Whether handing out `fields` of this item needs a fresh fingerprint match.
+    public func releaseNeedsFreshMatch(_ fields: [String]) -> Bool {
+        fingerprintLogin && fields.contains { $0 == "all" || ItemField(rawValue: $0)?.isSecret == true }
+    }
+}
+
 extension UnlockedVault: VaultAccess {
     /// The vault's name.
     public var vaultName: String { store.location.name }
@@ -138,14 +159,16 @@ extension UnlockedVault: VaultAccess {
     public func overview(named name: String) throws -> ItemOverview { ItemOverview(try item(named: name)) }
 
     /// One item with its secrets, audited as released to this process.
-    public func release(named name: String, fields: [String], command: String) throws -> Item {
-        try release(named: name, fields: fields, command: command, to: .current)
+    public func release(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> Item {
+        try release(named: name, fields: fields, command: command, to: .current, freshMatch: freshMatch)
     }
 
     /// One item with the secrets named in `fields` (the others withheld, as the agent does),
     /// audited as released to `requester` (the agent passes its peer).
-    public func release(named name: String, fields: [String], command: String, to requester: Requester) throws -> Item {
+    public func release(named name: String, fields: [String], command: String, to requester: Requester,
+                        freshMatch: Bool = false) throws -> Item {
         var item = try item(named: name)
+        if item.releaseNeedsFreshMatch(fields) && !freshMatch { throw VaultError.freshMatchNeeded(item: item.name) }
         if !fields.contains("password") { item.password = nil }
         if !fields.contains("totp") { item.totp = nil }
         // Only what is actually handed out is a release: a field the item lacks is not logged.
@@ -156,14 +179,20 @@ extension UnlockedVault: VaultAccess {
     }
 
     /// Every item with its secrets, one audit record for all of them.
-    public func releaseAll(command: String) throws -> [ItemEntry] {
-        try releaseAll(command: command, to: .current)
+    public func releaseAll(command: String, freshMatch: Bool) throws -> [ItemEntry] {
+        try releaseAll(command: command, to: .current, freshMatch: freshMatch)
     }
 
     /// Every item with its secrets, audited as released to `requester`.
-    public func releaseAll(command: String, to requester: Requester) throws -> [ItemEntry] {
+    public func releaseAll(command: String, to requester: Requester, freshMatch: Bool = false) throws -> [ItemEntry] {
+        let entries = try allItemsWithSecrets()
+        if !freshMatch, let guarded = entries.lazy.compactMap({ e -> Item? in
+            if case .item(let i) = e, i.releaseNeedsFreshMatch(["all"]) { i } else { nil }
+        }).first {
+            throw VaultError.freshMatchNeeded(item: guarded.name)
+        }
         try appendAudit(AuditRecord(item: "*", field: "all", command: command, uid: requester.uid, pid: requester.pid))
-        return try allItemsWithSecrets()
+        return entries
     }
 
     /// Applies `change` inside the write transaction.
