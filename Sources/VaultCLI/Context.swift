@@ -8,11 +8,36 @@ public protocol TextSink: AnyObject {
     func write(_ text: String)
     /// The first write that failed (a full disk, a closed pipe), or nil.
     var failure: SystemError? { get }
+    /// Whether a person's terminal shows what is written (control characters are then escaped).
+    var isTerminal: Bool { get }
 }
 
 extension TextSink {
     /// Sinks that cannot fail.
     public var failure: SystemError? { nil }
+    /// Sinks that are not terminals.
+    public var isTerminal: Bool { false }
+}
+
+/// Text from an item (an imported one, too) made safe for a terminal: control characters (C0
+/// but newline and tab, DEL, C1) become visible `\xNN` escapes, so a value cannot move the cursor,
+/// set the title or write the clipboard (OSC 52). Unchanged when `onTerminal` is false.
+func terminalSafe(_ text: String, onTerminal: Bool) -> String {
+    guard onTerminal else { return text }
+    var out = ""
+    for scalar in text.unicodeScalars {
+        let v = scalar.value
+        if (v < 0x20 && v != 0x0A && v != 0x09) || v == 0x7F || (0x80...0x9F).contains(v) {
+            out += "\\x" + String(v, radix: 16).leftPadded(to: 2)
+        } else {
+            out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
 
 /// A sink on a file descriptor; writes loop until every byte is out. A write that fails (a full
@@ -30,6 +55,9 @@ public final class FileSink: TextSink {
         self.fd = fd
         self.label = label
     }
+
+    /// Whether the descriptor is a terminal.
+    public var isTerminal: Bool { VaultSystem.isTerminal(fd) }
 
     /// Writes all of `text`, unless an earlier write failed.
     public func write(_ text: String) {

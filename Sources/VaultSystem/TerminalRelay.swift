@@ -13,6 +13,10 @@ public struct TerminalKeyboard {
 
     /// Whether the program's terminal echoes input now.
     public var echoIsOn: Bool { TerminalMode.echoIsOn(master) }
+
+    /// Whether the program's terminal is in canonical (line) mode now; a program that starts an
+    /// interactive session (a remote shell, an editor) switches it off.
+    public var isCanonical: Bool { (try? TerminalAttributes.get(master).canonical) ?? true }
 }
 
 /// The decisions a ``TerminalRelay`` leaves to its caller: what to type, and when. The relay only

@@ -179,3 +179,29 @@ final class InProcess {
         #expect(!r.message.contains("CryptoError"))
     }
 }
+
+/// A terminal's screen, as a sink.
+final class ScreenSink: TextSink {
+    private(set) var text = ""
+    var isTerminal: Bool { true }
+    func write(_ text: String) { self.text += text }
+}
+
+@Suite struct TerminalEscapeTests {
+    @Test func controlCharactersOfAnItemAreEscapedOnATerminalOnly() throws {
+        let p = InProcess()
+        let pc = p.fd("pass word 1\n")
+        #expect(p.run(["init", "--no-fingerprint", "--kdf-memory", "8", "--kdf-ops", "1", "--passcode-fd", "\(pc)"]).status == 0)
+        let evil = "{\"name\":\"x\",\"username\":\"a\\u001b]52;c;aGk=\\u0007b\",\"notes\":\"line1\\nline2\\u009b31m\",\"password\":\"pw\"}"
+        #expect(p.run(["import", "--passcode-fd", "\(p.fd("pass word 1\n"))"], stdin: "[" + evil + "]").status == 0)
+        let screen = ScreenSink(), err = BufferSink()
+        let ctx = CommandContext(stdout: screen, stderr: err, environment: p.env, terminal: NoTerminal())
+        #expect(VaultCLI.run(["get", "x", "--passcode-fd", "\(p.fd("pass word 1\n"))"], context: ctx) == 0, "\(err.text)")
+        #expect(!screen.text.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x9B })
+        #expect(screen.text.contains("username: a\\x1b]52;c;aGk=\\x07b"))
+        #expect(screen.text.contains("notes: line1\nline2\\x9b31m"), "newlines stay")
+        // A pipe gets the bytes as they are (a script asked for exactly the value).
+        let r = p.run(["get", "x", "--field", "username", "--passcode-fd", "\(p.fd("pass word 1\n"))"])
+        #expect(r.out == "a\u{1b}]52;c;aGk=\u{07}b\n")
+    }
+}

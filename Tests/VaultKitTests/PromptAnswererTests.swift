@@ -89,4 +89,32 @@ import VaultKit
         var a = try answerer()
         #expect(a.programWrote(Array("Password: please wait\n".utf8), echoOn: false, now: 0) == .nothing)
     }
+
+    @Test func nothingIsTypedOnceTheProgramWentRaw() throws {
+        // An ssh session that logged in by key, started a shell (raw terminal), then prints a
+        // password question: it is not vault's to answer.
+        var a = try answerer()
+        #expect(a.programWrote(Array("Last login: Mon\r\n$ ".utf8), echoOn: false, now: 0) == .nothing)
+        a.terminalWentRaw()
+        #expect(a.isAuthenticationOver && a.isPasswordSettled)
+        #expect(a.programWrote(Array("Please confirm your password: ".utf8), echoOn: false, now: 1) == .nothing)
+        #expect(a.tick(echoOn: false, now: 2) == .nothing)
+        #expect(!a.typedAnything)
+    }
+
+    @Test func aRawTerminalAfterThePromptStillGetsThePassword() throws {
+        // A program reading its password in raw mode after printing the prompt.
+        var a = try answerer(hasUsername: false)
+        #expect(a.programWrote(Array("Password: ".utf8), echoOn: false, now: 0) == .password)
+        a.terminalWentRaw()
+        #expect(a.typedAnything)
+    }
+
+    @Test func promptsLongAfterTheStartAreNotAnswered() throws {
+        var a = try answerer()
+        #expect(a.programWrote(Array("connecting...\r\n".utf8), echoOn: true, now: 100) == .nothing)
+        #expect(a.programWrote(Array("Password: ".utf8), echoOn: false, now: 100 + PromptAnswerer.defaultAuthenticationWindow + 1) == .nothing)
+        #expect(a.isAuthenticationOver && !a.typedAnything)
+    }
+
 }

@@ -276,7 +276,7 @@ enum ItemCommands {
             guard let v = try item.field(f) else {
                 throw VaultError.failure("item '\(item.name)' has no \(f)")
             }
-            if inv.has("--json") { ctx.stdout.write(jsonText([f: v])) } else { ctx.stdout.write(v + "\n") }
+            if inv.has("--json") { ctx.stdout.write(jsonText([f: v])) } else { ctx.stdout.write(terminalSafe(v, onTerminal: ctx.stdout.isTerminal) + "\n") }
             return
         }
         let reveal = inv.has("--reveal")
@@ -300,7 +300,7 @@ enum ItemCommands {
         if overview.hasTOTP { lines.append("totp: " + (reveal ? item.totp ?? "" : "set")) }
         if let n = item.notes { lines.append("notes: \(n)") }
         lines.append("fingerprint login: \(item.fingerprintLogin ? "on" : "off")")
-        ctx.stdout.write(lines.joined(separator: "\n") + "\n")
+        ctx.stdout.write(terminalSafe(lines.joined(separator: "\n"), onTerminal: ctx.stdout.isTerminal) + "\n")
     }
 }
 

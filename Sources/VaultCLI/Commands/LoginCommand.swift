@@ -54,7 +54,11 @@ enum LoginCommand {
                 ctx.stdout.write(try format.render(login, item: name))
                 return
             }
-            let status = try PromptedLogin(login: login, prompts: prompts, ctx: ctx).run(program)
+            let prompted = PromptedLogin(login: login, prompts: prompts, ctx: ctx)
+            let status = try prompted.run(program)
+            if !prompted.typedAnything {
+                ctx.say("vault: warning: no prompt of '\(program.name)' matched; nothing was typed (see --user-prompt and --password-prompt)")
+            }
             if !status.isSuccess { throw VaultError.childExited(status: status.shellCode) }
         })
 
@@ -189,8 +193,12 @@ final class PromptedLogin: TerminalRelayDriver {
     }
 
     func programWrote(_ output: ArraySlice<UInt8>, echoOn: Bool, keyboard: TerminalKeyboard) throws {
+        if !keyboard.isCanonical { answerer.terminalWentRaw() }
         act(answerer.programWrote(output, echoOn: echoOn, now: MonotonicClock.seconds()), keyboard)
     }
+
+    /// Whether a prompt was answered (for the warning when none matched).
+    var typedAnything: Bool { answerer.typedAnything }
 
     func tick(echoOn: Bool, keyboard: TerminalKeyboard) throws {
         act(answerer.tick(echoOn: echoOn, now: MonotonicClock.seconds()), keyboard)

@@ -29,6 +29,9 @@ public struct PromptAnswerer {
     public static let defaultEchoGrace: Double = 3
     /// Output kept for matching, in bytes.
     public static let window = 4096
+    /// How long after the program's first output prompts are answered at all: the login is the
+    /// program's authentication step, not anything it prints later.
+    public static let defaultAuthenticationWindow: Double = 60
 
     /// The username prompt.
     public let userPrompt: NSRegularExpression
@@ -43,14 +46,42 @@ public struct PromptAnswerer {
     private var userAnswered = false
     private var passwordSettled = false
     private var passwordPromptSeen: Double?
+    private var started: Double?
+    private var ended = false
+    /// Seconds after the first output during which prompts are answered.
+    public let authenticationWindow: Double
 
     /// An answerer for these prompts.
     public init(userPrompt: NSRegularExpression, passwordPrompt: NSRegularExpression, hasUsername: Bool,
-                echoGrace: Double = PromptAnswerer.defaultEchoGrace) {
+                echoGrace: Double = PromptAnswerer.defaultEchoGrace,
+                authenticationWindow: Double = PromptAnswerer.defaultAuthenticationWindow) {
         self.userPrompt = userPrompt
         self.passwordPrompt = passwordPrompt
         self.hasUsername = hasUsername
         self.echoGrace = echoGrace
+        self.authenticationWindow = authenticationWindow
+    }
+
+    /// Whether anything was typed (or the password question settled by the program's echo).
+    public private(set) var typedAnything = false
+
+    /// The program's terminal went raw (not canonical) with no password prompt pending: its
+    /// authentication step is over (an interactive session started), and nothing is typed from
+    /// now on, whatever it prints.
+    public mutating func terminalWentRaw() {
+        guard passwordPromptSeen == nil else { return }
+        endAuthentication()
+    }
+
+    /// Whether the authentication step is over (nothing more will be typed).
+    public var isAuthenticationOver: Bool { ended }
+
+    private mutating func endAuthentication() {
+        ended = true
+        userAnswered = true
+        passwordSettled = true
+        passwordPromptSeen = nil
+        recent.removeAll()
     }
 
     /// Compiles a prompt pattern, matched case-insensitively.
@@ -71,6 +102,9 @@ public struct PromptAnswerer {
     /// The program wrote `chunk`; `echoOn` is its terminal's echo setting now, `now` a time in
     /// seconds (any monotonic origin).
     public mutating func programWrote(_ chunk: some Sequence<UInt8>, echoOn: Bool, now: Double) -> Answer {
+        if started == nil { started = now }
+        if !ended, let started, now - started > authenticationWindow, passwordPromptSeen == nil { endAuthentication() }
+        if ended { return .nothing }
         recent.append(contentsOf: chunk)
         if recent.count > PromptAnswerer.window { recent.removeFirst(recent.count - PromptAnswerer.window) }
         let text = String(decoding: recent, as: UTF8.self)
@@ -79,6 +113,7 @@ public struct PromptAnswerer {
             userAnswered = true
             if hasUsername {
                 recent.removeAll()
+                typedAnything = true
                 return .username
             }
         }
@@ -97,6 +132,7 @@ public struct PromptAnswerer {
             passwordSettled = true
             passwordPromptSeen = nil
             recent.removeAll()
+            typedAnything = true
             return .password
         }
         if now - since > echoGrace {
