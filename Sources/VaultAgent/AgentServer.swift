@@ -2,12 +2,19 @@ internal import VaultKit
 internal import VaultSystem
 internal import Foundation
 
-/// Where the agent's socket lives: `$XDG_RUNTIME_DIR/vault/agent.sock`, else `/tmp/vault-UID/agent.sock`.
+/// Where the agent's socket lives: `$XDG_RUNTIME_DIR/vault/agent.sock`, else
+/// `/tmp/vault-UID/agent.sock`, else (that name taken by another user) the state folder's `run/`.
 public enum AgentPaths {
-    /// The private folder holding the socket.
-    public static func folder(_ environment: [String: String]) -> String {
+    /// The private folder holding the socket. Without `XDG_RUNTIME_DIR`, `/tmp/vault-UID` unless
+    /// someone else already owns that name (anyone can create it first): then a folder under the
+    /// user's own state folder, which no one else can squat.
+    public static func folder(_ environment: [String: String], temporaryRoot: String = "/tmp") -> String {
         if let r = environment["XDG_RUNTIME_DIR"], r.hasPrefix("/") { return r + "/vault" }
-        return "/tmp/vault-\(ProcessIdentity.uid)"
+        let shared = temporaryRoot + "/vault-\(ProcessIdentity.uid)"
+        if let st = try? FileStatus.of(shared), st.owner != ProcessIdentity.uid || st.kind != .directory {
+            return EmbeddedKeyAuthority.defaultFolder(environment: environment) + "/run"
+        }
+        return shared
     }
 
     /// The socket.

@@ -230,7 +230,7 @@ enum ItemCommands {
             .flag("--json", "print JSON (the password only with --reveal or --field password)"),
             .flag("--reveal", "include the password and TOTP secret"),
             .flag("--clip", "copy the value (the password, or --field) to the clipboard instead of printing it"),
-            .value("--clear-after", "D", "with --clip: empty the clipboard after D if it still holds the value (default 45s)"),
+            .value("--clear-after", "D", "with --clip: empty the clipboard after D (at most 1h) if it still holds the value (default 45s)"),
         ] + Auth.options,
         arguments: 1...1,
         examples: """
@@ -246,6 +246,8 @@ enum ItemCommands {
             }
             if inv.has("--clip") && inv.has("--json") { throw VaultError.usage("--clip and --json exclude each other") }
             let clearAfter = try SessionCommands.duration(inv, "--clear-after", default: 45)
+            // The clearer waits at most an hour: a longer promise would not be kept.
+            guard clearAfter <= 3600 else { throw VaultError.usage("--clear-after is at most 1h, not '\(inv.value("--clear-after") ?? "")'") }
             let vault = try openAccess(inv, ctx, purpose: "read '\(name)'")
             if inv.has("--clip") {
                 let field = inv.value("--field") ?? "password"
