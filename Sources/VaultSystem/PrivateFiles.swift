@@ -186,6 +186,26 @@ public enum AtomicFile {
         return true
     }
 
+    /// Removes what killed writers left behind in `folder`: regular files of this user whose name
+    /// starts with `.` and contains one of `markers` (`.tmp-` by default: ``write(_:to:exclusive:mode:)-([UInt8],_,_,_)``'s
+    /// temporaries), last changed more than `seconds` ago (a live writer's file is younger).
+    /// - Returns: how many went.
+    @discardableResult
+    public static func removeStaleTemporaries(in folder: String, olderThan seconds: Int = 60, markers: [String] = [".tmp-"]) -> Int {
+        guard let names = try? FileSystem.contents(of: folder) else { return 0 }
+        var removed = 0
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        for name in names where name.hasPrefix(".") && markers.contains(where: { name.contains($0) }) {
+            let path = folder + "/" + name
+            var st = stat()
+            guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == getuid(),
+                  Int(now.tv_sec) - Int(st.st_mtim.tv_sec) > seconds else { continue }
+            if unlink(path) == 0 { removed += 1 }
+        }
+        return removed
+    }
+
     /// Flushes a folder's entries (a rename or a new file in it) to the disk. File systems that
     /// cannot sync a folder (`EINVAL`) count as done.
     /// - Throws: ``SystemError`` for `open` or `fsync`.

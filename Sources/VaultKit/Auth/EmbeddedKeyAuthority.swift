@@ -52,6 +52,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         self.openReaderFunction = openReader
         try PrivateFiles.makeFolder(folder)
         try PrivateFiles.checkPrivate(folder, isDirectory: true)
+        VaultSystem.AtomicFile.removeStaleTemporaries(in: folder)
         let path = folder + "/device-secret"
         if try PrivateFiles.read(path, limit: 64) == nil {
             let s = try SecretBytes.random(count: 32)

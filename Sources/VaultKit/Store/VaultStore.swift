@@ -33,6 +33,8 @@ public final class VaultStore {
         if location.exists { throw exists(location) }
         try PrivateFiles.makeFolder(location.folder)
         try PrivateFiles.checkPrivate(location.folder, isDirectory: true)
+        // A killed `init` leaves its temporary database; an old one is no one's.
+        VaultSystem.AtomicFile.removeStaleTemporaries(in: location.folder, markers: [".vault.db.new-"])
         let temporary = location.folder + "/.vault.db.new-" + hexString(randomBytes(6))
         defer { for suffix in ["", "-wal", "-shm", "-journal"] { try? FileSystem.remove(temporary + suffix) } }
         let vmk = try SecretBytes.random(count: 32)
