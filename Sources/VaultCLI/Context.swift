@@ -191,7 +191,9 @@ enum SecretLine {
     /// The line without its newline; nil at end of input with nothing read.
     /// - Throws: `.userCancel` after Ctrl-C (the SIGINT handler set VaultSystem's interrupt flag
     ///   and the read was interrupted), `.io` for a failed read, `.usage` for an overlong line.
-    static func read(fd: Int32) throws -> SecretBytes? {
+    /// - Parameter stripCarriageReturn: drop one `\r` before the newline (a CRLF line), as for
+    ///   passcodes; false keeps every byte.
+    static func read(fd: Int32, stripCarriageReturn: Bool = true) throws -> SecretBytes? {
         let buffer = try SecretBytes(zeroed: limit)
         var count = 0
         var sawAny = false
@@ -217,7 +219,7 @@ enum SecretLine {
             byte[0] = 0
         }
         if !sawAny { return nil }
-        if count > 0, buffer.withUnsafeBytes({ $0[count - 1] }) == 13 { count -= 1 }
+        if stripCarriageReturn, count > 0, buffer.withUnsafeBytes({ $0[count - 1] }) == 13 { count -= 1 }
         return try buffer.withUnsafeBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
     }
 }

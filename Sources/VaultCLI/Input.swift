@@ -69,6 +69,26 @@ enum SecretInput {
         }
         return s
     }
+
+    /// A value stored byte for byte (`--password-stdin`): the next line, its bytes unchanged, as
+    /// text. Refused, rather than altered, when it is not UTF-8 or ends with a carriage return.
+    static func stdinText(_ ctx: CommandContext, what: String) throws -> String {
+        guard let s = try SecretLine.read(fd: ctx.stdinFD, stripCarriageReturn: false) else {
+            throw VaultError.usage("standard input is empty; expected the \(what)")
+        }
+        return try s.withUnsafeBytes { raw in
+            if raw.last == 13 {
+                throw VaultError.usage("the \(what) on standard input ends with a carriage return (a CRLF line)",
+                                       hint: "vault stores it byte for byte: give it with a plain newline")
+            }
+            guard let text = String(validating: raw, as: UTF8.self) else {
+                throw VaultError.usage("the \(what) on standard input is not valid UTF-8",
+                                       hint: "vault would have to alter it; convert it to UTF-8 first (iconv)")
+            }
+            return text
+        }
+    }
+
 }
 
 /// Argon2id cost from `--kdf-memory MIB` and `--kdf-ops N`.

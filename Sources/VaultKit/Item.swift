@@ -59,6 +59,9 @@ public struct Item: Codable, Equatable, Sendable {
         guard !n.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw VaultError.usage("an item name cannot contain control characters")
         }
+        guard !n.unicodeScalars.contains("\u{FFFD}") else {
+            throw VaultError.usage("an item name cannot contain U+FFFD (the replacement character: was it given as invalid UTF-8?)")
+        }
         // Zero-width and bidi controls make one name look like another (`git\u{200B}hub`).
         guard !n.unicodeScalars.contains(where: { $0.properties.generalCategory == .format }) else {
             throw VaultError.usage("an item name cannot contain invisible format characters (zero-width, bidi controls)")

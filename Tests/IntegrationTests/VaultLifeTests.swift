@@ -280,6 +280,28 @@ import Testing
         #expect(r.status == 3, "nothing of a refused import was written")
     }
 
+
+    @Test func passwordsAreStoredByteForByteOrRefused() {
+        box.initVault()
+        let pcFile = box.home + "/pc"
+        FileManager.default.createFile(atPath: pcFile, contents: Data((pc + "\n").utf8))
+        func add(_ name: String, printf bytes: String) -> RunResult {
+            spawn("/bin/sh", ["-c", "printf '\(bytes)' | \"$0\" add \(name) --password-stdin --passcode-fd 3 3<\(pcFile)", vaultBinary], env: box.env)
+        }
+        var r = add("latin1", printf: "\\351t\\351\\n")
+        #expect(r.status == 2, "\(r.stderr)")
+        #expect(r.stderr.contains("not valid UTF-8"))
+        r = add("crlf", printf: "pw\\r\\n")
+        #expect(r.status == 2, "\(r.stderr)")
+        #expect(r.stderr.contains("carriage return"))
+        r = add("utf8", printf: "\\303\\251t\\303\\251 \\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["get", "utf8", "--field", "password"], passcode: pc)
+        #expect(r.stdout == "\u{E9}t\u{E9} \n", "kept as given, trailing space included")
+        r = box.vault(["add", "bad\u{FFFD}name", "--password-stdin"], passcode: pc, stdin: "x\n")
+        #expect(r.status == 2)
+    }
+
 }
 
 @Suite struct SettingsAndImportTests {

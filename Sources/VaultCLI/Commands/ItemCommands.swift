@@ -79,7 +79,7 @@ enum ItemCommands {
     /// The password for add/edit: stdin, generated, or asked on a terminal; nil when none is given.
     static func newPassword(_ inv: Invocation, _ ctx: CommandContext, name: String) throws -> String? {
         if inv.has("--password-stdin") {
-            return String(decoding: try SecretInput.stdinLine(ctx, what: "password").exposedBytes(), as: UTF8.self)
+            return try SecretInput.stdinText(ctx, what: "password")
         }
         if inv.has("--generate") {
             return try PasswordGenerator(length: inv.int("--length") ?? 24).generate()
@@ -88,7 +88,7 @@ enum ItemCommands {
     }
 
     static func totp(_ ctx: CommandContext) throws -> String {
-        let uri = String(decoding: try SecretInput.stdinLine(ctx, what: "otpauth:// URI").exposedBytes(), as: UTF8.self)
+        let uri = try SecretInput.stdinText(ctx, what: "otpauth:// URI")
         guard uri.hasPrefix("otpauth://") else { throw VaultError.usage("the TOTP secret must be an otpauth:// URI") }
         return uri
     }
