@@ -70,7 +70,15 @@ enum Auth {
     static func unlockWithPasscode(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext,
                                    reason: String = "no terminal and no --passcode-fd") throws -> UnlockedVault {
         let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, reason: reason)
-        return try authority(inv, ctx).unlock(store, passcode: passcode)
+        return try authority(inv, ctx).unlock(store, passcode: passcode, waiting: waiting(ctx))
+    }
+
+    /// The wait after wrong passcodes, said, then slept.
+    static func waiting(_ ctx: CommandContext) -> (Int) -> Void {
+        { seconds in
+            ctx.say("vault: wrong passcodes before: waiting \(seconds) s before this try")
+            sleepBeforePasscode(seconds)
+        }
     }
 
     /// Unlocks with the recovery key from `--recovery-key-fd` or the terminal; like a passcode

@@ -395,4 +395,29 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         #expect(records.map(\.item) == ["guarded", "guarded", "plain"] && records.allSatisfy { $0.uid == 4242 && $0.pid == 77 })
     }
 
+
+    @Test func wrongPasscodesGrowTheWaitBeforeTheNextTryUntilOneIsRight() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let authority = try authority(bootID: "boot-1", clock: clock)
+        var waits: [Int] = []
+        func attempt(_ text: String) -> Bool {
+            (try? authority.unlock(store, passcode: try secret(text), waiting: { waits.append($0) })) != nil
+        }
+        for _ in 1...6 { #expect(!attempt("wrong guess")) }
+        #expect(waits == [1, 2, 4], "no wait for the first three, then 1, 2, 4 s (the clock does not move)")
+        // Another process sees the same count; the time waited counts towards the next wait.
+        // (The last try counts from when its own 4 s wait ended.)
+        clock.advance(hours: 0, seconds: 12)
+        let other = try self.authority(bootID: "boot-1", clock: clock)
+        _ = try? other.unlock(store, passcode: try secret("wrong again"), waiting: { waits.append($0) })
+        #expect(waits == [1, 2, 4], "8 s after the last try: the 8 s wait is over")
+        // The right passcode (after its wait) clears the count.
+        #expect(attempt(passcodeText))
+        waits.removeAll()
+        for _ in 1...3 { #expect(!attempt("wrong guess")) }
+        #expect(waits.isEmpty)
+        #expect(passcodeDelay(afterFailures: 100) == 30)
+    }
+
 }

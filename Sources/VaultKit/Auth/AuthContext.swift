@@ -1,4 +1,5 @@
 import Foundation
+import VaultSystem
 
 /// Authentication policies (LocalAuthentication's deviceOwnerAuthenticationWithBiometrics and
 /// deviceOwnerAuthentication).
@@ -29,11 +30,23 @@ public enum AuthOutcome: Equatable, Sendable {
     case recoveryKey
 }
 
+/// Sleeps `seconds` (the wait after wrong passcodes).
+public func sleepBeforePasscode(_ seconds: Int) {
+    MonotonicClock.sleep(seconds: Double(seconds))
+}
+
 extension KeyAuthority {
-    /// The one passcode unlock: opens the vault and records the unlock with the authority (which
-    /// resets the lockout and restarts the passcode clock), with a proof of the master key.
+    /// The one passcode unlock: waits as long as the authority says after wrong passcodes, opens
+    /// the vault and records the unlock with the authority (which resets the lockout, the passcode
+    /// failures and the passcode clock), with a proof of the master key.
+    /// - Parameter waiting: shown the wait in seconds, then it sleeps; tests pass their own.
     /// - Throws: `.passcodeNotSet`, `.authenticationFailed` (wrong passcode), `.corrupt`.
-    public func unlock(_ store: VaultStore, passcode: borrowing SecretBytes) throws -> UnlockedVault {
+    public func unlock(_ store: VaultStore, passcode: borrowing SecretBytes,
+                       waiting: (Int) -> Void = sleepBeforePasscode) throws -> UnlockedVault {
+        if try store.slot(.passcode) != nil {
+            let wait = try beginPasscodeAttempt(vaultID: store.vaultID)
+            if wait > 0 { waiting(wait) }
+        }
         let vault = try store.unlock(passcode: passcode)
         try recordUnlock(of: vault)
         vault.authentication = .passcode
@@ -123,7 +136,13 @@ public final class AuthContext {
             if case .passcodeNeeded(let m) = why { prompt = m + "; " + prompt } else { prompt = why.message + "; " + prompt }
         }
         guard let passcode = try readPasscode(prompt) else { throw why }
-        return try authority.unlock(store, passcode: passcode)
+        return try authority.unlock(store, passcode: passcode, waiting: waitingMessage)
+    }
+
+    /// Says how long the wait after wrong passcodes is, then waits.
+    private func waitingMessage(_ seconds: Int) {
+        say("vault: wrong passcodes before: waiting \(seconds) s before this try")
+        sleepBeforePasscode(seconds)
     }
 
     private func shown(_ prompt: String) -> String { prompt + (reason.map { " (\($0))" } ?? "") }
@@ -147,7 +166,7 @@ public final class AuthContext {
                                        events: { self.say($0.message) })
         } catch is RetryLimitExceeded {
             if policy == .biometricsOrPasscode, let passcode = try readPasscode("retry limit exceeded; passcode for vault '\(store.location.name)'") {
-                return try authority.unlock(store, passcode: passcode)
+                return try authority.unlock(store, passcode: passcode, waiting: waitingMessage)
             }
             throw VaultError.authenticationFailed("no match: retry limit exceeded")
         }

@@ -114,6 +114,9 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         var lastPasscodeBootID: String?
         var lastPasscodeTime: Int64?
         var matches: [MatchRecord]?
+        /// Passcode attempts not followed by a recorded unlock, per vault (hex id), and the last one's time.
+        var passcodeFailures: [String: Int]?
+        var lastPasscodeAttempt: [String: Int64]?
     }
 
     /// Bindings kept per vault (the newest; a rotation that did not commit leaves the old one usable).
@@ -387,15 +390,39 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// Resets the lockout and restarts the passcode clock, for a valid proof.
     @discardableResult
     public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> Bool {
-        guard let valid = try check(proof, .passcodeUnlock, in: try printsState()) else { return false }
+        guard let valid = try check(proof, .passcodeUnlock, in: try printsState()) else {
+            // A vault never bound here has no proof key: its own failure count is cleared on the
+            // word of the caller (this authority's state is the user's anyway; see threat-model.md).
+            try? updateRecord { r in r.passcodeFailures?[hexString(proof.vaultID)] = nil }
+            return false
+        }
         guard valid else { throw VaultError.authenticationFailed("the proof of the vault key is not valid") }
         let now = clock(), boot = bootID
         try updateRecord { r in
             r.failedMatches = 0
             r.lastPasscodeBootID = boot
             r.lastPasscodeTime = now
+            r.passcodeFailures?[hexString(proof.vaultID)] = nil
         }
         return true
+    }
+
+    /// Counts the attempt first (a killed attempt stays counted) and says how long to wait.
+    public func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int {
+        let key = hexString(vaultID), now = clock()
+        return try updateRecord { r -> Int in
+            let failures = r.passcodeFailures?[key] ?? 0
+            let last = r.lastPasscodeAttempt?[key] ?? 0
+            let wait = max(0, Int64(passcodeDelay(afterFailures: failures)) - max(0, now - last))
+            var f = r.passcodeFailures ?? [:], t = r.lastPasscodeAttempt ?? [:]
+            f[key] = failures + 1
+            t[key] = now + wait
+            // Bounded: the vaults of one user, not every id a script can invent.
+            if f.count > 64, let oldest = t.min(by: { $0.value < $1.value })?.key { f[oldest] = nil; t[oldest] = nil }
+            r.passcodeFailures = f
+            r.lastPasscodeAttempt = t
+            return Int(wait)
+        }
     }
 
     // MARK: enrolment

@@ -207,6 +207,10 @@ public protocol KeyAuthority: AnyObject {
     /// - Throws: `.authenticationFailed` for a forged proof.
     @discardableResult
     func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> Bool
+    /// Counts a passcode attempt for `vault` before it is tried (a wrong one stays counted; a
+    /// passcode unlock recorded with `recordPasscodeUnlock` clears the count) and returns how many
+    /// seconds the caller must wait first: nothing for the first tries, then growing, as iOS does.
+    func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int
     /// Enrols a finger on the reader (the authority runs the enrolment). Needs the proof of a
     /// bound vault, or no bindings at all (the first finger).
     func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?) throws -> EnrolledFinger
@@ -223,6 +227,12 @@ public let lockoutThreshold = 5
 
 /// The tries one evaluation allows.
 public let triesPerEvaluation = 3
+
+/// The wait before a passcode attempt after `failures` wrong ones in a row: none for the first
+/// three, then 1, 2, 4, 8, 16 and at most 30 seconds.
+public func passcodeDelay(afterFailures failures: Int) -> Int {
+    failures < 3 ? 0 : min(1 << min(failures - 3, 5), 30)
+}
 
 /// Thrown by `KeyAuthority.unlock` and `verify` when three scans did not match: the caller decides
 /// whether the passcode follows (policy) or the evaluation fails (10).
