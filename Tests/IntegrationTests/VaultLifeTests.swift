@@ -302,6 +302,31 @@ import Testing
         #expect(r.status == 2)
     }
 
+
+    @Test func aVaultProcessHoldingASecretLeavesNoCoreDump() throws {
+        box.initVault()
+        var r = box.vault(["add", "db", "--password-stdin"], passcode: pc, stdin: "db-pw\n")
+        #expect(r.status == 0)
+        // `run` waits for its child with the password in memory: no core file, not dumpable.
+        let pid = start(vaultBinary, ["run", "--env", "X=db", "--passcode-fd", "3", "--", "sleep", "3"], env: box.env,
+                        fds: [3: pc + "\n"])
+        defer { _ = reap(pid) }
+        var limits = ""
+        for _ in 0..<100 {
+            usleep(30_000)
+            limits = (try? String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)) ?? ""
+            if FileManager.default.fileExists(atPath: "/proc/\(pid)/task"),
+               (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"))?.isEmpty == false,
+               let children = try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8), !children.isEmpty { break }
+        }
+        let core = limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }
+        #expect(core.map { $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"] } == true,
+                "\(core ?? "no limits")")
+        // PR_SET_DUMPABLE 0 makes the kernel hand /proc/PID/environ and mem to root.
+        var st = stat()
+        #expect(stat("/proc/\(pid)/environ", &st) == 0 && st.st_uid == 0)
+    }
+
 }
 
 @Suite struct SettingsAndImportTests {
