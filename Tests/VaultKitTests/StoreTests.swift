@@ -41,6 +41,28 @@ func secret(_ s: String) throws -> SecretBytes { try SecretBytes(copying: Array(
         #expect(item.username == "me")
     }
 
+    /// Pins a limit docs/threat-model.md states ("Replay of one row"): within one key generation,
+    /// an older copy of an item's own row written back, or a deleted row put back, reads as valid.
+    /// Rotation ends it (rows of an older generation never open); rows moved between items or
+    /// vaults still fail (swappedRowsBetweenItemsFailAuthentication).
+    @Test func aReplayedRowOfTheSameGenerationIsNotDetectedUntilARotation() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "db", password: "old"))
+        let old = try #require(try vault.db.query("SELECT id, name_mac, nonce, sealed FROM items").first)
+        var change = ItemChange()
+        change.password = "new"
+        try vault.update("db", change)
+        try vault.db.query("UPDATE items SET nonce=?, sealed=? WHERE id=?", [old[2], old[3], old[0]])
+        #expect(try vault.item(named: "db").password == "old", "the documented limit: the older row reads")
+        try vault.remove("db")
+        try vault.db.query("INSERT INTO items(id, name_mac, generation, nonce, sealed) VALUES(?,?,1,?,?)", [old[0], old[1], old[2], old[3]])
+        #expect(try vault.item(named: "db").password == "old", "a deleted row put back reads too")
+        // After a rotation, a row saved before it never opens again.
+        let rotated = try vault.rotate(passcode: try secret("correct horse"), kdf: nil, recovery: .keep, authority: nil).vault
+        try rotated.db.query("UPDATE items SET nonce=?, sealed=? WHERE id=?", [old[2], old[3], old[0]])
+        #expect(throws: VaultError.self) { _ = try rotated.item(named: "db") }
+    }
+
     @Test func namesAndSecretsAreNotStoredInClear() throws {
         let (vault, _) = try makeVault()
         try vault.add(Item(name: "very-distinctive-name", password: "very-distinctive-password"))
