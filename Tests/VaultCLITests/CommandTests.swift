@@ -205,3 +205,13 @@ final class ScreenSink: TextSink {
         #expect(r.out == "a\u{1b}]52;c;aGk=\u{07}b\n")
     }
 }
+
+@Suite struct PromiseTests {
+    @Test func aClipboardClearLongerThanTheClearerWaitsIsRefused() {
+        let p = InProcess()
+        #expect(p.run(["init", "--no-fingerprint", "--kdf-memory", "8", "--kdf-ops", "1", "--passcode-fd", "\(p.fd("pass word 1\n"))"]).status == 0)
+        let r = p.run(["get", "x", "--clip", "--clear-after", "2h", "--passcode-fd", "\(p.fd("pass word 1\n"))"])
+        #expect(r.status == 2)
+        #expect(r.err.contains("at most 1h"))
+    }
+}
