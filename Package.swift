@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .executable(name: "vault", targets: ["vault"]),
         .executable(name: "vault-agent", targets: ["vault-agent"]),
+        .executable(name: "vault-authd", targets: ["vault-authd"]),
         .executable(name: "virtual-reader", targets: ["virtual-reader"]),
         .library(name: "VaultKit", targets: ["VaultKit"]),
         .library(name: "FingerprintKit", targets: ["FingerprintKit"]),
@@ -26,10 +27,14 @@ let package = Package(
         .target(name: "FingerprintKit", dependencies: ["CFprint", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(
-            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "FingerprintKit"],
+            name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem", "FingerprintKit"],
+            swiftSettings: upcoming),
+        .target(
+            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "FingerprintKit"],
             swiftSettings: upcoming),
         .executableTarget(name: "vault", dependencies: ["VaultCLI"], swiftSettings: upcoming),
         .executableTarget(name: "vault-agent", dependencies: ["VaultAgent"], swiftSettings: upcoming),
+        .executableTarget(name: "vault-authd", dependencies: ["VaultAuthority"], swiftSettings: upcoming),
         .executableTarget(name: "virtual-reader", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
         .testTarget(
             name: "VaultKitTests", dependencies: ["VaultKit"],
@@ -38,6 +43,9 @@ let package = Package(
             name: "FingerprintKitTests", dependencies: ["FingerprintKit"], exclude: ["Fixtures"],
             swiftSettings: upcoming),
         .testTarget(name: "VaultSystemTests", dependencies: ["VaultSystem"], swiftSettings: upcoming),
+        .testTarget(
+            name: "VaultAuthorityTests", dependencies: ["VaultAuthority", "VaultKit", "VaultSystem"],
+            swiftSettings: upcoming),
         .testTarget(name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultKit"], swiftSettings: upcoming),
