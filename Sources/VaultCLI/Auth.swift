@@ -15,21 +15,62 @@ enum Auth {
         .value("--scan-timeout", "D", "how long to wait for a finger (default 30s)"),
     ]
 
-    /// The key authority of this user, opening the reader selected by `--sensor`/`VAULT_SENSOR`
-    /// (else the one it prefers) when a scan or an enrolment is due.
-    static func authority(_ inv: Invocation, _ ctx: CommandContext) throws -> EmbeddedKeyAuthority {
+    /// Which authority `--authority` or `VAULT_AUTHORITY` asks for (nil: choose).
+    static func requestedAuthority(_ inv: Invocation, _ ctx: CommandContext) throws -> AuthorityKind? {
+        guard let raw = inv.value("--authority") ?? ctx.environment["VAULT_AUTHORITY"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+            return nil
+        }
+        guard let kind = AuthorityKind(rawValue: raw) else {
+            throw VaultError.usage("unknown key authority '\(raw)'", hint: "authorities: system, embedded")
+        }
+        return kind
+    }
+
+    /// The system authority's socket (`VAULT_AUTHD_SOCKET` moves it, for tests and odd installs).
+    static func systemSocket(_ ctx: CommandContext) -> String {
+        ctx.environment["VAULT_AUTHD_SOCKET"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/run/vault-auth/socket"
+    }
+
+    /// The key authority for new bindings and enrolment: the one asked for, else the system
+    /// authority when `vault-authd` answers, else the embedded one.
+    static func authority(_ inv: Invocation, _ ctx: CommandContext) throws -> any KeyAuthority {
+        try authority(inv, ctx, kind: requestedAuthority(inv, ctx) ?? (SystemAuthorityLink.answers(systemSocket(ctx)) ? .system : .embedded))
+    }
+
+    /// The key authority of `kind` for this user, opening the reader selected by `--sensor` /
+    /// `VAULT_SENSOR` (else the one it prefers) when a scan or an enrolment is due.
+    /// - Throws: 15 when the system authority does not answer.
+    static func authority(_ inv: Invocation, _ ctx: CommandContext, kind: AuthorityKind) throws -> any KeyAuthority {
         let timeout = try scanTimeout(inv)
         let interactive = !inv.noInput && ctx.terminal.isAvailable
-        return try EmbeddedKeyAuthority(
-            folder: EmbeddedKeyAuthority.defaultFolder(environment: ctx.environment), clock: ctx.clock,
-            openReader: { prefer in
-                LibfprintReader(sensor: try openSensor(inv, ctx, prefer: prefer), ctx: ctx, timeout: timeout, interactive: interactive)
-            })
+        switch kind {
+        case .system:
+            do {
+                return try SystemAuthorityLink.connect(systemSocket(ctx), inv, ctx, timeout: timeout, interactive: interactive)
+            } catch VaultError.biometryNotAvailable(let reason) {
+                // Fingerprint requests then say why (15); the passcode still opens every vault.
+                return UnreachableAuthority(kind: .system, reason: reason)
+            }
+        case .embedded:
+            return try EmbeddedKeyAuthority(
+                folder: EmbeddedKeyAuthority.defaultFolder(environment: ctx.environment), clock: ctx.clock,
+                openReader: { prefer in
+                    LibfprintReader(sensor: try openSensor(inv, ctx, prefer: prefer), ctx: ctx, timeout: timeout, interactive: interactive)
+                })
+        }
+    }
+
+    /// The authority that holds `store`'s fingerprint binding (it alone can release that key and
+    /// check that vault's proofs); without a binding, the one for new bindings.
+    static func authority(for store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> any KeyAuthority {
+        if let requested = try requestedAuthority(inv, ctx) { return try authority(inv, ctx, kind: requested) }
+        guard let bound = try? store.fingerprintSlot()?.binding.authorityKind else { return try authority(inv, ctx) }
+        return try authority(inv, ctx, kind: bound)
     }
 
     /// The authority for a caller that holds `vault`'s key after a passcode: a damaged prints
     /// file is reset (with a warning) instead of blocking enrolment forever.
-    static func ownerAuthority(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) throws -> EmbeddedKeyAuthority {
+    static func ownerAuthority(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) throws -> any KeyAuthority {
         let authority = try authority(inv, ctx)
         if let why = try authority.resetIfDamaged() {
             ctx.say("vault: warning: \(why); it was reset: every vault needs its passcode once, then enrol your fingers again with 'vault enroll'")
@@ -44,7 +85,7 @@ enum Auth {
         let passcodeFD = try SecretInput.descriptor(inv, "--passcode-fd")
         let interactive = !inv.noInput && ctx.terminal.isAvailable
         let auth = AuthContext(
-            authority: try authority(inv, ctx), policy: policy,
+            authority: try authority(for: store, inv, ctx), policy: policy,
             readPasscode: { prompt in
                 if let fd = passcodeFD { return try SecretInput.line(fd: fd, what: "passcode") }
                 guard interactive else { return nil }
@@ -70,7 +111,7 @@ enum Auth {
     static func unlockWithPasscode(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext,
                                    reason: String = "no terminal and no --passcode-fd") throws -> UnlockedVault {
         let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, reason: reason)
-        return try authority(inv, ctx).unlock(store, passcode: passcode, waiting: waiting(ctx))
+        return try authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: waiting(ctx))
     }
 
     /// The wait after wrong passcodes, said, then slept.
@@ -90,7 +131,7 @@ enum Auth {
         } else {
             key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
         }
-        return try authority(inv, ctx).unlock(store, recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
+        return try authority(for: store, inv, ctx).unlock(store, recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
     }
 
     /// The fresh match fingerprint login demands (`vault login`, the switch): a live scan even in
@@ -112,7 +153,7 @@ enum Auth {
 
     /// Fingerprint fields of `vault status`.
     static func statusFields(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> [String: Any] {
-        let authority = try authority(inv, ctx)
+        let authority = try authority(for: store, inv, ctx)
         let slot = try store.fingerprintSlot()
         let readers = (try? FingerprintService.shared.sensors()) ?? []
         let s = try authority.status(slot: slot?.reference, sensor: nil, rules: try store.settings().passcodeRules)

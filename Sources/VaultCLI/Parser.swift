@@ -31,6 +31,7 @@ let globalOptions: [OptionSpec] = [
     .value("--passcode-fd", "N", "read the passcode from file descriptor N (first line)"),
     .flag("--no-input", "never prompt; fail with the exit code that says what was missing"),
     .value("--sensor", "ID", "the fingerprint reader to use (device id or driver; else VAULT_SENSOR)"),
+    .value("--authority", "KIND", "the key authority: system (vault-authd) or embedded (else VAULT_AUTHORITY, else system when it answers)"),
     .flag("--help", "show help for the command"),
 ]
 

@@ -215,3 +215,22 @@ final class ScreenSink: TextSink {
         #expect(r.err.contains("at most 1h"))
     }
 }
+
+@Suite struct AuthorityChoiceTests {
+    @Test func anUnknownAuthorityIsAUsageErrorAndAnAbsentDaemonLeavesThePasscode() {
+        let p = InProcess()
+        #expect(p.run(["init", "--no-fingerprint", "--kdf-memory", "8", "--kdf-ops", "1", "--passcode-fd", "\(p.fd("pass word 1\n"))"]).status == 0)
+        var r = p.run(["status", "--authority", "tpm"])
+        #expect(r.status == 2 && r.err.contains("unknown key authority 'tpm'"))
+        // The system authority asked for, and no daemon: status says so, the passcode opens.
+        r = p.run(["status", "--json", "--authority", "system"])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("\"kind\":\"system\""))
+        #expect(r.out.contains("vault-authd"), "says the daemon does not answer: \(r.out)")
+        r = p.run(["add", "x", "--password-stdin", "--authority", "system", "--passcode-fd", "\(p.fd("pass word 1\n"))"], stdin: "pw\n")
+        #expect(r.status == 0, "\(r.err)")
+        // Without the passcode, the fingerprint path says why it is not available.
+        r = p.run(["get", "x", "--no-input", "--authority", "system"])
+        #expect(r.status == 16 || r.status == 15, "\(r.err)")
+    }
+}

@@ -21,7 +21,7 @@ enum FingerprintCommands {
             let finger = try inv.value("--finger").map(parseFinger)
             let store = try VaultStore.open(try location(inv, ctx))
             let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-            let vault = try Auth.authority(inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
+            let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
             let authority = try Auth.ownerAuthority(vault, inv, ctx)
             if inv.has("--bind") && finger == nil {
                 try bind(vault, authority: authority, ctx)
@@ -76,7 +76,7 @@ enum FingerprintCommands {
             let finger = try parseFinger(inv.arguments[0])
             let store = try VaultStore.open(try location(inv, ctx))
             let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-            let vault = try Auth.authority(inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
+            let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
             let authority = try Auth.ownerAuthority(vault, inv, ctx)
             let result = try vault.unenrollAndRotate(finger: finger.rawValue, through: authority, passcode: passcode,
                                                      progress: RotateCommand.progressBar(inv, ctx))
@@ -157,7 +157,7 @@ enum FingerprintCommands {
                     throw VaultError.usage("--rotate needs the passcode", hint: "vault unlock --passcode --rotate")
                 }
                 let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-                let current = try Auth.authority(inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
+                let current = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
                 vault = try RotateCommand.rotate(current, passcode: passcode, kdf: nil, inv, ctx)
             } else {
                 vault = try Auth.unlock(store, inv, ctx, purpose: "unlock")

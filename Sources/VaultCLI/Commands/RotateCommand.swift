@@ -28,7 +28,7 @@ enum RotateCommand {
                 try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
             } else {
                 let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-                let vault = try Auth.authority(inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
+                let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
                 if inv.has("--new-passcode-fd") {
                     try rotate(vault, passcode: try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd"), kdf: kdf, inv, ctx)
                 } else {

@@ -42,7 +42,7 @@ enum SettingsCommand {
                 // tighten them): looser rules take effect through a new binding.
                 if s.passcodeRules != before.passcodeRules, try store.slot(.fingerprint) != nil {
                     do {
-                        try vault.bindFingerprint(authority: try Auth.authority(inv, ctx), sensor: nil)
+                        try vault.bindFingerprint(authority: try Auth.authority(for: store, inv, ctx), sensor: nil)
                     } catch let e as VaultError {
                         ctx.say("vault: warning: the fingerprint binding keeps the old passcode rules until 'vault enroll --bind' (\(e.message))")
                     }

@@ -54,7 +54,7 @@ enum VaultCommands {
                     throw error
                 }
             }
-            try Auth.authority(inv, ctx).recordUnlock(of: created.vault)
+            try Auth.authority(for: created.vault.store, inv, ctx).recordUnlock(of: created.vault)
             showRecoveryKey()
         })
 

@@ -290,7 +290,8 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
             if bindings.count > EmbeddedKeyAuthority.bindingLimit { bindings.removeFirst(bindings.count - EmbeddedKeyAuthority.bindingLimit) }
             state.bindings = bindings
             try write(state)
-            return BindingGrant(kek: try slotKey(b, state: current), binding: FingerprintBinding(sensor: reader.identity, domainState: current))
+            return BindingGrant(kek: try slotKey(b, state: current),
+                                binding: FingerprintBinding(sensor: reader.identity, domainState: current, authority: kind))
         }
     }
 

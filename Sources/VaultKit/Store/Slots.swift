@@ -54,11 +54,18 @@ public struct FingerprintBinding: Codable, Equatable, Sendable {
     public var sensor: SensorIdentity
     /// The domain state (hex) at binding time.
     public var domainState: String
+    /// The kind of key authority that holds the binding (absent in slots made before there was a
+    /// choice: the embedded one).
+    public var authority: AuthorityKind?
     /// Creates a binding.
-    public init(sensor: SensorIdentity, domainState: DomainState) {
+    public init(sensor: SensorIdentity, domainState: DomainState, authority: AuthorityKind? = nil) {
         self.sensor = sensor
         self.domainState = domainState.hex
+        self.authority = authority
     }
+
+    /// The authority that holds it.
+    public var authorityKind: AuthorityKind { authority ?? .embedded }
 }
 
 /// The public parameters of a recovery slot.

@@ -1,0 +1,42 @@
+/// A key authority that cannot be reached (the system daemon is down or absent): every
+/// fingerprint request is exit 15 naming why, while the passcode and the recovery key still open
+/// every vault (their unlocks simply cannot be recorded: no lockout is reset, no clock restarted).
+public final class UnreachableAuthority: KeyAuthority {
+    /// The kind that was asked for.
+    public let kind: AuthorityKind
+    /// Why it cannot be reached.
+    public let reason: String
+
+    /// An authority of `kind` that does not answer, for `reason`.
+    public init(kind: AuthorityKind, reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
+
+    private var unavailable: VaultError { .biometryNotAvailable(reason) }
+
+    public func fingers() throws -> [EnrolledFinger] { throw unavailable }
+    public func reader(prefer: SensorIdentity?) throws -> SensorIdentity { throw unavailable }
+    /// A challenge no one will check (the passcode path asks for one to record the unlock).
+    public func challenge() throws -> [UInt8] { randomBytes(32) }
+    public func bind(_ slot: SlotReference, sensor: SensorIdentity?, proofKey: borrowing SecretBytes, rules: PasscodeRules) throws -> BindingGrant {
+        throw unavailable
+    }
+    public func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> SecretBytes {
+        throw unavailable
+    }
+    public func verify(_ slot: SlotReference, reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> Int64? {
+        throw unavailable
+    }
+    /// Nothing is recorded.
+    public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> Bool { false }
+    /// No wait can be counted here.
+    public func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int { 0 }
+    public func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?) throws -> EnrolledFinger { throw unavailable }
+    public func unenroll(finger: String, proof: AuthorityProof) throws -> [EnrolledFinger] { throw unavailable }
+    public func resetPrints(proof: AuthorityProof?) throws { throw unavailable }
+    public func status(slot: SlotReference?, sensor: SensorIdentity?, rules: PasscodeRules) throws -> AuthorityStatus {
+        AuthorityStatus(kind: kind, fingers: [], printsError: reason, failedMatches: 0, threshold: lockoutThreshold, sensor: nil,
+                        domainState: nil, bindingCurrent: slot == nil ? nil : false, passcodeDue: nil, passcodeAfterRebootDue: false)
+    }
+}
