@@ -63,9 +63,16 @@ public enum VaultCLI {
             return 0
         } catch {
             let e = vaultError(error)
-            report(e, ctx)
+            report(e, ctx, vault: vaultName(arguments, ctx))
             return e.exitCode
         }
+    }
+
+    /// The vault a command line names (for hints), when it can be told.
+    static func vaultName(_ arguments: [String], _ ctx: CommandContext) -> String? {
+        if let i = arguments.firstIndex(of: "--vault"), i + 1 < arguments.count { return arguments[i + 1] }
+        if let a = arguments.first(where: { $0.hasPrefix("--vault=") }) { return String(a.dropFirst("--vault=".count)) }
+        return ctx.environment["VAULT_NAME"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     /// Every error as the vault reports it (one table of messages, hints and exit codes).
@@ -78,10 +85,10 @@ public enum VaultCLI {
         }
     }
 
-    static func report(_ e: VaultError, _ ctx: CommandContext) {
+    static func report(_ e: VaultError, _ ctx: CommandContext, vault: String? = nil) {
         guard e.isPrinted else { return }
         ctx.stderr.write("vault: error: \(e.message)\n")
-        if let h = e.hint { ctx.stderr.write("vault: hint: \(h)\n") }
+        if let h = e.hint(vault: vault) { ctx.stderr.write("vault: hint: \(h)\n") }
     }
 
     /// Installs the SIGINT handler (a prompt or scan in progress ends as "cancelled by the user",

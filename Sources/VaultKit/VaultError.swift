@@ -130,10 +130,16 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     }
 
     /// What the user can do about it, when there is something to do.
-    public var hint: String? {
-        switch self {
+    public var hint: String? { hint(vault: nil) }
+
+    /// The hint, with `--vault NAME` in every command it names when the vault is not `default`
+    /// (a hint typed as shown must act on the vault that failed).
+    public func hint(vault: String?) -> String? {
+        let suffix = vault.map { $0 == "default" ? "" : " --vault \($0)" } ?? ""
+        func command(_ c: String) -> String { "vault " + c + suffix }
+        return switch self {
         case .failure(_, let h), .usage(_, let h): h
-        case .itemNotFound: "list the items with 'vault ls'"
+        case .itemNotFound: "list the items with '\(command("ls"))'"
         case .vaultNotFound(let n, _): n == "default" ? "create it with 'vault init'" : "create it with 'vault init --vault \(n)'"
         case .alreadyExists: "choose another name, or replace it with --force"
         case .corrupt: "restore the vault folder from a backup; other items are still readable"
@@ -144,20 +150,20 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .userCancel: nil
         case .passcodeNeeded: "pass it with --passcode-fd N, or run on a terminal"
         case .systemCancel: "close the program holding the reader (fprintd) and try again"
-        case .passcodeNotSet: "set one with 'vault passcode' or recover with 'vault recover'"
+        case .passcodeNotSet: "set one with '\(command("passcode"))' or recover with '\(command("recover"))'"
         case .biometryNotAvailable: "run 'vault doctor', or unlock with --passcode"
-        case .biometryNotEnrolled: "enrol a finger with 'vault enroll'"
-        case .biometryLockout: "unlock with the passcode to reset it: vault unlock --passcode"
+        case .biometryNotEnrolled: "enrol a finger with '\(command("enroll"))'"
+        case .biometryLockout: "unlock with the passcode to reset it: \(command("unlock --passcode"))"
         case .appCancel: nil
-        case .sessionInvalid: "unlock again with 'vault unlock'"
-        case .domainStateChanged: "unlock with the passcode and rotate the keys: vault unlock --passcode --rotate"
+        case .sessionInvalid: "unlock again with '\(command("unlock"))'"
+        case .domainStateChanged: "unlock with the passcode and re-bind: \(command("unlock --passcode --rotate")) (or '\(command("enroll --bind"))')"
         case .settingsDamaged(let v): "restore the vault from a backup, or set them again: vault settings\(v == "default" ? "" : " --vault \(v)") --policy P"
         case .commandNotExecutable: nil
         case .keysRotated: "run it again"
         case .freshMatchNeeded: "touch the reader when asked; 'vault edit NAME --fingerprint-login off' (a touch) turns it off"
         case .commandNotFound(let n): n.contains("/") ? nil : "it is not in PATH; give its full path"
         case .childExited, .alreadyReported: nil
-        case .authorityDamaged: "run 'vault enroll' (it asks for a vault's passcode): the damaged file is reset and you enrol your fingers again"
+        case .authorityDamaged: "run '\(command("enroll"))' (it asks for the vault's passcode): the damaged file is reset and you enrol your fingers again"
         }
     }
 }

@@ -234,3 +234,15 @@ final class ScreenSink: TextSink {
         #expect(r.status == 16 || r.status == 15, "\(r.err)")
     }
 }
+
+@Suite struct HintTests {
+    @Test func hintsNameTheVaultWhenItIsNotTheDefault() {
+        let p = InProcess()
+        #expect(p.run(["init", "--vault", "work", "--no-fingerprint", "--kdf-memory", "8", "--kdf-ops", "1", "--passcode-fd", "\(p.fd("pass word 1\n"))"]).status == 0)
+        let r = p.run(["get", "nope", "--vault", "work", "--passcode-fd", "\(p.fd("pass word 1\n"))"])
+        #expect(r.status == 3)
+        #expect(r.err.contains("vault: hint: list the items with 'vault ls --vault work'"), "\(r.err)")
+        #expect(VaultError.domainStateChanged.hint(vault: "work")?.contains("vault unlock --passcode --rotate --vault work") == true)
+        #expect(VaultError.domainStateChanged.hint(vault: "default")?.contains("--vault") == false)
+    }
+}
