@@ -32,8 +32,8 @@ let package = Package(
         .target(
             name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "FingerprintKit"],
             swiftSettings: upcoming),
-        .executableTarget(name: "vault", dependencies: ["VaultCLI"], swiftSettings: upcoming),
-        .executableTarget(name: "vault-agent", dependencies: ["VaultAgent"], swiftSettings: upcoming),
+        .executableTarget(name: "vault", dependencies: ["VaultCLI", "VaultSystem"], swiftSettings: upcoming),
+        .executableTarget(name: "vault-agent", dependencies: ["VaultAgent", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-authd", dependencies: ["VaultAuthority"], swiftSettings: upcoming),
         .executableTarget(name: "virtual-reader", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
         .testTarget(

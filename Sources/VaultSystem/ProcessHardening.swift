@@ -57,3 +57,9 @@ public enum ProcessIdentity {
         return text
     }
 }
+
+/// Ending the process (only `main` does).
+public enum ProcessExit {
+    /// Exits with `code` (`exit(3)`: atexit handlers and stdio flushed).
+    public static func exit(_ code: Int32) -> Never { Glibc.exit(code) }
+}

@@ -1,4 +1,4 @@
 import VaultCLI
-import Glibc
+import VaultSystem
 
-exit(VaultCLI.main())
+ProcessExit.exit(VaultCLI.main())
