@@ -13,14 +13,20 @@ public final class UnlockedVault {
     public let generation: Int64
     /// How this vault was unlocked in this process (nil: a key handed over, as in the agent).
     public internal(set) var authentication: AuthOutcome?
+    /// The vault's slot sequence (`VaultStore.slotSequence`) as this process last knew it: read
+    /// before the slot it unlocked with, then moved on by every slot it makes itself. A rotation
+    /// re-makes every slot from what it knew, so it refuses when another process has changed a
+    /// slot since (it would undo a concurrent passcode change).
+    var slotSequenceSeen: Int64
 
-    init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64) throws {
+    init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64, slotSequence: Int64) throws {
         self.store = store
         itemKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/item-key")
         indexKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/name-index")
         auditKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/audit-key")
         self.masterKey = masterKey
         self.generation = generation
+        slotSequenceSeen = slotSequence
     }
 
     var db: Database { store.db }
@@ -41,6 +47,7 @@ public final class UnlockedVault {
         }
         try db.query("INSERT INTO slots(id, kind, generation, params, nonce, wrapped) VALUES(?,?,?,?,?,?)",
                      [.integer(id), .text(kind.rawValue), .integer(generation), .blob(sealed.params), .blob(sealed.nonce), .blob(sealed.wrapped)])
+        slotSequenceSeen = id
         return id
     }
 
@@ -260,7 +267,7 @@ extension VaultStore {
     ///   `.authenticationFailed` when the key is not this vault's.
     public func adopt(masterKey: consuming SecretBytes, generation: Int64) throws -> UnlockedVault {
         guard try keyGeneration() == generation else { throw VaultError.sessionInvalid("was invalidated by a key rotation") }
-        let vault = try UnlockedVault(store: self, masterKey: masterKey, generation: generation)
+        let vault = try UnlockedVault(store: self, masterKey: masterKey, generation: generation, slotSequence: try slotSequence())
         guard let stored = try meta("key_check")?.bytes, constantTimeEqual(stored, try vault.keyCheck()) else {
             throw VaultError.authenticationFailed("the key handed over is not this vault's key")
         }
