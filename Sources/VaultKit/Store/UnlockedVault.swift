@@ -151,16 +151,30 @@ public final class UnlockedVault {
         return item
     }
 
+    /// Throws `.keysRotated` when the vault's key generation is no longer this key's. A read that
+    /// found no row, or a row it cannot open, calls it before saying so: after a rotation every
+    /// row is indexed and sealed under keys this process does not have, and "no such item" or
+    /// "damaged" would be false. Generations only grow, so a generation still ours after the read
+    /// was ours during it.
+    func checkStillCurrent() throws {
+        guard try store.keyGeneration() == generation else { throw VaultError.keysRotated }
+    }
+
     /// Reads one item.
-    /// - Throws: `.itemNotFound`, or `.corrupt` naming the item when its row fails authentication.
+    /// - Throws: `.itemNotFound`, `.corrupt` naming the item when its row fails authentication,
+    ///   `.keysRotated` when a rotation committed since this vault was unlocked.
     public func item(named name: String) throws -> Item {
         let n = try Item.normalize(name: name)
         guard let row = try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items WHERE name_mac=?",
-                                     [.blob(try nameMAC(n))]).first else { throw VaultError.itemNotFound(n) }
+                                     [.blob(try nameMAC(n))]).first else {
+            try checkStillCurrent()
+            throw VaultError.itemNotFound(n)
+        }
         do {
             return try open(id: row[0].bytes ?? [], nameMAC: row[1].bytes ?? [], nonce: row[2].bytes ?? [],
                             sealed: row[3].bytes ?? [], generation: row[4].int ?? -1)
         } catch is CryptoError {
+            try checkStillCurrent()
             throw VaultError.corrupt("item '\(n)' failed authentication")
         } catch is DecodingError {
             throw VaultError.corrupt("item '\(n)' is unreadable")
@@ -168,9 +182,12 @@ public final class UnlockedVault {
     }
 
     /// Whether an item of that name exists.
+    /// - Throws: `.keysRotated` when a rotation committed since this vault was unlocked.
     public func contains(_ name: String) throws -> Bool {
         let n = try Item.normalize(name: name)
-        return !(try db.query("SELECT 1 FROM items WHERE name_mac=?", [.blob(try nameMAC(n))]).isEmpty)
+        let found = !(try db.query("SELECT 1 FROM items WHERE name_mac=?", [.blob(try nameMAC(n))]).isEmpty)
+        if !found { try checkStillCurrent() }
+        return found
     }
 
     /// Every row, secrets withheld: a damaged row is reported by its id instead of aborting the listing.
@@ -181,9 +198,11 @@ public final class UnlockedVault {
         }
     }
 
-    /// Every row with its secrets (rotation, export through `releaseAll`).
+    /// Every row with its secrets (export through `releaseAll`, repair).
+    /// - Throws: `.keysRotated` instead of reporting rows damaged when a rotation committed since
+    ///   this vault was unlocked.
     func allItemsWithSecrets() throws -> [ItemEntry] {
-        try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items").map { row in
+        let entries: [ItemEntry] = try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items").map { row in
             let id = row[0].bytes ?? []
             do {
                 return .item(try open(id: id, nameMAC: row[1].bytes ?? [], nonce: row[2].bytes ?? [],
@@ -192,6 +211,8 @@ public final class UnlockedVault {
                 return .damaged(rowID: hexString(id))
             }
         }
+        if entries.contains(where: { if case .damaged = $0 { true } else { false } }) { try checkStillCurrent() }
+        return entries
     }
 
     /// Adds an item. With `replace`, an existing item of that name is overwritten (its creation time kept).
