@@ -355,3 +355,100 @@ final class ReaderFeed: @unchecked Sendable {
         return true
     }
 }
+
+// MARK: runs started together (ConcurrencyTests)
+
+/// One `vault` command of a batch run with `concurrently`: its arguments, standard input, extra
+/// descriptors (fd -> content), and the passcode, fed on fd 3 with `--passcode-fd 3` when set.
+struct VaultRun: Sendable {
+    var args: [String]
+    var stdin = ""
+    var fds: [Int32: String] = [:]
+    var passcode: String?
+
+    init(_ args: [String], stdin: String = "", fds: [Int32: String] = [:], passcode: String? = nil) {
+        self.args = args
+        self.stdin = stdin
+        self.fds = fds
+        self.passcode = passcode
+    }
+}
+
+/// Runs every command of `runs` at the same moment (one thread each, released together once all
+/// are ready) and waits for all of them; the results come in the order of `runs`. A run still
+/// going after `timeLimit` seconds is killed (status 137), so a hang fails instead of blocking.
+func concurrently(_ runs: [VaultRun], env: [String: String], timeLimit: Double = 60) -> [RunResult] {
+    final class Batch: @unchecked Sendable {
+        let cond = NSCondition()
+        var ready = 0
+        var go = false
+        var results: [RunResult?]
+        init(_ n: Int) { results = Array(repeating: nil, count: n) }
+    }
+    let batch = Batch(runs.count)
+    let done = DispatchGroup()
+    for (i, run) in runs.enumerated() {
+        done.enter()
+        Thread.detachNewThread {
+            var args = run.args, fds = run.fds
+            if let passcode = run.passcode {
+                args += ["--passcode-fd", "3"]
+                fds[3] = passcode + "\n"
+            }
+            batch.cond.lock()
+            batch.ready += 1
+            batch.cond.broadcast()
+            while !batch.go { batch.cond.wait() }
+            batch.cond.unlock()
+            let r = spawn(vaultBinary, args, env: env, stdin: run.stdin, fds: fds, timeLimit: timeLimit)
+            batch.cond.lock()
+            batch.results[i] = r
+            batch.cond.unlock()
+            done.leave()
+        }
+    }
+    batch.cond.lock()
+    while batch.ready < runs.count { batch.cond.wait() }
+    batch.go = true
+    batch.cond.broadcast()
+    batch.cond.unlock()
+    done.wait()
+    return batch.results.map { $0! }
+}
+
+/// Starts a program as `start` does, but its stdout and stderr go to the files `output + ".out"`
+/// and `output + ".err"` (created 0600), so what a process killed mid-way printed can be read
+/// after `reap`. Returns its pid.
+func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32: String] = [:],
+           output: String) -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, output + ".out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 2, output + ".err", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    var writes: [(Int32, String)] = [], closeAfter: [Int32] = []
+    for (fd, content) in fds {
+        var p: [Int32] = [0, 0]
+        precondition(pipe(&p) == 0)
+        _ = fcntl(p[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(p[1], F_SETFD, FD_CLOEXEC)
+        posix_spawn_file_actions_adddup2(&actions, p[0], fd)
+        writes.append((p[1], content)); closeAfter.append(p[0])
+    }
+    var attr = childAttributes(newSession: false)
+    defer { posix_spawnattr_destroy(&attr) }
+    let argv = ([path] + args).map { strdup($0) } + [nil]
+    let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, &actions, &attr, argv, envp)
+    argv.forEach { free($0) }
+    envp.forEach { free($0) }
+    closeAfter.forEach { close($0) }
+    precondition(rc == 0, "spawn \(path) failed: \(rc)")
+    for (fd, content) in writes {
+        _ = content.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+    }
+    return pid
+}

@@ -39,6 +39,8 @@ extension UnlockedVault {
     }
 
     /// The audit log, oldest first; a record that fails authentication is reported, not skipped.
+    /// - Throws: `.keysRotated` instead of reporting records damaged when a rotation committed
+    ///   since this vault was unlocked.
     public func auditRecords(limit: Int? = nil) throws -> [Result<AuditRecord, VaultError>] {
         let sql = "SELECT id, nonce, sealed, generation FROM audit ORDER BY id" + (limit.map { " DESC LIMIT \($0)" } ?? "")
         var out: [Result<AuditRecord, VaultError>] = try db.query(sql).map { row in
@@ -51,6 +53,7 @@ extension UnlockedVault {
                 return .failure(VaultError.corrupt("audit record \(id) failed authentication"))
             }
         }
+        if out.contains(where: { if case .failure = $0 { true } else { false } }) { try checkStillCurrent() }
         if limit != nil { out.reverse() }
         return out
     }

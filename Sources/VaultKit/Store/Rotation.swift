@@ -36,12 +36,14 @@ extension UnlockedVault {
     ///   - sensor: the reader to bind on (nil: the authority's choice).
     ///   - progress: called with (done, total) as items are re-sealed.
     /// - Throws: `.corrupt` naming damaged rows (nothing is changed: a damaged row cannot be
-    ///   re-sealed and would be lost), `.keysRotated`, or any store error.
+    ///   re-sealed and would be lost), `.keysRotated` when another rotation committed or another
+    ///   process changed a slot (the passcode) since this vault was unlocked, or any store error.
     public func rotate(passcode: borrowing SecretBytes, kdf: KDFParameters?, recovery: RecoveryRotation,
                        authority: (any KeyAuthority)?, sensor: SensorIdentity? = nil,
                        progress: (Int, Int) -> Void = { _, _ in }) throws -> RotationResult {
         let newGeneration = generation + 1
-        let fresh = try UnlockedVault(store: store, masterKey: try SecretBytes.random(count: 32), generation: newGeneration)
+        let fresh = try UnlockedVault(store: store, masterKey: try SecretBytes.random(count: 32), generation: newGeneration,
+                                      slotSequence: slotSequenceSeen)
         let slots = try store.slots()
         var params = kdf ?? KDFParameters()
         if kdf == nil, let old = try? slots.first(where: { $0.kind == .passcode })?.passcodeParameters() {
@@ -66,6 +68,9 @@ extension UnlockedVault {
         try db.execute("PRAGMA cache_size = -131072")
         defer { try? db.execute("PRAGMA cache_size = -2000") }
         try writeTransaction {
+            // Every slot is re-made from what this process knew; a slot changed since (a passcode
+            // changed by another process) would be undone without a word.
+            guard try store.slotSequence() == slotSequenceSeen else { throw VaultError.keysRotated }
             let total = try store.itemCount()
             let rows = try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items")
             let longest = rows.map { $0[3].bytes?.count ?? 0 }.max() ?? 0

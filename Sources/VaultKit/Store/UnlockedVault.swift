@@ -13,14 +13,20 @@ public final class UnlockedVault {
     public let generation: Int64
     /// How this vault was unlocked in this process (nil: a key handed over, as in the agent).
     public internal(set) var authentication: AuthOutcome?
+    /// The vault's slot sequence (`VaultStore.slotSequence`) as this process last knew it: read
+    /// before the slot it unlocked with, then moved on by every slot it makes itself. A rotation
+    /// re-makes every slot from what it knew, so it refuses when another process has changed a
+    /// slot since (it would undo a concurrent passcode change).
+    var slotSequenceSeen: Int64
 
-    init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64) throws {
+    init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64, slotSequence: Int64) throws {
         self.store = store
         itemKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/item-key")
         indexKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/name-index")
         auditKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/audit-key")
         self.masterKey = masterKey
         self.generation = generation
+        slotSequenceSeen = slotSequence
     }
 
     var db: Database { store.db }
@@ -41,6 +47,7 @@ public final class UnlockedVault {
         }
         try db.query("INSERT INTO slots(id, kind, generation, params, nonce, wrapped) VALUES(?,?,?,?,?,?)",
                      [.integer(id), .text(kind.rawValue), .integer(generation), .blob(sealed.params), .blob(sealed.nonce), .blob(sealed.wrapped)])
+        slotSequenceSeen = id
         return id
     }
 
@@ -144,16 +151,30 @@ public final class UnlockedVault {
         return item
     }
 
+    /// Throws `.keysRotated` when the vault's key generation is no longer this key's. A read that
+    /// found no row, or a row it cannot open, calls it before saying so: after a rotation every
+    /// row is indexed and sealed under keys this process does not have, and "no such item" or
+    /// "damaged" would be false. Generations only grow, so a generation still ours after the read
+    /// was ours during it.
+    func checkStillCurrent() throws {
+        guard try store.keyGeneration() == generation else { throw VaultError.keysRotated }
+    }
+
     /// Reads one item.
-    /// - Throws: `.itemNotFound`, or `.corrupt` naming the item when its row fails authentication.
+    /// - Throws: `.itemNotFound`, `.corrupt` naming the item when its row fails authentication,
+    ///   `.keysRotated` when a rotation committed since this vault was unlocked.
     public func item(named name: String) throws -> Item {
         let n = try Item.normalize(name: name)
         guard let row = try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items WHERE name_mac=?",
-                                     [.blob(try nameMAC(n))]).first else { throw VaultError.itemNotFound(n) }
+                                     [.blob(try nameMAC(n))]).first else {
+            try checkStillCurrent()
+            throw VaultError.itemNotFound(n)
+        }
         do {
             return try open(id: row[0].bytes ?? [], nameMAC: row[1].bytes ?? [], nonce: row[2].bytes ?? [],
                             sealed: row[3].bytes ?? [], generation: row[4].int ?? -1)
         } catch is CryptoError {
+            try checkStillCurrent()
             throw VaultError.corrupt("item '\(n)' failed authentication")
         } catch is DecodingError {
             throw VaultError.corrupt("item '\(n)' is unreadable")
@@ -161,9 +182,12 @@ public final class UnlockedVault {
     }
 
     /// Whether an item of that name exists.
+    /// - Throws: `.keysRotated` when a rotation committed since this vault was unlocked.
     public func contains(_ name: String) throws -> Bool {
         let n = try Item.normalize(name: name)
-        return !(try db.query("SELECT 1 FROM items WHERE name_mac=?", [.blob(try nameMAC(n))]).isEmpty)
+        let found = !(try db.query("SELECT 1 FROM items WHERE name_mac=?", [.blob(try nameMAC(n))]).isEmpty)
+        if !found { try checkStillCurrent() }
+        return found
     }
 
     /// Every row, secrets withheld: a damaged row is reported by its id instead of aborting the listing.
@@ -174,9 +198,11 @@ public final class UnlockedVault {
         }
     }
 
-    /// Every row with its secrets (rotation, export through `releaseAll`).
+    /// Every row with its secrets (export through `releaseAll`, repair).
+    /// - Throws: `.keysRotated` instead of reporting rows damaged when a rotation committed since
+    ///   this vault was unlocked.
     func allItemsWithSecrets() throws -> [ItemEntry] {
-        try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items").map { row in
+        let entries: [ItemEntry] = try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items").map { row in
             let id = row[0].bytes ?? []
             do {
                 return .item(try open(id: id, nameMAC: row[1].bytes ?? [], nonce: row[2].bytes ?? [],
@@ -185,6 +211,8 @@ public final class UnlockedVault {
                 return .damaged(rowID: hexString(id))
             }
         }
+        if entries.contains(where: { if case .damaged = $0 { true } else { false } }) { try checkStillCurrent() }
+        return entries
     }
 
     /// Adds an item. With `replace`, an existing item of that name is overwritten (its creation time kept).
@@ -260,7 +288,7 @@ extension VaultStore {
     ///   `.authenticationFailed` when the key is not this vault's.
     public func adopt(masterKey: consuming SecretBytes, generation: Int64) throws -> UnlockedVault {
         guard try keyGeneration() == generation else { throw VaultError.sessionInvalid("was invalidated by a key rotation") }
-        let vault = try UnlockedVault(store: self, masterKey: masterKey, generation: generation)
+        let vault = try UnlockedVault(store: self, masterKey: masterKey, generation: generation, slotSequence: try slotSequence())
         guard let stored = try meta("key_check")?.bytes, constantTimeEqual(stored, try vault.keyCheck()) else {
             throw VaultError.authenticationFailed("the key handed over is not this vault's key")
         }

@@ -46,7 +46,7 @@ public final class VaultStore {
             // the database file's mode).
             do { try FileSystem.setPermissions(temporary, 0o600) } catch { throw error.vaultError }
             let store = VaultStore(location: location, db: db, vaultID: randomBytes(16))
-            let unlocked = try UnlockedVault(store: store, masterKey: vmk.duplicate(), generation: 1)
+            let unlocked = try UnlockedVault(store: store, masterKey: vmk.duplicate(), generation: 1, slotSequence: 0)
             try db.transaction {
                 try db.execute("""
                     CREATE TABLE meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
@@ -198,11 +198,12 @@ public final class VaultStore {
         return w.bytes
     }
 
-    /// Unwraps the master key from `slot` with `opener` and opens the vault.
+    /// Unwraps the master key from `slot` with `opener` and opens the vault. `slotSequence` is
+    /// the slot sequence read before `slot` was (see `UnlockedVault.slotSequenceSeen`).
     /// - Throws: `CryptoError` when the opener does not open the slot.
-    func open(_ slot: KeySlot, with opener: any SlotOpener) throws -> UnlockedVault {
+    func open(_ slot: KeySlot, with opener: any SlotOpener, slotSequence: Int64) throws -> UnlockedVault {
         let vmk = try opener.open(slot, associatedData: slotAD(id: slot.id, kind: slot.kind, params: slot.params, generation: slot.generation))
-        let vault = try UnlockedVault(store: self, masterKey: vmk, generation: slot.generation)
+        let vault = try UnlockedVault(store: self, masterKey: vmk, generation: slot.generation, slotSequence: slotSequence)
         try vault.recordKeyCheck()
         return vault
     }
@@ -215,9 +216,10 @@ public final class VaultStore {
     ///   passcode (or an altered slot: the two cannot be told apart), `.corrupt` for parameters
     ///   outside the accepted range.
     func unlock(passcode: borrowing SecretBytes) throws -> UnlockedVault {
+        let sequence = try slotSequence()
         guard let slot = try slot(.passcode) else { throw VaultError.passcodeNotSet }
         do {
-            return try open(slot, with: try PasscodeOpener(passcode: passcode))
+            return try open(slot, with: try PasscodeOpener(passcode: passcode), slotSequence: sequence)
         } catch is CryptoError {
             throw VaultError.authenticationFailed("wrong passcode")
         }
@@ -227,11 +229,12 @@ public final class VaultStore {
     /// - Throws: `.authenticationFailed` for a mistyped or wrong key.
     func unlock(recoveryKey text: String) throws -> UnlockedVault {
         let key = try RecoveryKey.parse(text)
+        let sequence = try slotSequence()
         guard let slot = try slot(.recovery) else {
             throw VaultError.authenticationFailed("this vault has no recovery slot")
         }
         do {
-            return try open(slot, with: RecoveryOpener(scalar: try key.scalar()))
+            return try open(slot, with: RecoveryOpener(scalar: try key.scalar()), slotSequence: sequence)
         } catch is CryptoError {
             throw VaultError.authenticationFailed("wrong recovery key")
         }
@@ -241,7 +244,10 @@ public final class VaultStore {
     /// - Throws: `.domainStateChanged` when the key does not open the slot.
     func unlock(fingerprintSlot slot: KeySlot, kek: consuming SecretBytes) throws -> UnlockedVault {
         do {
-            return try open(slot, with: FingerprintOpener(kek: kek))
+            // The caller read the slot: the sequence read now may be later than the one it came
+            // with, which matters only to a rotation, and rotations unlock with the passcode or
+            // the recovery key.
+            return try open(slot, with: FingerprintOpener(kek: kek), slotSequence: try slotSequence())
         } catch is CryptoError {
             throw VaultError.domainStateChanged
         }
