@@ -34,28 +34,27 @@ enum VaultCommands {
             } else {
                 passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--passcode-fd")
             }
-            let created = try VaultStore.create(at: loc, passcode: passcode, kdf: kdf)
-            func showRecoveryKey() {
+            // The recovery key is shown before the vault exists (a vault whose key was never shown
+            // cannot be left behind, by a crash or a failed enrolment) and before any fingerprint.
+            let created = try VaultStore.create(at: loc, passcode: passcode, kdf: kdf) { key in
                 if inv.has("--json") {
-                    ctx.stdout.write(jsonText(["vault": loc.name, "path": loc.folder, "recovery_key": created.recoveryKey]))
+                    ctx.stdout.write(jsonText(["vault": loc.name, "path": loc.folder, "recovery_key": key]))
                 } else {
-                    ctx.say("created vault '\(loc.name)' at \(loc.folder)")
-                    ctx.say("your recovery key (printed once on standard output; write it down and keep it apart from this machine):")
-                    ctx.stdout.write(created.recoveryKey + "\n")
+                    ctx.say("your recovery key for vault '\(loc.name)' (printed once on standard output; write it down and keep it apart from this machine):")
+                    ctx.stdout.write(key + "\n")
                 }
+                if let f = ctx.stdout.failure { throw VaultError.io(path: "standard output", f.reason + "; the vault was not created") }
             }
+            ctx.say("created vault '\(loc.name)' at \(loc.folder)")
             if !inv.has("--no-fingerprint") {
                 do {
                     try FingerprintCommands.setUpAtInit(created.vault, inv, ctx)
                 } catch {
-                    // The vault exists: its recovery key must not be lost with the enrolment.
-                    showRecoveryKey()
                     ctx.say("vault: the vault was created, but setting up the fingerprint did not finish; 'vault enroll\(loc.name == "default" ? "" : " --vault \(loc.name)")' continues")
                     throw error
                 }
             }
             try Auth.authority(for: created.vault.store, inv, ctx).recordUnlock(of: created.vault)
-            showRecoveryKey()
         })
 
     static let passcode = CommandSpec(

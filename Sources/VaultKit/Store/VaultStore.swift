@@ -28,8 +28,11 @@ public final class VaultStore {
     /// crash never leaves a half-made vault that blocks the next `init`.
     /// - Returns: the unlocked vault and the recovery key, to be shown once.
     /// - Throws: `VaultError.failure` if a vault already exists there, `.io` on file problems.
-    public static func create(at location: VaultLocation, passcode: borrowing SecretBytes,
-                              kdf: KDFParameters) throws -> (vault: UnlockedVault, recoveryKey: String) {
+    /// - Parameter showRecoveryKey: called with the recovery key once the database is complete
+    ///   and before it is linked into place, so a vault never exists whose key was not shown; when
+    ///   it throws (the key could not be written), no vault is made.
+    public static func create(at location: VaultLocation, passcode: borrowing SecretBytes, kdf: KDFParameters,
+                              showRecoveryKey: (String) throws -> Void = { _ in }) throws -> (vault: UnlockedVault, recoveryKey: String) {
         if location.exists { throw exists(location) }
         try PrivateFiles.makeFolder(location.folder)
         try PrivateFiles.checkPrivate(location.folder, isDirectory: true)
@@ -69,6 +72,8 @@ public final class VaultStore {
             // Everything into the main file, so the WAL can go with the connection.
             try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         }
+        if location.exists { throw exists(location) }
+        try showRecoveryKey(recovery.text)
         // link(2) refuses to replace a vault another process created meanwhile.
         do {
             try FileSystem.link(temporary, to: location.databasePath)
@@ -92,6 +97,8 @@ public final class VaultStore {
             throw VaultError.vaultNotFound(name: location.name, path: location.folder)
         }
         try PrivateFiles.checkPrivate(location.folder, isDirectory: true)
+        // A killed `init` may have left its temporary (a second name of this very file, once linked).
+        VaultSystem.AtomicFile.removeStaleTemporaries(in: location.folder, markers: [".vault.db.new-"])
         for suffix in ["", "-wal", "-shm"] {
             try PrivateFiles.checkPrivate(location.databasePath + suffix, isDirectory: false)
         }
