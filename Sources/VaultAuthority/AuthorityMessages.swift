@@ -162,10 +162,10 @@ public enum AuthorityLimits {
     public static let replySeconds: Double = 10
     /// A connection with no request for this long is closed.
     public static let connectionIdleSeconds: Double = 60
-    /// At most this many connections at once, and per uid.
+    /// At most this many connections at once.
     public static let connections = 128
     /// At most this many connections of one uid at once.
-    public static let connectionsPerUID = 16
+    public static let connectionsPerUID = 32
     /// How long a request waits for the reader while another request scans, before "busy".
     public static let busyWaitSeconds: Double = 3
 

@@ -50,7 +50,7 @@ final class Outbox: @unchecked Sendable {
 /// own while the connection's thread streams its events to the client and watches for a
 /// `cancel` or the client going away (either cancels the scan and frees the reader). Frames are
 /// refused from their header; a peer has 10 s to send a whole request once it began and 10 s to
-/// take each reply; an idle connection is closed after 60 s. At most 128 connections, 16 per uid.
+/// take each reply; an idle connection is closed after 60 s. At most 128 connections, 32 per uid.
 public final class AuthorityServer: @unchecked Sendable {
     /// The socket path.
     public let socketPath: String

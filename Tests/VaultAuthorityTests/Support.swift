@@ -186,3 +186,9 @@ extension HandlerFixture {
         send(.recordPasscodeUnlock(proof: try vault.proof(.passcodeUnlock, challenge: try challenge(as: uid), forged: forged)), as: uid)
     }
 }
+
+/// Hands a value to another thread in a test.
+struct Unchecked<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
