@@ -86,4 +86,36 @@ import VaultSystem
         #expect(daemon.isRunning)
         #expect(rawPing(socket))
     }
+
+    /// Random and mutated frames over the socket, each on a connection of its own (most are
+    /// refused, which ends the connection): the daemon keeps answering and keeps its state.
+    @Test(.timeLimit(.minutes(1))) func tenThousandRandomAndMutatedFramesOverTheSocketLeaveItAnswering() throws {
+        let folder = TempFolder()
+        let socket = folder.path + "/run/socket"
+        let daemon = try RunningDaemon(command: [daemonBinary, "--socket", socket, "--state", folder.path + "/state"],
+                                       environment: [:], socketPath: socket, stateFolder: folder.path + "/state", log: folder.path + "/log")
+        let valid = try FrameTests.samples.map { try AuthorityCodec.frame($0.0, tail: $0.1).encoded() }
+        var generator = SplitMix(seed: 0xdae_304)
+        var answered = 0
+        for i in 0..<10_000 {
+            var bytes = valid[Int(generator.next() % UInt64(valid.count))]
+            if i % 5 == 0 {
+                bytes = (0..<Int(generator.next() % 64)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            } else {
+                for _ in 0..<(1 + Int(generator.next() % 3)) where !bytes.isEmpty {
+                    let at = Int(generator.next() % UInt64(bytes.count))
+                    if generator.next() % 2 == 0 { bytes[at] = UInt8(truncatingIfNeeded: generator.next()) } else { bytes.removeSubrange(at...) }
+                }
+            }
+            let connection = try UnixSocket.connect(path: socket)
+            try? connection.sendAll(bytes)
+            // Every hundredth waits for what the daemon says; the others hang up at once.
+            if i % 100 == 0, let replies = try? rawReplies(connection, within: 0.2), !replies.isEmpty { answered += 1 }
+        }
+        #expect(answered > 20)
+        #expect(daemon.isRunning)
+        #expect(rawPing(socket))
+        let authority = SystemKeyAuthority(socketPath: socket, daemon: .uid(ProcessIdentity.effectiveUID))
+        #expect(try authority.fingers().isEmpty)
+    }
 }
