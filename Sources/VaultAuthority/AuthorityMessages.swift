@@ -154,6 +154,9 @@ public enum AuthorityLimits {
     public static let text = 512
     /// A scan timeout is clamped to this range (seconds); NaN and non-positive ones become 30.
     public static let scanSeconds: ClosedRange<Double> = 1...300
+    /// The times a test-mode request may set (seconds since 1970, up to the year 5138): far
+    /// enough from the integer limits that no rule's arithmetic can overflow.
+    public static let testClock: ClosedRange<Int64> = 0...100_000_000_000
     /// The default scan timeout.
     public static let defaultScanSeconds: Double = 30
     /// The time a peer has to send the rest of a request once its first byte arrived.
@@ -212,8 +215,11 @@ extension AuthorityRequest {
             if let slot { try Self.check(slot) }
             try Self.check(sensor)
             try Self.check(rules)
-        case .testSettings(let bootID, _):
+        case .testSettings(let bootID, let now):
             if let bootID { try Self.check(bootID, "boot id") }
+            if let now, !AuthorityLimits.testClock.contains(now) {
+                throw .usage("malformed request: a test clock must be within \(AuthorityLimits.testClock) seconds since 1970")
+            }
         case .cancel:
             break
         }

@@ -128,8 +128,12 @@ public final class AuthorityServer: @unchecked Sendable {
             guard (try? FileStatus.of(socketPath))?.kind == .socket else {
                 throw VaultError.io(path: socketPath, "the socket file was removed")
             }
-            guard (try? Poll.isReadable(listener.socket.rawValue, timeoutMilliseconds: 500)) == true,
-                  let accepted = try? listener.socket.accept() else { continue }
+            guard (try? Poll.isReadable(listener.socket.rawValue, timeoutMilliseconds: 500)) == true else { continue }
+            guard let accepted = try? listener.socket.accept() else {
+                // Out of descriptors, say: the waiting peer stays queued; try again shortly, without spinning.
+                MonotonicClock.sleep(seconds: 0.05)
+                continue
+            }
             let connection = ConnectionBox(accepted)
             guard let peer = try? connection.socket.peerCredentials() else { continue }
             let admitted = state.withLock {

@@ -57,7 +57,11 @@ public final class LibfprintReaders: ReaderSource, @unchecked Sendable {
         return p
     }
 
+    /// Closes the sensor when its last request ends; an open waits for that close to finish
+    /// (libfprint refuses to open a device that is still open).
     private func release(_ pooled: PooledSensor) {
+        opening.lock()
+        defer { opening.unlock() }
         let close: Bool = lock.withLock {
             pooled.users -= 1
             guard pooled.users == 0 else { return false }

@@ -118,4 +118,20 @@ import VaultSystem
         let authority = SystemKeyAuthority(socketPath: socket, daemon: .uid(ProcessIdentity.effectiveUID))
         #expect(try authority.fingers().isEmpty)
     }
+
+    @Test func itClosesInheritedDescriptorsAndHasNoCoreLimit() throws {
+        let folder = TempFolder()
+        let socket = folder.path + "/run/socket"
+        var pipe = try UnixPipe()
+        let daemon = try RunningDaemon(command: [daemonBinary, "--socket", socket, "--state", folder.path + "/state"],
+                                       environment: [:], socketPath: socket, stateFolder: folder.path + "/state", log: folder.path + "/log",
+                                       inherit: [.dup2(from: pipe.writeEnd.rawValue, to: 7)])
+        try pipe.writeEnd.close()
+        // The daemon held the only other write end: closed, the pipe reads its end at once.
+        #expect(try Poll.isReadable(pipe.readEnd.rawValue, timeoutMilliseconds: 2000))
+        #expect(try pipe.readEnd.readAll(limit: 16).isEmpty)
+        let limits = try String(contentsOfFile: "/proc/\(daemon.child.pid)/limits", encoding: .utf8)
+        let core = limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }
+        #expect(core?.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"], "\(String(describing: core))")
+    }
 }

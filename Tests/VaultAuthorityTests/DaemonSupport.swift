@@ -56,13 +56,14 @@ final class RunningDaemon: @unchecked Sendable {
 
     /// Starts `command` (the daemon's argv, possibly behind `setpriv`) and waits until its socket
     /// answers a ping.
-    init(command: [String], environment: [String: String], socketPath: String, stateFolder: String, log: String) throws {
+    init(command: [String], environment: [String: String], socketPath: String, stateFolder: String, log: String,
+         inherit extra: [FileAction] = []) throws {
         self.socketPath = socketPath
         self.stateFolder = stateFolder
         self.log = log
         child = try ChildProcess.spawn(path: command[0], arguments: command, environment: environment,
                                        fileActions: [.open(0, "/dev/null", .readOnly), .open(1, log, .writeOnly, [.create, .append]),
-                                                     .dup2(from: 1, to: 2)])
+                                                     .dup2(from: 1, to: 2)] + extra)
         let end = MonotonicClock.seconds() + 15
         while MonotonicClock.seconds() < end {
             if (try? child.waitNonBlocking()) != nil {

@@ -47,6 +47,10 @@ struct RootDaemonTests {
             #expect(!read.ok && read.message?.contains("Permission denied") == true, "\(file): \(String(describing: read.message))")
         }
         #expect(try FileStatus.of(mine).permissions == 0o700)
+        // Not dumpable: its /proc files are root's, so not even its own uid's processes read them.
+        let pid = daemon.daemon.child.pid
+        #expect(try FileStatus.of("/proc/\(pid)/environ").owner == 0)
+        #expect(try alice.run(.readFile(path: "/proc/\(pid)/environ")).message?.contains("Permission denied") == true)
         #expect(try FileStatus.of(daemon.state).permissions == 0o700)
         // No file of the user's holds the device secret.
         let secret = try #require(FileManager.default.contents(atPath: mine + "/device-secret"))
