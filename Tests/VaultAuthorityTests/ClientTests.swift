@@ -234,6 +234,10 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
         #expect(!SystemKeyAuthority.probe(socketPath: daemon.socketPath, daemon: .uid(me &+ 1)))
         #expect(!SystemKeyAuthority.probe(socketPath: daemon.socketPath, daemon: .user("no-such-user-\(me)")))
         #expect(!SystemKeyAuthority.probe(socketPath: daemon.fixture.folder.path + "/nothing", daemon: .uid(me)))
+        let nobody = #expect(throws: VaultError.self) {
+            _ = try SystemKeyAuthority(socketPath: daemon.fixture.folder.path + "/nothing", daemon: .uid(me)).fingers()
+        }
+        #expect(nobody?.exitCode == 15, "the policy falls back to the passcode")
         let refused = #expect(throws: VaultError.self) {
             _ = try SystemKeyAuthority(socketPath: daemon.socketPath, daemon: .uid(me &+ 1)).fingers()
         }

@@ -114,6 +114,10 @@ import VaultSystem
         }
         #expect(answered > 20)
         #expect(daemon.isRunning)
+        // Connections the flood left are still being closed (32 per uid at most): it answers
+        // again once they are, and no connection was leaked.
+        let end = MonotonicClock.seconds() + 5
+        while !rawPing(socket) && MonotonicClock.seconds() < end { MonotonicClock.sleep(seconds: 0.05) }
         #expect(rawPing(socket))
         let authority = SystemKeyAuthority(socketPath: socket, daemon: .uid(ProcessIdentity.effectiveUID))
         #expect(try authority.fingers().isEmpty)

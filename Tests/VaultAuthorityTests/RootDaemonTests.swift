@@ -17,7 +17,10 @@ struct RootDaemonTests {
         #expect(try alice.run(.probe).ok, "the client checks the socket and the peer are vault-auth's")
 
         // Enrol (five touches), bind, and open by a matching finger.
-        #expect(try alice.enroll("alice-finger", on: daemon).ok)
+        var notices: [ScanNotice] = []
+        #expect(try alice.enroll("alice-finger", on: daemon, notices: { notices.append($0) }).ok)
+        #expect(notices.first == .enrolling(finger: "right-index", reader: "Virtual device for debugging", stages: 5))
+        #expect(notices.last == .enrollProgress(completed: 5, total: 5, advice: nil))
         let vault = FakeVault()
         let bound = try alice.bind(vault)
         let kek = try #require(bound.key)

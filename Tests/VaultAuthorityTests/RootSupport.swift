@@ -175,8 +175,10 @@ final class ClientProcess: @unchecked Sendable {
 
 extension ClientProcess {
     /// Enrols a finger whose scans carry `print`, feeding the reader's five stages.
-    func enroll(_ print: String, on daemon: SystemDaemon, finger: String? = nil, vault: FakeVault? = nil) throws -> ClientResult {
+    func enroll(_ print: String, on daemon: SystemDaemon, finger: String? = nil, vault: FakeVault? = nil,
+                notices: (ScanNotice) -> Void = { _ in }) throws -> ClientResult {
         try run(.enroll(finger: finger, vaultID: vault?.id, proofKey: vault?.proofKey), onNotice: { notice in
+            notices(notice)
             if case .enrolling(_, _, let stages) = notice {
                 for _ in 0..<stages { try daemon.reader("SCAN \(print)") }
             }
