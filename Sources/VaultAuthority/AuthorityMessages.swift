@@ -47,6 +47,12 @@ public enum AuthorityRequest: Codable, Equatable, Sendable {
         }
     }
 
+    /// Whether the request is an enrolment.
+    var isEnrolment: Bool {
+        if case .enroll = self { return true }
+        return false
+    }
+
     /// Whether the frame carries the 32-byte proof key as its tail.
     var carriesKey: Bool {
         if case .bind = self { return true }

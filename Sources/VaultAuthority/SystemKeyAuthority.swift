@@ -26,6 +26,15 @@ public struct DaemonInfo: Equatable, Sendable {
     public var testMode: Bool
 }
 
+/// What a scanning request is for (so a keyboard watch can offer the passcode only where it
+/// makes sense, as the embedded path does).
+public enum ScanPurpose: Sendable, Equatable {
+    /// `unlock` or `verify`: Enter may choose the passcode.
+    case match
+    /// `enroll`: only Ctrl-C stops it.
+    case enrolment
+}
+
 /// Cancels a scan the daemon runs for this client, from any thread: the CLI's keyboard watch
 /// maps Enter to `.fallback` (the scan ends with `.passcodeNeeded("you chose the passcode")`,
 /// which the policy turns into the passcode prompt) and Ctrl-C to `.user` (`.userCancel`), as on
@@ -34,10 +43,11 @@ public struct DaemonInfo: Equatable, Sendable {
 /// thread waiting for the daemon, so a caller needs no thread of its own.
 public final class ScanControl: Sendable {
     private let state = Mutex<(active: Bool, pending: ScanCancelReason?)>((false, nil))
-    private let watch: (@Sendable () -> ScanCancelReason?)?
+    private let watch: (@Sendable (ScanPurpose) -> ScanCancelReason?)?
 
-    /// A control; `watch` returns a reason once the person asked to stop (nil: go on).
-    public init(watch: (@Sendable () -> ScanCancelReason?)? = nil) {
+    /// A control; `watch` returns a reason once the person asked to stop (nil: go on), told
+    /// what the running request is for.
+    public init(watch: (@Sendable (ScanPurpose) -> ScanCancelReason?)? = nil) {
         self.watch = watch
     }
 
@@ -52,8 +62,8 @@ public final class ScanControl: Sendable {
     func end() { state.withLock { $0 = (false, nil) } }
 
     /// The reason to send, once.
-    func poll() -> ScanCancelReason? {
-        if let watch, let reason = watch() { cancel(reason) }
+    func poll(_ purpose: ScanPurpose) -> ScanCancelReason? {
+        if let watch, let reason = watch(purpose) { cancel(reason) }
         return state.withLock { $0.pending }
     }
 }
@@ -191,7 +201,7 @@ public final class SystemKeyAuthority: KeyAuthority {
             } catch let e as AuthorityFrameError {
                 throw VaultError.failure("vault-authd's reply was refused: \(e.vaultError.message)")
             }
-            if scanning, cancelSent == nil, let reason = control.poll() {
+            if scanning, cancelSent == nil, let reason = control.poll(request.isEnrolment ? .enrolment : .match) {
                 cancelSent = reason
                 if let cancel = try? AuthorityCodec.frame(.cancel(reason: reason)) { try? connection.socket.sendAll(cancel.encoded()) }
                 deadline = MonotonicClock.seconds() + Self.cancelSeconds

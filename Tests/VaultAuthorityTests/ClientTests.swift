@@ -136,7 +136,10 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
     @Test func theWatchClosureIsPolledWhileTheDaemonScans() throws {
         let daemon = try InProcessDaemon(script: [.match])
         let started = Mutex<Double?>(nil)
-        let control = ScanControl(watch: {
+        let purposes = Mutex<Set<String>>([])
+        let control = ScanControl(watch: { purpose in
+            purposes.withLock { _ = $0.insert("\(purpose)") }
+            guard purpose == .match else { return nil }
             let now = MonotonicClock.seconds()
             let first = started.withLock { s in s ?? { s = now; return now }() }
             return now - first > 0.3 ? .fallback : nil
@@ -149,6 +152,7 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
         #expect(throws: VaultError.passcodeNeeded("you chose the passcode")) {
             _ = try authority.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in })
         }
+        #expect(purposes.withLock { $0 } == ["enrolment", "match"], "asked during the enrolment and the unlock, told which")
     }
 
     @Test func aClientThatGoesAwayMidScanFreesTheReaderForTheNext() throws {
