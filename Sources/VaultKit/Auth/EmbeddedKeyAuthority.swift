@@ -16,6 +16,8 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     private let clock: @Sendable () -> Int64
     private let secret: SecretBytes
     private let openReaderFunction: ReaderOpener
+    /// The challenges this authority accepts proofs over.
+    private let challenges: ChallengeBook
     /// The reader opened by this instance, kept open for its other requests (as a daemon owns
     /// its reader): enrolling and binding right after see the same device.
     private var opened: (any FingerprintReader)?
@@ -42,13 +44,16 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     }
 
     /// Opens (creating on first use) the authority's state in `folder`; `openReader` opens the
-    /// reader when a scan or an enrolment is due.
+    /// reader when a scan or an enrolment is due. `challenges` holds the challenges issued: the
+    /// process-wide book by default; a daemon hosting one authority per user gives each its own.
     public init(folder: String, bootID: String = EmbeddedKeyAuthority.currentBootID(),
                 clock: @escaping @Sendable () -> Int64 = { unixNow() },
+                challenges: ChallengeBook = .processWide,
                 openReader: @escaping ReaderOpener = { _ in throw VaultError.biometryNotAvailable("no fingerprint reader found") }) throws {
         self.folder = folder
         self.bootID = bootID
         self.clock = clock
+        self.challenges = challenges
         self.openReaderFunction = openReader
         try PrivateFiles.makeFolder(folder)
         try PrivateFiles.checkPrivate(folder, isDirectory: true)
@@ -187,26 +192,13 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
 
     // MARK: challenges and proofs
 
-    /// Challenges issued by this process, with their time; each is accepted once, for 5 minutes.
-    private static let issued = Mutex<[[UInt8]: Int64]>([:])
-
     /// A fresh challenge.
     public func challenge() throws -> [UInt8] {
-        let c = randomBytes(32)
-        let now = clock()
-        EmbeddedKeyAuthority.issued.withLock { issued in
-            issued = issued.filter { now - $0.value < 300 }
-            issued[c] = now
-        }
-        return c
+        challenges.issue(now: clock())
     }
 
     private func consume(_ challenge: [UInt8]) -> Bool {
-        let now = clock()
-        return EmbeddedKeyAuthority.issued.withLock { issued in
-            guard let t = issued.removeValue(forKey: challenge) else { return false }
-            return now - t < 300
-        }
+        challenges.consume(challenge, now: clock())
     }
 
     /// Whether `proof` is valid for `purpose` under a binding of its vault in `state`.
@@ -508,5 +500,44 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
             s.bindingCurrent = b.map { b in s.domainState?.bytes == b.domainState && (s.sensor == nil || s.sensor == b.sensor) } ?? false
         }
         return s
+    }
+}
+
+/// The single-use challenges an authority handed out, each accepted once within 5 minutes. At
+/// most `capacity` are outstanding (the oldest goes first), so a caller asking in a loop cannot
+/// grow it without bound.
+public final class ChallengeBook: Sendable {
+    /// The book of this process (the embedded authority: every instance in one command shares it).
+    public static let processWide = ChallengeBook()
+    /// Seconds a challenge stays valid.
+    public static let lifetime: Int64 = 300
+    /// Challenges outstanding at most.
+    public let capacity: Int
+    private let issued = Mutex<[[UInt8]: Int64]>([:])
+
+    /// An empty book holding at most `capacity` challenges.
+    public init(capacity: Int = 256) {
+        self.capacity = max(1, capacity)
+    }
+
+    /// A fresh 32-byte challenge, recorded at `now`.
+    public func issue(now: Int64) -> [UInt8] {
+        let c = randomBytes(32)
+        issued.withLock { issued in
+            issued = issued.filter { now - $0.value < ChallengeBook.lifetime }
+            while issued.count >= capacity, let oldest = issued.min(by: { $0.value < $1.value })?.key {
+                issued[oldest] = nil
+            }
+            issued[c] = now
+        }
+        return c
+    }
+
+    /// Whether `challenge` was issued here less than 5 minutes before `now`; it is used up either way.
+    public func consume(_ challenge: [UInt8], now: Int64) -> Bool {
+        issued.withLock { issued in
+            guard let t = issued.removeValue(forKey: challenge) else { return false }
+            return now - t < ChallengeBook.lifetime
+        }
     }
 }

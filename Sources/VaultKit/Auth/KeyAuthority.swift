@@ -110,6 +110,11 @@ public struct BindingGrant: ~Copyable {
     public let kek: SecretBytes
     /// The parameters stored in the slot (reader and domain state at binding time).
     public let binding: FingerprintBinding
+    /// A grant of `kek` for a slot with `binding` (an authority over a socket builds it from the reply).
+    public init(kek: consuming SecretBytes, binding: FingerprintBinding) {
+        self.kek = kek
+        self.binding = binding
+    }
 }
 
 /// Narration the authority sends while it works (the CLI shows it; a daemon streams it).

@@ -1,0 +1,299 @@
+internal import VaultKit
+internal import VaultSystem
+internal import Foundation
+
+/// A socket owned by a class, so a connection can move to its own thread.
+final class ConnectionBox: @unchecked Sendable {
+    var socket: UnixSocket
+    init(_ socket: consuming UnixSocket) { self.socket = socket }
+}
+
+/// Moves a value to the one thread that uses it next.
+struct Handoff<T>: @unchecked Sendable {
+    let value: T
+}
+
+/// What a running request has streamed and, once done, its answer; the connection's thread
+/// sends them, so only that thread ever writes to the socket.
+final class Outbox: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var items: [AuthorityReply] = []
+    private var final: AuthorityResponse?
+
+    func push(_ reply: AuthorityReply) {
+        condition.lock()
+        items.append(reply)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func finish(_ response: AuthorityResponse) {
+        condition.lock()
+        final = response
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// What is queued (and the answer once the request ended), waiting at most `seconds` for something.
+    func take(waiting seconds: Double) -> ([AuthorityReply], AuthorityResponse?) {
+        condition.lock()
+        defer { condition.unlock() }
+        if items.isEmpty && final == nil { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
+        let out = items
+        items.removeAll()
+        return (out, items.isEmpty ? final : nil)
+    }
+}
+
+/// `vault-authd`'s server: any local user may connect (the socket is 0666); each connection is
+/// served on its own thread as the uid `SO_PEERCRED` names. A request runs on a thread of its
+/// own while the connection's thread streams its events to the client and watches for a
+/// `cancel` or the client going away (either cancels the scan and frees the reader). Frames are
+/// refused from their header; a peer has 10 s to send a whole request once it began and 10 s to
+/// take each reply; an idle connection is closed after 60 s. At most 128 connections, 32 per uid.
+public final class AuthorityServer: @unchecked Sendable {
+    /// The socket path.
+    public let socketPath: String
+    /// The per-uid authorities and the readers.
+    public let handler: AuthorityRequestHandler
+    /// Seconds a peer has to send the rest of a request once its first byte arrived.
+    public let requestDeadline: Double
+    /// Seconds a peer has to take a reply.
+    public let replyDeadline: Double
+    private let state = NSLock()
+    private var stopped = false
+    private var connections = 0
+    private var perUID: [UInt32: Int] = [:]
+
+    /// A server on `socketPath` answering with `handler`; the deadlines are
+    /// `AuthorityLimits.requestSeconds` and `.replySeconds` but for tests.
+    public init(socketPath: String, handler: AuthorityRequestHandler,
+                requestDeadline: Double = AuthorityLimits.requestSeconds, replyDeadline: Double = AuthorityLimits.replySeconds) {
+        self.socketPath = socketPath
+        self.handler = handler
+        self.requestDeadline = min(max(requestDeadline.isNaN ? AuthorityLimits.requestSeconds : requestDeadline, 0.05), AuthorityLimits.requestSeconds)
+        self.replyDeadline = min(max(replyDeadline.isNaN ? AuthorityLimits.replySeconds : replyDeadline, 0.05), AuthorityLimits.replySeconds)
+    }
+
+    /// Asks `run` to return (within half a second); connections end after their current request.
+    public func stop() {
+        state.withLock { stopped = true }
+    }
+
+    private var isStopped: Bool { state.withLock { stopped } }
+
+    /// How many connections are being served.
+    public var connectionCount: Int { state.withLock { connections } }
+
+    /// The socket's folder: made 0755 when missing; an existing one must be ours (or root's) and
+    /// writable by nobody else, so no one can put another socket in its place.
+    /// - Throws: `.insecurePermissions` or `.io` naming the folder.
+    static func prepareFolder(_ folder: String) throws {
+        if !FileSystem.exists(folder) {
+            do {
+                try PrivateFiles.makeFolder(folder)
+                try FileSystem.setPermissions(folder, 0o755)
+            } catch {
+                throw VaultError.io(path: folder, error.reason)
+            }
+        }
+        let status: FileStatus
+        do { status = try FileStatus.of(folder) } catch { throw VaultError.io(path: folder, error.reason) }
+        guard status.kind == .directory else { throw VaultError.io(path: folder, "not a folder") }
+        guard status.owner == ProcessIdentity.effectiveUID || status.owner == 0, status.permissions & 0o022 == 0 else {
+            throw VaultError.io(path: folder, "the socket's folder must belong to vault-authd's user and be writable by it alone")
+        }
+    }
+
+    /// Binds the socket (0666 in a 0755 folder: any local user may connect) and serves until
+    /// stopped or until the socket file is removed.
+    /// - Throws: `.io` for the folder or the socket (another vault-authd answering there included).
+    public func run() throws {
+        let folder = (socketPath as NSString).deletingLastPathComponent
+        try Self.prepareFolder(folder)
+        let listener: ConnectionBox
+        do {
+            listener = ConnectionBox(try UnixSocket.listen(path: socketPath))
+            try FileSystem.setPermissions(socketPath, 0o666)
+        } catch {
+            if (try? UnixSocket.connect(path: socketPath)) != nil {
+                throw VaultError.io(path: socketPath, "another vault-authd answers on this socket")
+            }
+            throw VaultError.io(path: socketPath, error.reason)
+        }
+        defer {
+            if (try? FileStatus.of(socketPath))?.kind == .socket { try? FileSystem.remove(socketPath) }
+        }
+        while !isStopped {
+            guard (try? FileStatus.of(socketPath))?.kind == .socket else {
+                throw VaultError.io(path: socketPath, "the socket file was removed")
+            }
+            guard (try? Poll.isReadable(listener.socket.rawValue, timeoutMilliseconds: 500)) == true else { continue }
+            guard let accepted = try? listener.socket.accept() else {
+                // Out of descriptors, say: the waiting peer stays queued; try again shortly, without spinning.
+                MonotonicClock.sleep(seconds: 0.05)
+                continue
+            }
+            let connection = ConnectionBox(accepted)
+            guard let peer = try? connection.socket.peerCredentials() else { continue }
+            let admitted = state.withLock {
+                guard connections < AuthorityLimits.connections, perUID[peer.uid, default: 0] < AuthorityLimits.connectionsPerUID else { return false }
+                connections += 1
+                perUID[peer.uid, default: 0] += 1
+                return true
+            }
+            guard admitted else {
+                refuse(connection, .systemCancel("vault-authd serves at most \(AuthorityLimits.connectionsPerUID) connections per user "
+                                                 + "and \(AuthorityLimits.connections) in all at once"))
+                continue
+            }
+            let thread = Thread { [self] in
+                serve(connection, uid: peer.uid)
+                state.withLock {
+                    connections -= 1
+                    perUID[peer.uid, default: 1] -= 1
+                    if perUID[peer.uid] == 0 { perUID[peer.uid] = nil }
+                }
+            }
+            thread.name = "vault-authd connection"
+            thread.start()
+        }
+    }
+
+    /// Sends one refusal and closes: the peer's unread input is dropped, never drained.
+    private func refuse(_ connection: ConnectionBox, _ error: VaultError) {
+        send(AuthorityCodec.frame(.failed(error: error)), on: connection)
+        try? connection.socket.close()
+    }
+
+    /// Sends a frame within `replyDeadline`; false when the peer is gone or too slow to take it.
+    @discardableResult
+    private func send(_ frame: AuthorityFrame, on connection: ConnectionBox) -> Bool {
+        var bytes = frame.encoded()
+        defer { wipe(&bytes) }
+        guard (try? connection.socket.setSendTimeout(seconds: replyDeadline)) != nil else { return false }
+        do { try connection.socket.sendAll(bytes) } catch { return false }
+        return true
+    }
+
+    /// Reads what arrived into `decoder`; false when the peer closed or the read failed.
+    private func receive(_ connection: ConnectionBox, into decoder: AuthorityFrameDecoder, chunk: inout [UInt8]) -> Bool {
+        let count: Int
+        do {
+            count = try chunk.withUnsafeMutableBytes { (b) throws(SystemError) -> Int in try connection.socket.receive(into: b) }
+        } catch {
+            return false
+        }
+        guard count > 0 else { return false }
+        chunk.withUnsafeMutableBytes { b in
+            decoder.append(UnsafeRawBufferPointer(rebasing: b[0..<count]))
+            b.initializeMemory(as: UInt8.self, repeating: 0)
+        }
+        return true
+    }
+
+    /// One connection, on its own thread: requests one after the other until the peer closes,
+    /// idles out, misses a deadline or sends a frame that is refused.
+    private func serve(_ connection: ConnectionBox, uid: UInt32) {
+        defer { try? connection.socket.close() }
+        let decoder = AuthorityFrameDecoder(limit: AuthorityLimits.requestFrame)
+        var chunk = [UInt8](repeating: 0, count: 16 << 10)
+        defer { wipe(&chunk) }
+        var idleSince = MonotonicClock.seconds()
+        var frameStarted = idleSince
+        while !isStopped {
+            while true {
+                let frame: AuthorityFrame
+                do {
+                    guard let next = try decoder.next() else { break }
+                    frame = next
+                } catch {
+                    return refuse(connection, error.vaultError)
+                }
+                let request: AuthorityRequest
+                do { request = try AuthorityCodec.request(frame) } catch { return refuse(connection, error) }
+                // A cancel that crossed the end of its request: nothing runs any more.
+                if case .cancel = request { continue }
+                guard run(request, frame: frame, uid: uid, on: connection, decoder: decoder, chunk: &chunk) else { return }
+                idleSince = MonotonicClock.seconds()
+                frameStarted = idleSince
+            }
+            let now = MonotonicClock.seconds()
+            let deadline = decoder.hasPartialFrame ? frameStarted + requestDeadline : idleSince + AuthorityLimits.connectionIdleSeconds
+            guard now < deadline else {
+                if decoder.hasPartialFrame { refuse(connection, .usage("refused: a request must arrive whole within \(requestDeadline) s")) }
+                return
+            }
+            let wait = Int32(max(1, min(500, (deadline - now) * 1000)))
+            guard let readable = try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: wait) else { return }
+            guard readable else { continue }
+            let partial = decoder.hasPartialFrame
+            guard receive(connection, into: decoder, chunk: &chunk) else { return }
+            if !partial { frameStarted = MonotonicClock.seconds() }
+        }
+    }
+
+    /// Runs one request on a thread of its own; meanwhile this thread sends what it streams and
+    /// watches the peer: a `cancel` frame cancels the scan, the peer going away cancels it too
+    /// (and frees the reader), any other frame is refused once the request has ended.
+    /// - Returns: whether the connection may go on.
+    private func run(_ request: AuthorityRequest, frame: AuthorityFrame, uid: UInt32, on connection: ConnectionBox,
+                     decoder: AuthorityFrameDecoder, chunk: inout [UInt8]) -> Bool {
+        let outbox = Outbox()
+        let session = ScanSession(uid: uid, send: { outbox.push($0) })
+        let handler = self.handler
+        // The frame (and the key in its tail) lives until the request ends, then is wiped.
+        let handoff = Handoff(value: frame)
+        let worker = Thread {
+            outbox.finish(handler.handle(request, key: handoff.value.tail, session: session))
+        }
+        worker.name = "vault-authd request"
+        worker.start()
+        var gone = false
+        var violation: VaultError?
+        while true {
+            let (streamed, answer) = outbox.take(waiting: gone || violation != nil ? 0.05 : 0)
+            for reply in streamed where !gone {
+                if !send(AuthorityCodec.frame(reply), on: connection) {
+                    gone = true
+                    session.cancel(.program)
+                }
+            }
+            if let answer {
+                guard !gone else { return false }
+                if let violation {
+                    refuse(connection, violation)
+                    return false
+                }
+                return send(answer.frame(), on: connection)
+            }
+            if gone || violation != nil { continue }
+            guard let readable = try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: 10) else {
+                gone = true
+                session.cancel(.program)
+                continue
+            }
+            guard readable else { continue }
+            guard receive(connection, into: decoder, chunk: &chunk) else {
+                gone = true
+                session.cancel(.program)
+                continue
+            }
+            do {
+                while let next = try decoder.next() {
+                    if case .cancel(let reason) = try AuthorityCodec.request(next) {
+                        session.cancel(reason)
+                    } else {
+                        throw VaultError.usage("refused: one request at a time; only cancel may be sent while one runs")
+                    }
+                }
+            } catch let e as AuthorityFrameError {
+                violation = e.vaultError
+                session.cancel(.program)
+            } catch {
+                violation = (error as? VaultError) ?? .usage("malformed request")
+                session.cancel(.program)
+            }
+        }
+    }
+}

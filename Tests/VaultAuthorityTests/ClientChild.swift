@@ -1,0 +1,182 @@
+import Foundation
+import Synchronization
+import Testing
+import VaultAuthority
+import VaultKit
+import VaultSystem
+
+/// What the root tests ask a client process running as an ordinary user to do with
+/// `SystemKeyAuthority` (one JSON object per line on its descriptor 3).
+enum ClientCommand: Codable, Sendable {
+    case probe
+    case fingers
+    /// Enrols; with `vaultID` and `proofKey`, with a proof of that vault.
+    case enroll(finger: String?, vaultID: [UInt8]?, proofKey: [UInt8]?)
+    case bind(vaultID: [UInt8], slot: Int64, proofKey: [UInt8], rules: PasscodeRules)
+    /// Unlocks; `cancel` is sent (from another thread, as the keyboard watch does) once the
+    /// daemon says to touch the reader.
+    case unlock(vaultID: [UInt8], slot: Int64, rules: PasscodeRules, scanTimeout: Double, cancel: ScanCancelReason?)
+    case recordPasscode(vaultID: [UInt8], proofKey: [UInt8], forged: Bool)
+    case status(vaultID: [UInt8]?, slot: Int64?)
+    case testSettings(bootID: String?, now: Int64?)
+    /// Tries to read a file (the daemon's state).
+    case readFile(path: String)
+    /// `rounds` of fingers, challenge, passcode record and status.
+    case burst(vaultID: [UInt8], slot: Int64, proofKey: [UInt8], rounds: Int)
+    case exit
+}
+
+/// The outcome of one command.
+struct ClientResult: Codable, Sendable {
+    var uid: UInt32 = ProcessIdentity.uid
+    var ok = false
+    var exitCode: Int32?
+    var message: String?
+    var retryLimit = false
+    var key: [UInt8]?
+    var fingers: Int?
+    var failedMatches: Int?
+    var bindingCurrent: Bool?
+    var recorded: Bool?
+    var kind: String?
+}
+
+/// One line from the client process: a streamed notice or event, or the command's result.
+enum ClientLine: Codable, Sendable {
+    case notice(ScanNotice)
+    case event(AuthorityEvent)
+    case result(ClientResult)
+}
+
+/// Writes whole lines to a descriptor from any thread.
+final class LineWriter: @unchecked Sendable {
+    let fd: Int32
+    private let lock = NSLock()
+    init(fd: Int32) { self.fd = fd }
+    func write(_ line: ClientLine) {
+        guard let data = try? JSONEncoder().encode(line) else { return }
+        lock.withLock { try? writeAll(fd: fd, bytes: Array(data) + [10]) }
+    }
+}
+
+/// Reads lines from a descriptor.
+final class LineReader {
+    let fd: Int32
+    private var buffer: [UInt8] = []
+    init(fd: Int32) { self.fd = fd }
+
+    /// The next line, or nil at the end (or after `timeout` seconds: nil too).
+    func next(timeout: Double = 3600) -> String? {
+        let end = MonotonicClock.seconds() + timeout
+        while true {
+            if let nl = buffer.firstIndex(of: 10) {
+                let line = String(decoding: buffer[..<nl], as: UTF8.self)
+                buffer.removeSubrange(...nl)
+                return line
+            }
+            let left = end - MonotonicClock.seconds()
+            guard left > 0, (try? Poll.isReadable(fd, timeoutMilliseconds: Int32(min(left, 60) * 1000))) == true else {
+                if left > 0 { continue }
+                return nil
+            }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            guard let n = try? chunk.withUnsafeMutableBytes({ try readSome(fd: fd, into: $0) }), n > 0 else { return nil }
+            buffer += chunk[0..<n]
+        }
+    }
+}
+
+/// The client process of the root tests. Skipped in an ordinary run; `RootDaemonTests` starts
+/// the test bundle again as an ordinary user (`setpriv`) with only this test selected, so the
+/// peer uid vault-authd sees is that user's. It serves commands from descriptor 3 and answers
+/// on descriptor 4.
+@Suite struct ClientChildProcess {
+    static let variable = "VAULT_AUTHD_CLIENT_CHILD"
+
+    @Test(.enabled(if: ProcessInfo.processInfo.environment[ClientChildProcess.variable] != nil,
+                   "runs only as the client process that RootDaemonTests starts as an ordinary user"))
+    func serveCommands() throws {
+        let environment = ProcessInfo.processInfo.environment
+        let socket = try #require(environment["VAULT_AUTHD_SOCKET"])
+        let commands = LineReader(fd: 3)
+        let out = LineWriter(fd: 4)
+        while let line = commands.next() {
+            let command = try JSONDecoder().decode(ClientCommand.self, from: Data(line.utf8))
+            if case .exit = command { return }
+            out.write(.result(Self.execute(command, socket: socket, out: out)))
+        }
+    }
+
+    static func execute(_ command: ClientCommand, socket: String, out: LineWriter) -> ClientResult {
+        let control = ScanControl()
+        let cancelOnPrompt = Mutex<ScanCancelReason?>(nil)
+        let authority = SystemKeyAuthority(socketPath: socket, daemon: .standard, scanTimeout: 20, control: control, notices: { n in
+            out.write(.notice(n))
+            if case .touchReader = n, let reason = cancelOnPrompt.withLock({ $0 }) {
+                DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { control.cancel(reason) }
+            }
+        })
+        var r = ClientResult()
+        func proof(_ purpose: ProofPurpose, _ vaultID: [UInt8], _ proofKey: [UInt8], forged: Bool = false) throws -> AuthorityProof {
+            let challenge = try authority.challenge()
+            let key = try SecretBytes(copying: forged ? randomBytes(32) : proofKey)
+            return AuthorityProof(vaultID: vaultID, challenge: challenge,
+                                  mac: try AuthorityProofMAC.mac(key: key, purpose: purpose, vaultID: vaultID, challenge: challenge))
+        }
+        do {
+            switch command {
+            case .probe:
+                r.ok = SystemKeyAuthority.probe(socketPath: socket)
+            case .fingers:
+                r.fingers = try authority.fingers().count
+            case .enroll(let finger, let vaultID, let proofKey):
+                let p = try vaultID.flatMap { id in try proofKey.map { try proof(.enroll, id, $0) } }
+                _ = try authority.enroll(finger: finger, sensor: nil, proof: p)
+            case .bind(let vaultID, let slot, let proofKey, let rules):
+                let grant = try authority.bind(SlotReference(vaultID: vaultID, slotID: slot), sensor: nil,
+                                               proofKey: try SecretBytes(copying: proofKey), rules: rules)
+                r.key = grant.kek.exposedBytes()
+            case .unlock(let vaultID, let slot, let rules, let timeout, let cancel):
+                cancelOnPrompt.withLock { $0 = cancel }
+                authority.scanTimeout = timeout
+                let kek = try authority.unlock(SlotReference(vaultID: vaultID, slotID: slot), rules: rules, prompt: "touch the reader",
+                                               events: { out.write(.event($0)) })
+                r.key = kek.exposedBytes()
+            case .recordPasscode(let vaultID, let proofKey, let forged):
+                r.recorded = try authority.recordPasscodeUnlock(try proof(.passcodeUnlock, vaultID, proofKey, forged: forged))
+            case .status(let vaultID, let slot):
+                let ref = vaultID.flatMap { id in slot.map { SlotReference(vaultID: id, slotID: $0) } }
+                let s = try authority.status(slot: ref, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0))
+                r.failedMatches = s.failedMatches
+                r.fingers = s.fingers.count
+                r.bindingCurrent = s.bindingCurrent
+                r.kind = s.kind.rawValue
+            case .testSettings(let bootID, let now):
+                try authority.setTestSettings(bootID: bootID, now: now)
+            case .readFile(let path):
+                _ = try VaultSystem.PrivateFiles.read(path, limit: 1 << 20)
+            case .burst(let vaultID, let slot, let proofKey, let rounds):
+                for _ in 0..<rounds {
+                    _ = try authority.fingers()
+                    r.recorded = try authority.recordPasscodeUnlock(try proof(.passcodeUnlock, vaultID, proofKey))
+                    r.bindingCurrent = try authority.status(slot: SlotReference(vaultID: vaultID, slotID: slot), sensor: nil,
+                                                            rules: PasscodeRules()).bindingCurrent
+                }
+            case .exit:
+                break
+            }
+            r.ok = r.ok || { if case .probe = command { false } else { true } }()
+        } catch is RetryLimitExceeded {
+            r.retryLimit = true
+            r.exitCode = 10
+        } catch let e as VaultError {
+            r.exitCode = e.exitCode
+            r.message = e.message
+        } catch let e as PrivateFileError {
+            r.message = e.description
+        } catch {
+            r.message = "\(error)"
+        }
+        return r
+    }
+}

@@ -1,0 +1,255 @@
+import Foundation
+import Synchronization
+import Testing
+import VaultAuthority
+import VaultKit
+import VaultSystem
+
+/// An `AuthorityServer` in this process, on a temporary socket, over a scripted reader: the
+/// real socket code and the real client, as this test's own uid.
+final class InProcessDaemon: @unchecked Sendable {
+    let fixture: HandlerFixture
+    let server: AuthorityServer
+    let socketPath: String
+    private let ended = DispatchSemaphore(value: 0)
+
+    init(script: [ScanScript] = [.match], busyWait: Double = 0.5) throws {
+        fixture = try HandlerFixture(testMode: true, script: script, busyWait: busyWait)
+        socketPath = fixture.folder.path + "/run/socket"
+        server = AuthorityServer(socketPath: socketPath, handler: fixture.handler)
+        let server = self.server, ended = self.ended
+        Thread.detachNewThread {
+            try? server.run()
+            ended.signal()
+        }
+        let end = MonotonicClock.seconds() + 10
+        while !rawPing(socketPath) && MonotonicClock.seconds() < end { MonotonicClock.sleep(seconds: 0.01) }
+    }
+
+    deinit {
+        server.stop()
+        ended.wait()
+    }
+
+    var readers: ScriptedReaders { fixture.readers }
+
+    func client(control: ScanControl = ScanControl(), notices: @escaping (ScanNotice) -> Void = { _ in }) -> SystemKeyAuthority {
+        SystemKeyAuthority(socketPath: socketPath, daemon: .uid(ProcessIdentity.effectiveUID), scanTimeout: 5, control: control, notices: notices)
+    }
+}
+
+/// Collects notices from a client's callback.
+final class Notices: @unchecked Sendable {
+    private let lock = NSLock()
+    private var items: [ScanNotice] = []
+    func add(_ n: ScanNotice) { lock.withLock { items.append(n) } }
+    var all: [ScanNotice] { lock.withLock { items } }
+}
+
+private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
+
+/// `SystemKeyAuthority` against the server over a real socket.
+@Suite struct ClientTests {
+    @Test func aVaultBindsAndOpensThroughTheSocketWithTheUnchangedAuthContext() throws {
+        let daemon = try InProcessDaemon(script: [.match])
+        let notices = Notices()
+        let authority = daemon.client(notices: { notices.add($0) })
+        #expect(authority.kind == .system)
+        let root = TempFolder("authd-vault")
+        let location = try VaultLocation(name: "default", environment: ["VAULT_HOME": root.path])
+        let created = try VaultStore.create(at: location, passcode: try SecretBytes(copying: Array("pass".utf8)),
+                                            kdf: KDFParameters(memoryMiB: 8, operations: 1))
+        try created.vault.add(Item(name: "gh", password: "pw"))
+        _ = try authority.enroll(finger: "right-index", sensor: nil, proof: nil)
+        try created.vault.bindFingerprint(authority: authority, sensor: nil)
+        try authority.recordUnlock(of: created.vault)
+
+        let store = try VaultStore.open(location)
+        let said = Notices()
+        let context = AuthContext(authority: authority, policy: .biometricsOrPasscode, readPasscode: { _ in nil },
+                                  say: { said.add(.touchReader(prompt: $0)) })
+        let vault = try context.unlock(store)
+        #expect(try vault.item(named: "gh").password == "pw")
+        #expect(notices.all.contains(.touchReader(prompt: "touch the fingerprint reader to unlock vault 'default'")))
+        guard case .status(let s) = daemon.fixture.send(.status(slot: nil, sensor: nil, rules: relaxed), as: ProcessIdentity.effectiveUID).reply else {
+            Issue.record("status"); return
+        }
+        #expect(s.kind == .system && s.fingers.count == 1)
+        #expect(try authority.status(slot: nil, sensor: nil, rules: relaxed).kind == .system)
+
+        // Three non-matches: the retry limit, with the narration forwarded; the passcode follows.
+        daemon.readers.set([.noMatch])
+        let events = Notices()
+        let fallback = AuthContext(authority: authority, policy: .biometricsOrPasscode,
+                                   readPasscode: { _ in try SecretBytes(copying: Array("pass".utf8)) },
+                                   say: { events.add(.touchReader(prompt: $0)) })
+        let opened = try fallback.unlock(store)
+        #expect(opened.authentication == .passcode)
+        #expect(events.all.contains(.touchReader(prompt: "vault: no match, 2 tries left")))
+        #expect(try authority.status(slot: nil, sensor: nil, rules: relaxed).failedMatches == 0, "the passcode unlock was recorded")
+    }
+
+    @Test func noKeyWithoutAMatchAndTheRetryLimitIsThrownAsSuch() throws {
+        let daemon = try InProcessDaemon(script: [.match])
+        let authority = daemon.client()
+        let vault = FakeVault()
+        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil)
+        let grant = try authority.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        let again = try authority.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        let same = grant.kek.isEqual(to: again.kek)
+        #expect(!same)
+        daemon.readers.set([.noMatch])
+        var seen: [AuthorityEvent] = []
+        #expect(throws: RetryLimitExceeded.self) {
+            _ = try authority.unlock(vault.reference, rules: relaxed, prompt: "p", events: { seen.append($0) })
+        }
+        #expect(seen == [.noMatch(triesLeft: 2), .noMatch(triesLeft: 1), .noMatch(triesLeft: 0)])
+        #expect(throws: VaultError.biometryLockout) {
+            _ = try authority.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in })
+        }
+    }
+
+    @Test(arguments: [(ScanCancelReason.fallback, Int32(12)), (.user, 11), (.program, 18)])
+    func aCancelFromAnotherThreadEndsTheScanLikeOnTheEmbeddedPath(reason: ScanCancelReason, code: Int32) throws {
+        let daemon = try InProcessDaemon(script: [.match])
+        let notices = Notices()
+        let control = ScanControl()
+        let authority = daemon.client(control: control, notices: { n in
+            notices.add(n)
+            // The keyboard watch of the CLI runs on its own thread and cancels when told.
+            if case .touchReader = n { DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { control.cancel(reason) } }
+        })
+        let vault = FakeVault()
+        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil)
+        _ = try authority.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        daemon.readers.set([.waitForCancel])
+        let error = #expect(throws: VaultError.self) { _ = try authority.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in }) }
+        #expect(error?.exitCode == code)
+        if reason == .fallback { #expect(error == .passcodeNeeded("you chose the passcode")) }
+        #expect(try authority.status(slot: nil, sensor: nil, rules: relaxed).failedMatches == 0)
+        // A cancel when nothing scans is dropped: the next scan is not cancelled by it.
+        control.cancel(.user)
+        daemon.readers.set([.match])
+        #expect(throws: Never.self) { _ = try authority.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in }) }
+    }
+
+    @Test func theWatchClosureIsPolledWhileTheDaemonScans() throws {
+        let daemon = try InProcessDaemon(script: [.match])
+        let started = Mutex<Double?>(nil)
+        let purposes = Mutex<Set<String>>([])
+        let control = ScanControl(watch: { purpose in
+            purposes.withLock { _ = $0.insert("\(purpose)") }
+            guard purpose == .match else { return nil }
+            let now = MonotonicClock.seconds()
+            let first = started.withLock { s in s ?? { s = now; return now }() }
+            return now - first > 0.3 ? .fallback : nil
+        })
+        let authority = daemon.client(control: control)
+        let vault = FakeVault()
+        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil)
+        _ = try authority.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        daemon.readers.set([.waitForCancel])
+        #expect(throws: VaultError.passcodeNeeded("you chose the passcode")) {
+            _ = try authority.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in })
+        }
+        #expect(purposes.withLock { $0 } == ["enrolment", "match"], "asked during the enrolment and the unlock, told which")
+    }
+
+    @Test func aClientThatGoesAwayMidScanFreesTheReaderForTheNext() throws {
+        let daemon = try InProcessDaemon(script: [.match], busyWait: 0.5)
+        let authority = daemon.client()
+        let vault = FakeVault()
+        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil)
+        _ = try authority.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        daemon.readers.set([.waitForCancel, .match])
+        do {
+            let socket = try UnixSocket.connect(path: daemon.socketPath)
+            try socket.sendAll(try AuthorityCodec.frame(.unlock(slot: vault.reference, rules: relaxed, prompt: "p", scanTimeout: 30)).encoded())
+            let first = try rawReplies(socket, within: 0.5)
+            #expect(first.first?.0 == .notice(notice: .touchReader(prompt: "p")))
+            // The socket closes here, mid-scan.
+        }
+        let start = MonotonicClock.seconds()
+        #expect(throws: Never.self) { _ = try authority.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in }) }
+        #expect(MonotonicClock.seconds() - start < 2)
+        #expect(try authority.status(slot: nil, sensor: nil, rules: relaxed).failedMatches == 0)
+    }
+
+    @Test func aSecondScanWhileOneRunsIsBusy() throws {
+        let daemon = try InProcessDaemon(script: [.match], busyWait: 0.3)
+        let control = ScanControl()
+        let first = daemon.client(control: control)
+        let second = daemon.client()
+        let vault = FakeVault()
+        _ = try first.enroll(finger: nil, sensor: nil, proof: nil)
+        _ = try first.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        daemon.readers.set([.waitForCancel, .match])
+        let done = DispatchSemaphore(value: 0)
+        let box = Mutex<Int32?>(nil)
+        let before = daemon.readers.scans
+        let moved = Unchecked(first)
+        Thread.detachNewThread {
+            do { _ = try moved.value.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in }) } catch let e as VaultError {
+                box.withLock { $0 = e.exitCode }
+            } catch {}
+            done.signal()
+        }
+        while daemon.readers.scans == before { MonotonicClock.sleep(seconds: 0.01) }
+        let busy = #expect(throws: VaultError.self) { _ = try second.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in }) }
+        #expect(busy?.exitCode == 13)
+        #expect(try second.fingers().count == 1, "a request that needs no reader is served meanwhile")
+        control.cancel(.user)
+        done.wait()
+        #expect(box.withLock { $0 } == 11)
+        #expect(throws: Never.self) { _ = try second.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in }) }
+    }
+
+    @Test func twentyConcurrentClientsAreServed() throws {
+        let daemon = try InProcessDaemon(script: [.match])
+        let vault = FakeVault()
+        let setup = daemon.client()
+        _ = try setup.enroll(finger: nil, sensor: nil, proof: nil)
+        _ = try setup.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        let served = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 20) { i in
+            let c = daemon.client()
+            do {
+                for _ in 0..<5 {
+                    #expect(try c.fingers().count == 1)
+                    let challenge = try c.challenge()
+                    #expect(try c.recordPasscodeUnlock(try vault.proof(.passcodeUnlock, challenge: challenge)))
+                    #expect(try c.status(slot: vault.reference, sensor: nil, rules: relaxed).bindingCurrent == true)
+                }
+                served.withLock { $0 += 1 }
+            } catch {
+                Issue.record("client \(i): \(error)")
+            }
+        }
+        #expect(served.withLock { $0 } == 20)
+    }
+
+    @Test func theClientRefusesASocketOfAnotherUserAndProbeSaysSo() throws {
+        let daemon = try InProcessDaemon()
+        let me = ProcessIdentity.effectiveUID
+        #expect(SystemKeyAuthority.probe(socketPath: daemon.socketPath, daemon: .uid(me)))
+        #expect(SystemKeyAuthority.probe(socketPath: daemon.socketPath, daemon: .user(NSUserName())))
+        let info = try SystemKeyAuthority.describe(socketPath: daemon.socketPath, daemon: .uid(me))
+        #expect(info.uid == me && info.pid == ProcessIdentity.pid && info.testMode && info.version == 1)
+        #expect(!SystemKeyAuthority.probe(socketPath: daemon.socketPath, daemon: .uid(me &+ 1)))
+        #expect(!SystemKeyAuthority.probe(socketPath: daemon.socketPath, daemon: .user("no-such-user-\(me)")))
+        #expect(!SystemKeyAuthority.probe(socketPath: daemon.fixture.folder.path + "/nothing", daemon: .uid(me)))
+        let nobody = #expect(throws: VaultError.self) {
+            _ = try SystemKeyAuthority(socketPath: daemon.fixture.folder.path + "/nothing", daemon: .uid(me)).fingers()
+        }
+        #expect(nobody?.exitCode == 15, "the policy falls back to the passcode")
+        let refused = #expect(throws: VaultError.self) {
+            _ = try SystemKeyAuthority(socketPath: daemon.socketPath, daemon: .uid(me &+ 1)).fingers()
+        }
+        #expect(refused?.exitCode == 15)
+        #expect(refused?.message.contains("belongs to uid \(me)") == true)
+        // A socket in a folder others may write to is not trusted, even as the right uid.
+        try FileSystem.setPermissions(daemon.fixture.folder.path + "/run", 0o777)
+        defer { try? FileSystem.setPermissions(daemon.fixture.folder.path + "/run", 0o755) }
+        #expect(!SystemKeyAuthority.probe(socketPath: daemon.socketPath, daemon: .uid(me)))
+    }
+}

@@ -1,0 +1,192 @@
+import Foundation
+import Synchronization
+import Testing
+import VaultAuthority
+import VaultKit
+import VaultSystem
+
+/// The built vault-authd as the `vault-auth` user (started with `setpriv`, in test mode, on
+/// libfprint's virtual_device), driven by `SystemKeyAuthority` in client processes running as
+/// two ordinary users. Needs root: useradd, setpriv, and feeding the daemon's reader socket.
+@Suite(.serialized, .enabled(if: runningAsRoot, "needs root: creates the vault-auth, authd-alice and authd-bob users and starts processes as them with setpriv (CI runs as root)"))
+struct RootDaemonTests {
+    @Test func enrolBindUnlockAndLockoutAsAnOrdinaryUserNoneOfWhichTheUserCanUndo() throws {
+        let daemon = try SystemDaemon()
+        let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        let aliceUID = try #require(TestUsers.uid(TestUsers.alice))
+        #expect(try alice.run(.probe).ok, "the client checks the socket and the peer are vault-auth's")
+
+        // Enrol (five touches), bind, and open by a matching finger.
+        var notices: [ScanNotice] = []
+        #expect(try alice.enroll("alice-finger", on: daemon, notices: { notices.append($0) }).ok)
+        #expect(notices.first == .enrolling(finger: "right-index", reader: "Virtual device for debugging", stages: 5))
+        #expect(notices.last == .enrollProgress(completed: 5, total: 5, advice: nil))
+        let vault = FakeVault()
+        let bound = try alice.bind(vault)
+        let kek = try #require(bound.key)
+        #expect(kek.count == 32)
+        let opened = try alice.unlock(vault, on: daemon, scans: ["alice-finger"])
+        #expect(opened.key == kek)
+        #expect(try alice.bind(vault).key != kek, "a second bind gives another key")
+        let rebound = try alice.status(vault)
+        #expect(rebound.kind == "system" && rebound.bindingCurrent == true)
+        let current = try #require(try alice.unlock(vault, on: daemon, scans: ["alice-finger"]).key)
+
+        // Three non-matches: the retry limit, narrated; two more: the lockout.
+        let events = Mutex<[AuthorityEvent]>([])
+        let three = try alice.unlock(vault, on: daemon, scans: ["someone-else"], events: { e in events.withLock { $0.append(e) } })
+        #expect(three.retryLimit && three.key == nil)
+        #expect(events.withLock { $0 } == [.noMatch(triesLeft: 2), .noMatch(triesLeft: 1), .noMatch(triesLeft: 0)])
+        let five = try alice.unlock(vault, on: daemon, scans: ["someone-else"])
+        #expect(five.exitCode == 17 && five.key == nil)
+
+        // The daemon's files: the daemon's, out of the user's reach.
+        let mine = daemon.state + "/uid-\(aliceUID)"
+        let daemonUID = try #require(TestUsers.uid(TestUsers.daemon))
+        for file in ["device-secret", "prints.sealed", "auth.sealed"] {
+            let st = try FileStatus.of(mine + "/" + file)
+            #expect(st.owner == daemonUID && st.permissions == 0o600, "\(file)")
+            let read = try alice.run(.readFile(path: mine + "/" + file))
+            #expect(!read.ok && read.message?.contains("Permission denied") == true, "\(file): \(String(describing: read.message))")
+        }
+        #expect(try FileStatus.of(mine).permissions == 0o700)
+        // Not dumpable: its /proc files are root's, so not even its own uid's processes read them.
+        let pid = daemon.daemon.child.pid
+        #expect(try FileStatus.of("/proc/\(pid)/environ").owner == 0)
+        #expect(try alice.run(.readFile(path: "/proc/\(pid)/environ")).message?.contains("Permission denied") == true)
+        #expect(try FileStatus.of(daemon.state).permissions == 0o700)
+        // No file of the user's holds the device secret.
+        let secret = try #require(FileManager.default.contents(atPath: mine + "/device-secret"))
+        #expect(secret.count == 32)
+        if let home = TestUsers.home(TestUsers.alice), let files = FileManager.default.enumerator(atPath: home) {
+            for case let name as String in files {
+                guard let data = FileManager.default.contents(atPath: home + "/" + name), data.count < 1 << 20 else { continue }
+                #expect(data.range(of: secret) == nil, "\(name)")
+            }
+        }
+
+        // Deleting everything the user owns, a new client process, a forged proof: still locked.
+        if let home = TestUsers.home(TestUsers.alice) {
+            for sub in [".local", ".cache", ".config"] { try? FileManager.default.removeItem(atPath: home + "/" + sub) }
+        }
+        let again = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        #expect(try again.status().failedMatches == 5)
+        #expect(try again.unlock(vault, on: daemon, scans: ["alice-finger"]).exitCode == 17)
+        #expect(try again.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: true)).exitCode == 10)
+        #expect(try again.status().failedMatches == 5)
+
+        // The passcode's proof lifts it; the finger opens again.
+        #expect(try again.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false)).recorded == true)
+        #expect(try again.status().failedMatches == 0)
+        #expect(try again.unlock(vault, on: daemon, scans: ["alice-finger"]).key == current)
+        #expect(daemon.daemon.isRunning)
+    }
+
+    @Test func twoUsersCannotUseListOrDisturbEachOthersBindingsOrCounters() throws {
+        let daemon = try SystemDaemon()
+        let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        let bob = try ClientProcess(user: TestUsers.bob, daemon: daemon)
+        #expect(try alice.enroll("alice-finger", on: daemon).ok)
+        let vault = FakeVault()
+        _ = try alice.bind(vault)
+
+        // Bob sees nothing of Alice's and gets no scan for her slot.
+        #expect(try bob.run(.fingers).fingers == 0)
+        #expect(try bob.unlock(vault, on: daemon, scans: ["alice-finger"]).exitCode == 16)
+        // With a print of his own the same slot is still not his (20), Alice's finger included.
+        #expect(try bob.enroll("bob-finger", on: daemon).ok)
+        let bobsVault = vault.withNewProofKey()
+        #expect(try bob.run(.status(vaultID: vault.id, slot: vault.slot)).bindingCurrent == false)
+        let bobs = try #require(try bob.bind(bobsVault).key)
+        #expect(try bob.unlock(bobsVault, on: daemon, scans: ["alice-finger"]).retryLimit, "Alice's finger is not Bob's")
+        #expect(try bob.unlock(bobsVault, on: daemon, scans: ["bob-finger"]).key == bobs)
+
+        // Bob's failures and passcode unlocks leave Alice's record alone, and the reverse.
+        _ = try bob.unlock(bobsVault, on: daemon, scans: ["nobody"])
+        #expect(try bob.status().failedMatches == 3)
+        #expect(try alice.status().failedMatches == 0)
+        #expect(try bob.run(.recordPasscode(vaultID: vault.id, proofKey: bobsVault.proofKey, forged: false)).recorded == true)
+        #expect(try alice.run(.recordPasscode(vaultID: vault.id, proofKey: bobsVault.proofKey, forged: false)).exitCode == 10)
+        #expect(try alice.status().fingers == 1 && bob.status().fingers == 1)
+    }
+
+    @Test func aClientKilledMidScanFreesTheReaderAndAnotherScanMeanwhileIsBusy() throws {
+        let daemon = try SystemDaemon()
+        let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        #expect(try alice.enroll("alice-finger", on: daemon).ok)
+        let vault = FakeVault()
+        let kek = try #require(try alice.bind(vault).key)
+
+        let doomed = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        let first = try doomed.start(.unlock(vaultID: vault.id, slot: vault.slot, rules: relaxedRules, scanTimeout: 60, cancel: nil))
+        #expect(first == .touchReader(prompt: "touch the reader"))
+        // While it scans, another scan waits a moment and is refused as busy (13).
+        let start = MonotonicClock.seconds()
+        let busy = try alice.unlock(vault, on: daemon, scans: [])
+        #expect(busy.exitCode == 13, "\(String(describing: busy.message))")
+        #expect(MonotonicClock.seconds() - start >= AuthorityLimits.busyWaitSeconds - 0.2)
+        doomed.kill()
+
+        // The next client gets the reader at once; the killed scan was not counted.
+        let after = MonotonicClock.seconds()
+        #expect(try alice.unlock(vault, on: daemon, scans: ["alice-finger"]).key == kek)
+        #expect(MonotonicClock.seconds() - after < 5)
+        #expect(try alice.status().failedMatches == 0)
+    }
+
+    @Test func cancelsTimeoutsRulesAndNewPrintsEndTheScanWithTheirExitCodes() throws {
+        let daemon = try SystemDaemon()
+        let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        #expect(try alice.enroll("alice-finger", on: daemon, finger: "right-index").ok)
+        let vault = FakeVault()
+        _ = try alice.bind(vault, rules: PasscodeRules(afterReboot: true, intervalHours: 48))
+        #expect(try alice.run(.testSettings(bootID: "boot-1", now: 1_800_000_000)).ok)
+        #expect(try alice.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false)).recorded == true)
+        let strict = PasscodeRules(afterReboot: true, intervalHours: 48)
+
+        // Enter (fallback) and Ctrl-C (user) from the client's side: 12 and 11, not counted.
+        for (reason, code) in [(ScanCancelReason.fallback, Int32(12)), (.user, 11)] {
+            let r = try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, rules: strict, scanTimeout: 20, cancel: reason))
+            #expect(r.exitCode == code, "\(reason): \(String(describing: r.message))")
+        }
+        // No finger within the scan timeout: 18.
+        let slow = try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, rules: strict, scanTimeout: 1, cancel: nil))
+        #expect(slow.exitCode == 18)
+        #expect(try alice.status().failedMatches == 0)
+
+        // The daemon's injected reboot and clock: 12 before any scan.
+        #expect(try alice.run(.testSettings(bootID: "boot-2", now: 1_800_000_000)).ok)
+        #expect(try alice.unlock(vault, on: daemon, scans: [], rules: strict).exitCode == 12)
+        _ = try alice.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false))
+        #expect(try alice.run(.testSettings(bootID: "boot-2", now: 1_800_000_000 + 49 * 3600)).ok)
+        let late = try alice.unlock(vault, on: daemon, scans: [], rules: strict)
+        #expect(late.exitCode == 12 && late.message?.contains("48 h") == true)
+        #expect(try alice.run(.testSettings(bootID: nil, now: nil)).ok)
+        _ = try alice.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false))
+
+        // A new finger (with the vault's proof) changes the prints: the old binding answers 20.
+        #expect(try alice.enroll("alice-second", on: daemon, finger: "left-index", vault: vault).ok)
+        let changed = try alice.unlock(vault, on: daemon, scans: ["alice-finger"])
+        #expect(changed.exitCode == 20, "\(String(describing: changed.message))")
+    }
+
+    @Test func twentyConcurrentClientProcessesOfTwoUsersAreServed() throws {
+        let daemon = try SystemDaemon()
+        let vaults = [FakeVault(), FakeVault()]
+        let setup = [try ClientProcess(user: TestUsers.alice, daemon: daemon), try ClientProcess(user: TestUsers.bob, daemon: daemon)]
+        for (i, c) in setup.enumerated() {
+            #expect(try c.enroll("finger-\(i)", on: daemon).ok)
+            #expect(try c.bind(vaults[i]).key != nil)
+        }
+        let clients = try (0..<20).map { try ClientProcess(user: $0 % 2 == 0 ? TestUsers.alice : TestUsers.bob, daemon: daemon) }
+        let served = Mutex(0)
+        let moved = Unchecked(clients)
+        DispatchQueue.concurrentPerform(iterations: 20) { i in
+            let v = vaults[i % 2]
+            guard let r = try? moved.value[i].run(.burst(vaultID: v.id, slot: v.slot, proofKey: v.proofKey, rounds: 5)) else { return }
+            if r.ok && r.recorded == true && r.bindingCurrent == true { served.withLock { $0 += 1 } } else { Issue.record("client \(i): \(r)") }
+        }
+        #expect(served.withLock { $0 } == 20)
+        #expect(daemon.daemon.isRunning)
+    }
+}
