@@ -1,14 +1,45 @@
+import VaultAuthority
 import VaultKit
+import VaultSystem
 
-/// The CLI's link to the system key authority (`vault-authd`). Until the daemon's client is part
-/// of the build, the system authority never answers, and asking for it is exit 15 with a hint.
+/// The CLI's link to the system key authority (`vault-authd`): the daemon scans, the CLI shows
+/// its prompts and progress and watches the keyboard (Enter chooses the passcode, Ctrl-C
+/// cancels), as it does for the embedded authority's reader.
 enum SystemAuthorityLink {
-    /// Whether a `vault-authd` answers at `socket` as its own system user.
-    static func answers(_ socket: String) -> Bool { false }
+    /// Whether a `vault-authd` answers at `socket` as the `vault-auth` user.
+    static func answers(_ socket: String) -> Bool {
+        FileSystem.exists(socket) && SystemKeyAuthority.probe(socketPath: socket)
+    }
 
     /// A client of the daemon at `socket`.
     /// - Throws: `.biometryNotAvailable` naming the socket when it does not answer.
     static func connect(_ socket: String, _ inv: Invocation, _ ctx: CommandContext, timeout: Double, interactive: Bool) throws -> any KeyAuthority {
-        throw VaultError.biometryNotAvailable("the system key authority (vault-authd) does not answer at \(socket)")
+        guard answers(socket) else {
+            throw VaultError.biometryNotAvailable("the system key authority (vault-authd) does not answer at \(socket)")
+        }
+        let tty = interactive ? ctx.terminal.inputFD : -1
+        let interrupted = ctx.interrupted
+        let control = ScanControl(watch: { purpose in
+            if interrupted() { return .user }
+            if purpose == .match, tty >= 0, (try? Poll.isReadable(tty, timeoutMilliseconds: 0)) == true {
+                var buf = [UInt8](repeating: 0, count: 64)
+                _ = try? buf.withUnsafeMutableBytes { try readSome(fd: tty, into: $0, label: "the terminal") }
+                return .fallback
+            }
+            return nil
+        })
+        let terminal = ctx.terminal, stderr = ctx.stderr
+        return SystemKeyAuthority(socketPath: socket, scanTimeout: timeout, control: control, notices: { notice in
+            switch notice {
+            case .touchReader(let prompt):
+                stderr.write("vault: " + prompt + (interactive ? " (or press Enter for the passcode)" : "") + "\n")
+            case .enrolling(let finger, let reader, let stages):
+                stderr.write("vault: enrolling \(finger) on \(reader): touch the reader \(stages) times\n")
+            case .enrollProgress(let done, let total, let advice):
+                let bar = String(repeating: "#", count: done) + String(repeating: "-", count: max(0, total - done))
+                let line = "[\(bar)] \(done)/\(total) - \(advice ?? (done < total ? "lift and touch again" : "done"))"
+                if interactive { terminal.write("\r\u{1b}[K" + line + (done == total ? "\n" : "")) } else { stderr.write("vault: enrol " + line + "\n") }
+            }
+        })
     }
 }

@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+
+/// `vault` itself through the system key authority: vault-authd runs as its own system user on
+/// libfprint's virtual reader (test mode, the only mode that honours the virtual readers), and
+/// every vault command runs as an ordinary user. Needs root (useradd, setpriv).
+@Suite(.serialized, .enabled(if: getuid() == 0, "needs root: creates the vault-auth and vault-it users and starts vault-authd as vault-auth"))
+struct SystemAuthorityTests {
+    static let daemonUser = "vault-auth", person = "vault-it"
+    let run: String
+    let state: String
+    let socket: String
+    let reader: String
+    let daemon: pid_t
+    let home = "/home/\(SystemAuthorityTests.person)"
+
+    static func sh(_ command: String) -> RunResult { spawn("/bin/sh", ["-c", command], env: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"]) }
+
+    init() throws {
+        _ = Self.sh("id -u \(Self.daemonUser) >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \(Self.daemonUser)")
+        _ = Self.sh("id -u \(Self.person) >/dev/null 2>&1 || useradd -m -s /bin/sh \(Self.person)")
+        let base = "/tmp/vault-authd-it-" + UUID().uuidString.prefix(8)
+        run = base + "/run"
+        state = base + "/state"
+        socket = run + "/socket"
+        reader = run + "/reader.sock"
+        let prep = Self.sh("""
+            install -d -m 0755 \(base) && install -d -o \(Self.daemonUser) -g \(Self.daemonUser) -m 0755 \(run) && \
+            install -d -o \(Self.daemonUser) -g \(Self.daemonUser) -m 0700 \(state) && \
+            rm -rf \(home)/.local/share/vault \(home)/.local/state/vault
+            """)
+        #expect(prep.status == 0, "\(prep.stderr)")
+        let authd = URL(fileURLWithPath: vaultBinary).deletingLastPathComponent().appendingPathComponent("vault-authd").path
+        daemon = start("/usr/bin/setpriv", ["--reuid=\(Self.daemonUser)", "--regid=\(Self.daemonUser)", "--init-groups", "--inh-caps=-all",
+                                            "env", "-i", "PATH=/usr/bin:/bin", "FP_VIRTUAL_DEVICE=\(reader)", "FP_DRIVERS_WHITELIST=virtual_device",
+                                            authd, "--socket", socket, "--state", state, "--test-mode"], env: [:])
+        for _ in 0..<200 where !FileManager.default.fileExists(atPath: socket) { usleep(20_000) }
+    }
+
+    func stop() {
+        kill(daemon, SIGTERM)
+        _ = reap(daemon)
+        _ = Self.sh("rm -rf \(URL(fileURLWithPath: run).deletingLastPathComponent().path)")
+    }
+
+    /// `vault ARGS` as the ordinary user, with the system authority, while the reader plays `steps`.
+    func vault(_ args: [String], passcode: String? = nil, steps: [ReaderStep] = []) -> RunResult {
+        var all = args
+        var shellFD = ""
+        if let passcode {
+            let file = "/tmp/vault-it-pc-" + UUID().uuidString.prefix(8)
+            FileManager.default.createFile(atPath: file, contents: Data((passcode + "\n").utf8), attributes: [.posixPermissions: 0o644])
+            all += ["--passcode-fd", "3"]
+            shellFD = " 3<" + file
+        }
+        let quoted = ([vaultBinary] + all).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        let env = "env -i HOME=\(home) PATH=/usr/bin:/bin VAULT_AUTHORITY=system VAULT_AUTHD_SOCKET=\(socket) LANG=C.UTF-8"
+        let line = "exec setpriv --reuid=\(Self.person) --regid=\(Self.person) --init-groups \(env) \(quoted)\(shellFD)"
+        let feed = ReaderFeed(socket: reader, env: ["PATH": "/usr/bin:/bin"], steps: steps, log: "/tmp/vault-it-reader.log")
+        var r = spawn("/bin/sh", ["-c", line], env: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"], timeLimit: 60, onStderr: { feed.stderrChanged($0) })
+        r.reader = feed.finish(grace: steps.isEmpty ? 0 : 5)
+        return r
+    }
+
+    @Test func anOrdinaryUsersFingerUnlocksThroughTheDaemon() throws {
+        defer { stop() }
+        let pc = "system authority pass"
+        var r = vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: pc,
+                      steps: Array(repeating: .device("SCAN alice"), count: 5))
+        #expect(r.status == 0, "init: \(r.stderr)")
+        #expect(r.stderr.contains("enrolled right-index"), "\(r.stderr)")
+        r = vault(["add", "gh", "--username", "me"], passcode: pc)
+        #expect(r.status == 0, "add: \(r.stderr)")
+        r = vault(["status", "--json"])
+        #expect(r.stdout.contains("\"kind\":\"system\""), "\(r.stdout)")
+        // The person's finger opens it; nothing of the daemon's state is in the user's files.
+        r = vault(["ls", "--no-input"], steps: [.device("SCAN alice")])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("gh"))
+        let leaked = Self.sh("grep -rl . \(home)/.local/state/vault 2>/dev/null | head -1")
+        #expect(leaked.stdout.isEmpty, "the embedded authority's files were used: \(leaked.stdout)")
+        // Another finger: three tries, then 10; two more: 17, and the right finger is refused.
+        r = vault(["ls", "--no-input", "--policy", "biometrics"], steps: Array(repeating: .device("SCAN mallory"), count: 3))
+        #expect(r.status == 10, "\(r.stderr)")
+        r = vault(["ls", "--no-input", "--policy", "biometrics"], steps: Array(repeating: .device("SCAN mallory"), count: 2))
+        #expect(r.status == 17, "\(r.stderr)")
+        // The passcode lifts it.
+        r = vault(["ls"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        r = vault(["ls", "--no-input"], steps: [.device("SCAN alice")])
+        #expect(r.status == 0, "\(r.stderr)")
+    }
+}
