@@ -163,8 +163,14 @@ enum Auth {
         o["enrolled_fingers"] = s.fingers.map { ["finger": $0.finger, "sensor": $0.sensor.canonical] }
         o["readers"] = readers.map { ["driver": $0.driver, "device_id": $0.deviceID, "name": $0.name, "match_on_chip": $0.matchOnChip] }
         o["domain_state"] = s.domainState?.hex ?? NSNull()
+        if let slot, slot.binding.authorityKind == .embedded, try requestedAuthority(inv, ctx) == nil,
+           SystemAuthorityLink.answers(systemSocket(ctx)) {
+            let v = store.location.name == "default" ? "" : " --vault \(store.location.name)"
+            o["authority_hint"] = "this vault is bound to the embedded authority while vault-authd runs: enrol your fingers there ('vault enroll\(v)'), then re-bind each vault with its passcode ('vault enroll --bind --vault NAME') to move it"
+        }
         if let slot {
-            o["fingerprint_slot"] = ["sensor": slot.binding.sensor.canonical, "domain_state": slot.binding.domainState]
+            o["fingerprint_slot"] = ["sensor": slot.binding.sensor.canonical, "domain_state": slot.binding.domainState,
+                                     "authority": slot.binding.authorityKind.rawValue]
             o["fingerprint_bound"] = s.bindingCurrent ?? false
         } else {
             o["fingerprint_slot"] = NSNull()

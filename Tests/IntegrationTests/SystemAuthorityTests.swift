@@ -79,6 +79,32 @@ struct SystemAuthorityTests {
         #expect(r.stdout.contains("gh"))
         let leaked = Self.sh("grep -rl . \(home)/.local/state/vault 2>/dev/null | head -1")
         #expect(leaked.stdout.isEmpty, "the embedded authority's files were used: \(leaked.stdout)")
+        // The daemon's device secret for this user (root reads it) is in no file the user can
+        // read: home, /tmp, /run, /var/tmp, /dev/shm.
+        let uid = Self.sh("id -u \(Self.person)").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let secretPath = state + "/uid-\(uid)/device-secret"
+        #expect(FileManager.default.fileExists(atPath: secretPath), "per-uid state at \(secretPath)")
+        let scan = spawn("/usr/bin/python3", ["-c", """
+            import os, sys, pwd
+            secret = open(sys.argv[1], 'rb').read()
+            assert len(secret) == 32
+            u = pwd.getpwnam(sys.argv[2])
+            found = []
+            for top in [sys.argv[3], '/tmp', '/run', '/var/tmp', '/dev/shm']:
+                for root, dirs, files in os.walk(top):
+                    if root.startswith(sys.argv[4]): continue
+                    for f in files:
+                        p = os.path.join(root, f)
+                        try:
+                            st = os.lstat(p)
+                            if not os.path.isfile(p) or st.st_size > 50_000_000: continue
+                            readable = (st.st_uid == u.pw_uid and st.st_mode & 0o400) or (st.st_mode & 0o004) or (st.st_gid == u.pw_gid and st.st_mode & 0o040)
+                            if readable and secret in open(p, 'rb').read(): found.append(p)
+                        except OSError: pass
+            print('\\n'.join(found))
+            """, secretPath, Self.person, home, state], env: ["PATH": "/usr/bin:/bin"])
+        #expect(scan.status == 0, "\(scan.stderr)")
+        #expect(scan.stdout.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "device secret readable by the user in: \(scan.stdout)")
         // Another finger: three tries, then 10; two more: 17, and the right finger is refused.
         r = vault(["ls", "--no-input", "--policy", "biometrics"], steps: Array(repeating: .device("SCAN mallory"), count: 3))
         #expect(r.status == 10, "\(r.stderr)")
