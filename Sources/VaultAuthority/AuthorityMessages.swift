@@ -23,6 +23,8 @@ public enum AuthorityRequest: Codable, Equatable, Sendable {
     case recordPasscodeUnlock(proof: AuthorityProof)
     /// Counts a passcode attempt before it is tried (`passcodeWait`).
     case beginPasscodeAttempt(vaultID: [UInt8])
+    /// Counts a wrong passcode (`done`).
+    case recordPasscodeFailure(vaultID: [UInt8])
     /// Enrols a finger on the daemon's reader (`enrolled`). Streams enrolment progress.
     case enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?, scanTimeout: Double)
     /// Removes a finger's prints (`unenrolled`).
@@ -209,7 +211,7 @@ extension AuthorityRequest {
         case .recordPasscodeUnlock(let proof), .unenroll(_, let proof):
             try Self.check(proof)
             if case .unenroll(let finger, _) = self { try Self.check(finger, "finger") }
-        case .beginPasscodeAttempt(let vaultID):
+        case .beginPasscodeAttempt(let vaultID), .recordPasscodeFailure(let vaultID):
             try Self.check(vaultID: vaultID)
         case .enroll(let finger, let sensor, let proof, _):
             if let finger { try Self.check(finger, "finger") }

@@ -119,6 +119,9 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
                 return AuthorityResponse(.recorded(bound: try authority.recordPasscodeUnlock(proof)))
             case .beginPasscodeAttempt(let vaultID):
                 return AuthorityResponse(.passcodeWait(seconds: try authority.beginPasscodeAttempt(vaultID: vaultID)))
+            case .recordPasscodeFailure(let vaultID):
+                try authority.recordPasscodeFailure(vaultID: vaultID)
+                return AuthorityResponse(.done)
             case .enroll(let finger, let sensor, let proof, let timeout):
                 session.scanTimeout = timeout
                 return AuthorityResponse(.enrolled(finger: try authority.enroll(finger: finger, sensor: sensor, proof: proof)))

@@ -288,9 +288,14 @@ public final class SystemKeyAuthority: KeyAuthority {
         try answer(try exchange(.recordPasscodeUnlock(proof: proof))) { if case .recorded(let b) = $0 { b } else { nil } }
     }
 
-    /// Counts a passcode attempt and returns the wait before it.
+    /// The wait before a passcode attempt.
     public func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int {
         try answer(try exchange(.beginPasscodeAttempt(vaultID: vaultID))) { if case .passcodeWait(let s) = $0 { s } else { nil } }
+    }
+
+    /// Counts a wrong passcode.
+    public func recordPasscodeFailure(vaultID: [UInt8]) throws {
+        try answer(try exchange(.recordPasscodeFailure(vaultID: vaultID))) { if case .done = $0 { () } else { nil } }
     }
 
     /// Enrols a finger on the daemon's reader (progress in `notices`).

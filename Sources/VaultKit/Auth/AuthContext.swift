@@ -47,7 +47,14 @@ extension KeyAuthority {
             let wait = try beginPasscodeAttempt(vaultID: store.vaultID)
             if wait > 0 { waiting(wait) }
         }
-        let vault = try store.unlock(passcode: passcode)
+        let vault: UnlockedVault
+        do {
+            vault = try store.unlock(passcode: passcode)
+        } catch VaultError.authenticationFailed(let m) {
+            // A failure that cannot be recorded must not pass for a try that did not happen.
+            try recordPasscodeFailure(vaultID: store.vaultID)
+            throw VaultError.authenticationFailed(m)
+        }
         try recordUnlock(of: vault)
         vault.authentication = .passcode
         return vault

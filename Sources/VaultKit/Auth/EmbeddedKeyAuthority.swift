@@ -400,21 +400,26 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         return true
     }
 
-    /// Counts the attempt first (a killed attempt stays counted) and says how long to wait.
+    /// How long to wait after the wrong passcodes counted for this vault.
     public func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int {
         let key = hexString(vaultID), now = clock()
-        return try updateRecord { r -> Int in
-            let failures = r.passcodeFailures?[key] ?? 0
-            let last = r.lastPasscodeAttempt?[key] ?? 0
-            let wait = max(0, Int64(passcodeDelay(afterFailures: failures)) - max(0, now - last))
+        let r = try record()
+        let failures = r.passcodeFailures?[key] ?? 0
+        let last = r.lastPasscodeAttempt?[key] ?? 0
+        return Int(max(0, Int64(passcodeDelay(afterFailures: failures)) - max(0, now - last)))
+    }
+
+    /// Counts a wrong passcode.
+    public func recordPasscodeFailure(vaultID: [UInt8]) throws {
+        let key = hexString(vaultID), now = clock()
+        try updateRecord { r in
             var f = r.passcodeFailures ?? [:], t = r.lastPasscodeAttempt ?? [:]
-            f[key] = failures + 1
-            t[key] = now + wait
+            f[key, default: 0] += 1
+            t[key] = now
             // Bounded: the vaults of one user, not every id a script can invent.
             if f.count > 64, let oldest = t.min(by: { $0.value < $1.value })?.key { f[oldest] = nil; t[oldest] = nil }
             r.passcodeFailures = f
             r.lastPasscodeAttempt = t
-            return Int(wait)
         }
     }
 

@@ -212,10 +212,13 @@ public protocol KeyAuthority: AnyObject {
     /// - Throws: `.authenticationFailed` for a forged proof.
     @discardableResult
     func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> Bool
-    /// Counts a passcode attempt for `vault` before it is tried (a wrong one stays counted; a
-    /// passcode unlock recorded with `recordPasscodeUnlock` clears the count) and returns how many
-    /// seconds the caller must wait first: nothing for the first tries, then growing, as iOS does.
+    /// How many seconds the caller must wait before trying a passcode for `vault`: nothing for the
+    /// first wrong ones, then growing, as iOS does; counted from the last wrong one.
     func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int
+    /// A wrong passcode for `vault`: counted where the lockout lives (a passcode unlock recorded
+    /// with `recordPasscodeUnlock` clears the count). Not counted before the try, so processes
+    /// that unlock at the same time with the right passcode never delay one another.
+    func recordPasscodeFailure(vaultID: [UInt8]) throws
     /// Enrols a finger on the reader (the authority runs the enrolment). Needs the proof of a
     /// bound vault, or no bindings at all (the first finger).
     func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?) throws -> EnrolledFinger

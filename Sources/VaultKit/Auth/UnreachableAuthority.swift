@@ -32,6 +32,8 @@ public final class UnreachableAuthority: KeyAuthority {
     public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> Bool { false }
     /// No wait can be counted here.
     public func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int { 0 }
+    /// Nothing is counted.
+    public func recordPasscodeFailure(vaultID: [UInt8]) throws {}
     public func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?) throws -> EnrolledFinger { throw unavailable }
     public func unenroll(finger: String, proof: AuthorityProof) throws -> [EnrolledFinger] { throw unavailable }
     public func resetPrints(proof: AuthorityProof?) throws { throw unavailable }
