@@ -67,14 +67,24 @@ public struct CredentialTarget: Equatable, Sendable {
     /// `scheme://host[/path]`: the URL a helper-made item keeps.
     public var url: String { scheme + "://" + host + (path.isEmpty ? "" : "/" + path) }
 
-    /// A readable part of an item name: `host[/path]`, with `scheme:` in front when it is not https;
-    /// `.` and `..` components become `_` and control characters are dropped (so it is a valid item
-    /// name part), at most 200 characters.
+    /// A readable part of an item name: `host[/path]`, with `scheme:` in front when it is not https,
+    /// made a valid item name part by `namePart(_:limit:)`, at most 200 characters.
     public var label: String {
-        let raw = (scheme == "https" ? "" : scheme + ":") + host + (path.isEmpty ? "" : "/" + path)
-        let parts = raw.split(separator: "/", omittingEmptySubsequences: false).map { $0 == "." || $0 == ".." ? "_" : String($0) }
-        let clean = String(parts.joined(separator: "/").unicodeScalars.filter { $0.properties.generalCategory != .control })
-        return String(clean.prefix(200))
+        CredentialTarget.namePart((scheme == "https" ? "" : scheme + ":") + host + (path.isEmpty ? "" : "/" + path), limit: 200)
+    }
+
+    /// `text` made fit to follow `git/` or `docker/` in an item name (`Item.normalize` accepts the
+    /// result): in NFC, control and format characters (zero-width, bidi) dropped, at most `limit`
+    /// characters and `3 * limit` bytes, `.` and `..` components made `_`, no trailing space.
+    static func namePart(_ text: String, limit: Int) -> String {
+        let visible = text.precomposedStringWithCanonicalMapping.unicodeScalars.filter {
+            $0.properties.generalCategory != .control && $0.properties.generalCategory != .format
+        }
+        var cut = String(String(visible).prefix(limit))
+        while cut.utf8.count > 3 * limit || cut.last?.isWhitespace == true { cut.removeLast() }
+        // Components are judged after the cuts: dropping, truncating or trimming can make a `..`.
+        return cut.split(separator: "/", omittingEmptySubsequences: false).map { $0 == "." || $0 == ".." ? "_" : String($0) }
+            .joined(separator: "/")
     }
 
     private static func decode(_ s: Substring) -> String { String(s).removingPercentEncoding ?? String(s) }
