@@ -64,8 +64,16 @@ public struct CredentialTarget: Equatable, Sendable {
         return scheme == other.scheme && host == other.host && path == other.path
     }
 
-    /// `scheme://host[/path]`: the URL a helper-made item keeps.
-    public var url: String { scheme + "://" + host + (path.isEmpty ? "" : "/" + path) }
+    /// `scheme://host[/path]`: the URL a helper-made item keeps. Characters that would read back
+    /// as something else are percent-encoded (`%`, white space, `?` and `#`; in the host also `/`
+    /// and `@`), so `init(url:)` of it names this same place.
+    public var url: String {
+        func encoded(_ s: String, _ special: String) -> String {
+            let allowed = CharacterSet.whitespacesAndNewlines.union(CharacterSet(charactersIn: special)).inverted
+            return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+        }
+        return scheme + "://" + encoded(host, "%?#/@") + (path.isEmpty ? "" : "/" + encoded(path, "%?#"))
+    }
 
     /// A readable part of an item name: `host[/path]`, with `scheme:` in front when it is not https,
     /// made a valid item name part by `namePart(_:limit:)`, at most 200 characters.
@@ -92,9 +100,10 @@ public struct CredentialTarget: Equatable, Sendable {
     private static func trimSlashes(_ s: String) -> String { s.trimmingCharacters(in: CharacterSet(charactersIn: "/")) }
 
     private static func normalize(host: String, scheme: String) -> String {
-        let h = host.lowercased()
-        for (s, port) in [("https", ":443"), ("http", ":80")] where scheme == s && h.hasSuffix(port) {
-            return String(h.dropLast(port.count))
+        var h = host.lowercased()
+        // Every default port goes (`h:443:443` too), so normalising twice changes nothing.
+        for (s, port) in [("https", ":443"), ("http", ":80")] where scheme == s {
+            while h.hasSuffix(port) { h.removeLast(port.count) }
         }
         return h
     }
