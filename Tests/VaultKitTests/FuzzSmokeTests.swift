@@ -144,10 +144,15 @@ enum KitFuzzTarget: String, CaseIterable {
         }
     }
 
+    /// A place's label fits a name; the URL a helper-made item keeps for it reads back as the same
+    /// place (else the helper never finds its own item again). A scheme the URL reader refuses
+    /// (git's `protocol=` can be anything) has no URL to read back.
     private static func checkTarget(_ t: CredentialTarget, _ target: KitFuzzTarget) throws(KitFuzzFinding) {
-        _ = t.url
         guard t.label.count <= 200 else { throw target.finding("a label is over 200 characters") }
-        _ = t.samePlace(t)
+        guard !t.scheme.isEmpty, t.scheme.allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) }) else { return }
+        guard let back = CredentialTarget(url: t.url, defaultScheme: nil), back.samePlace(t) else {
+            throw target.finding("the URL kept for a place does not read back as that place")
+        }
     }
 
     /// A plan may add only an item the vault accepts.
@@ -339,12 +344,16 @@ let kitTokens: [[UInt8]] = [
         let name = try storedName("protocol=https\nhost=git\u{200B}hub.com\nusername=me\npassword=p\n")
         #expect(name == "git/github.com (me)")
         #expect(throws: Never.self) { try Item.normalize(name: name) }
-        // The URL the item keeps is the place as git named it: the label is only the name.
-        guard case .add(let item) = GitCredentialRules.plan(
-            .store, GitCredentialRequest(parsing: Array("protocol=https\nhost=git\u{200B}hub.com\npassword=p\n".utf8)), items: []) else {
+        // The URL the item keeps is the place as git named it (the label is only the name), so
+        // it never serves the look-alike `github.com`.
+        let request = GitCredentialRequest(parsing: Array("protocol=https\nhost=git\u{200B}hub.com\npassword=p\n".utf8))
+        guard case .add(let item) = GitCredentialRules.plan(.store, request, items: []) else {
             Issue.record("store does not add"); return
         }
-        #expect(item.urls == ["https://git\u{200B}hub.com"])
+        #expect(item.urls == ["https://git%E2%80%8Bhub.com"])
+        #expect(GitCredentialRules.plan(.get, request, items: [item]) == .releaseFirst([item.name]))
+        let lookAlike = GitCredentialRequest(parsing: Array("protocol=https\nhost=github.com\n".utf8))
+        #expect(GitCredentialRules.plan(.get, lookAlike, items: [item]) == CredentialPlan.none)
     }
 
     /// A 300-character username made a name over the 256-character limit.
@@ -362,6 +371,31 @@ let kitTokens: [[UInt8]] = [
             let name = try storedName("protocol=https\nhost=example.org\npath=\(path)\npassword=p\n")
             #expect(throws: Never.self) { try Item.normalize(name: name) }
         }
+    }
+
+    /// The URL a helper-made item keeps read back as another place when the host or path held a
+    /// `%`, `?`, `#`, white space (or, in the host, `/` or `@`), or the host two default ports
+    /// (the fuzzer's input was `=%20`: a host of one space).
+    @Test func regressionURLOfADecodedSpace() throws {
+        for raw in ["https://%20", "https://a%2Fb/c", "https://h/x%3Fy", "https://a%40b/", "https://h/a%2520b", "https://h:443:443",
+                    "https://h/%23frag%20"] {
+            let t = try #require(CredentialTarget(url: raw, defaultScheme: nil))
+            #expect(try #require(CredentialTarget(url: t.url, defaultScheme: nil)).samePlace(t), "\(raw) -> \(t.url)")
+        }
+        #expect(try #require(CredentialTarget(url: "https://h:443:443", defaultScheme: nil)).host == "h")
+        #expect(CredentialTarget(scheme: "https", host: "example.com", path: "team/my repo").url == "https://example.com/team/my%20repo")
+    }
+
+    /// git sent `path=a%20b` (a literal `%`): `store` kept `https://h/a%20b`, which reads back as
+    /// `a b`, so every later `store` added another item (`... 2`, `... 3`) and `get` found none.
+    @Test func regressionPercentInPath() throws {
+        let request = GitCredentialRequest(parsing: Array("protocol=https\nhost=h\npath=a%20b\nusername=u\npassword=p\n".utf8))
+        guard case .add(let first) = GitCredentialRules.plan(.store, request, items: []) else { Issue.record("store does not add"); return }
+        #expect(first.urls == ["https://h/a%2520b"])
+        if case .add(let again) = GitCredentialRules.plan(.store, request, items: [first]) {
+            Issue.record("a second store adds \(again.name)")
+        }
+        #expect(GitCredentialRules.plan(.get, request, items: [first]) == .releaseFirst([first.name]))
     }
 
     /// `"tags": [null]` escaped `VaultJSON.items` as a raw `DecodingError` (exit 1 with Swift's
