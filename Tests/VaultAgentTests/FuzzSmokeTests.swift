@@ -27,15 +27,16 @@ enum AgentFuzzTarget: String, CaseIterable {
     /// arrive in, 0 for all at once; bit 4: a 4 KiB frame limit instead of the request limit),
     /// then the stream. Every frame goes through `FrameDecoder`, then `AgentCodec.request` (with
     /// `validate()`) and `AgentCodec.reply`. Checks: a frame re-encodes to the bytes it came
-    /// from; a decoded request or reply survives encoding and decoding unchanged; the durations
-    /// of an `unlock` clamp without trapping.
+    /// from; the decoder knows whether it holds part of a frame; a decoded request or reply
+    /// survives encoding and decoding unchanged; the durations of an `unlock` clamp without trapping.
     case frame
     /// Requests from a hostile peer of the right uid, against a real vault with an open session:
     /// up to 8 requests, one per line, each `JSON[\0TAIL]`, with `$VAULT`, `$ROOT` and `$NAME`
     /// replaced by the session's vault; an `unlock` without a tail carries the vault's real key.
     /// Each input starts from the same vault (two items, a fresh handler, one session). Checks: no
     /// trap; every reply encodes and decodes unchanged; a release hands out only the secrets it
-    /// names; afterwards every row of the vault still opens and the key generation is unchanged.
+    /// names, and only after the agent wrote an audit record; a listing or an overview carries no
+    /// secret; afterwards every row of the vault still opens and the key generation is unchanged.
     case handler
 
     /// Runs the target on one input.
@@ -74,6 +75,9 @@ enum AgentFuzzTarget: String, CaseIterable {
                 try checkRequest(frame)
                 try checkReply(frame)
                 continue
+            }
+            guard decoder.hasPartialFrame == (consumed < fed) else {
+                throw Self.frame.finding("hasPartialFrame is \(decoder.hasPartialFrame) with \(fed - consumed) bytes held")
             }
             guard fed < stream.count else { return }
             let end = piece == 0 ? stream.count : min(stream.count, fed + piece)
@@ -161,16 +165,46 @@ enum AgentFuzzTarget: String, CaseIterable {
             guard let request = try? AgentCodec.request(AgentFrame(json: json, tail: tail)) else { continue }
             let key: [UInt8]
             if case .unlock = request, tail.isEmpty { key = fixture.key } else { key = tail }
+            let releases: Bool
+            switch request {
+            case .release, .releaseAll: releases = true
+            default: releases = false
+            }
+            let audited = releases ? fixture.auditRecords() : 0
             let reply = handler.handle(request, key: key, from: fixture.peer, staging: &staging)
             try checkRoundTrip(reply, .handler)
-            if case .release(_, _, let fields, _, _) = request, case .released(let item) = reply {
-                if item.password != nil && !fields.contains("password") || item.totp != nil && !fields.contains("totp") {
-                    throw Self.handler.finding("a release handed out a secret it did not name")
-                }
-            }
+            try checkSecrets(request, reply, audited: audited, fixture)
         }
         handler.discard(&staging)
         if let problem = fixture.damage() { throw Self.handler.finding(problem) }
+    }
+}
+
+extension AgentFuzzTarget {
+    /// A release hands out only the secrets it names, each audited by the agent before the reply;
+    /// an overview or a listing hands out none.
+    fileprivate static func checkSecrets(_ request: AgentRequest, _ reply: AgentReply, audited: Int,
+                                         _ fixture: HandlerFixture) throws(AgentFuzzFinding) {
+        func hasSecret(_ i: Item) -> Bool { i.password != nil || i.totp != nil }
+        switch (request, reply) {
+        case (.release(_, _, let fields, _, _), .released(let item)):
+            if item.password != nil && !fields.contains("password") || item.totp != nil && !fields.contains("totp") {
+                throw Self.handler.finding("a release handed out a secret it did not name")
+            }
+            if hasSecret(item), fixture.auditRecords() <= audited { throw Self.handler.finding("a secret was released without an audit record") }
+        case (.releaseAll, .releasedAll(let items, _)):
+            if items.contains(where: hasSecret), fixture.auditRecords() <= audited {
+                throw Self.handler.finding("an export was released without an audit record")
+            }
+        case (_, .listing(let items, _)):
+            if items.contains(where: hasSecret) { throw Self.handler.finding("a listing carries a secret") }
+        case (_, .overview(let o)):
+            if hasSecret(o.item) { throw Self.handler.finding("an overview carries a secret") }
+        case (_, .released), (_, .releasedAll):
+            throw Self.handler.finding("secrets came back for a request that releases none")
+        default:
+            break
+        }
     }
 }
 
@@ -245,6 +279,14 @@ final class HandlerFixture: @unchecked Sendable {
                 .replacingOccurrences(of: "$NAME", with: location.name)
         }
         return (Array(json.utf8), cut == line.endIndex ? [] : Array(line[(cut + 1)...]))
+    }
+
+    /// How many audit records the vault holds (-1 when they cannot be read).
+    func auditRecords() -> Int {
+        guard let store = try? VaultStore.open(location),
+              let vault = try? store.adopt(masterKey: try SecretBytes(copying: key), generation: generation),
+              let records = try? vault.auditRecords() else { return -1 }
+        return records.count
     }
 
     /// What is wrong with the vault after an input: a row that no longer opens, a key generation
