@@ -64,17 +64,35 @@ public struct CredentialTarget: Equatable, Sendable {
         return scheme == other.scheme && host == other.host && path == other.path
     }
 
-    /// `scheme://host[/path]`: the URL a helper-made item keeps.
-    public var url: String { scheme + "://" + host + (path.isEmpty ? "" : "/" + path) }
+    /// `scheme://host[/path]`: the URL a helper-made item keeps. Characters that would read back
+    /// as something else are percent-encoded (`%`, white space, `?` and `#`; in the host also `/`
+    /// and `@`), so `init(url:)` of it names this same place.
+    public var url: String {
+        func encoded(_ s: String, _ special: String) -> String {
+            let allowed = CharacterSet.whitespacesAndNewlines.union(CharacterSet(charactersIn: special)).inverted
+            return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+        }
+        return scheme + "://" + encoded(host, "%?#/@") + (path.isEmpty ? "" : "/" + encoded(path, "%?#"))
+    }
 
-    /// A readable part of an item name: `host[/path]`, with `scheme:` in front when it is not https;
-    /// `.` and `..` components become `_` and control characters are dropped (so it is a valid item
-    /// name part), at most 200 characters.
+    /// A readable part of an item name: `host[/path]`, with `scheme:` in front when it is not https,
+    /// made a valid item name part by `namePart(_:limit:)`, at most 200 characters.
     public var label: String {
-        let raw = (scheme == "https" ? "" : scheme + ":") + host + (path.isEmpty ? "" : "/" + path)
-        let parts = raw.split(separator: "/", omittingEmptySubsequences: false).map { $0 == "." || $0 == ".." ? "_" : String($0) }
-        let clean = String(parts.joined(separator: "/").unicodeScalars.filter { $0.properties.generalCategory != .control })
-        return String(clean.prefix(200))
+        CredentialTarget.namePart((scheme == "https" ? "" : scheme + ":") + host + (path.isEmpty ? "" : "/" + path), limit: 200)
+    }
+
+    /// `text` made fit to follow `git/` or `docker/` in an item name (`Item.normalize` accepts the
+    /// result): in NFC, control and format characters (zero-width, bidi) dropped, at most `limit`
+    /// characters and `3 * limit` bytes, `.` and `..` components made `_`, no trailing space.
+    static func namePart(_ text: String, limit: Int) -> String {
+        let visible = text.precomposedStringWithCanonicalMapping.unicodeScalars.filter {
+            $0.properties.generalCategory != .control && $0.properties.generalCategory != .format
+        }
+        var cut = String(String(visible).prefix(limit))
+        while cut.utf8.count > 3 * limit || cut.last?.isWhitespace == true { cut.removeLast() }
+        // Components are judged after the cuts: dropping, truncating or trimming can make a `..`.
+        return cut.split(separator: "/", omittingEmptySubsequences: false).map { $0 == "." || $0 == ".." ? "_" : String($0) }
+            .joined(separator: "/")
     }
 
     private static func decode(_ s: Substring) -> String { String(s).removingPercentEncoding ?? String(s) }
@@ -82,9 +100,10 @@ public struct CredentialTarget: Equatable, Sendable {
     private static func trimSlashes(_ s: String) -> String { s.trimmingCharacters(in: CharacterSet(charactersIn: "/")) }
 
     private static func normalize(host: String, scheme: String) -> String {
-        let h = host.lowercased()
-        for (s, port) in [("https", ":443"), ("http", ":80")] where scheme == s && h.hasSuffix(port) {
-            return String(h.dropLast(port.count))
+        var h = host.lowercased()
+        // Every default port goes (`h:443:443` too), so normalising twice changes nothing.
+        for (s, port) in [("https", ":443"), ("http", ":80")] where scheme == s {
+            while h.hasSuffix(port) { h.removeLast(port.count) }
         }
         return h
     }

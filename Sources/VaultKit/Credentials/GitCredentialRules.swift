@@ -91,7 +91,7 @@ public enum GitCredentialRules {
             change.password = password
             write = .update(mine.name, change)
         } else {
-            let base = "git/" + target.label + (request.username.map { " (\($0))" } ?? "")
+            let base = "git/" + target.label + (request.username.map { " (\(CredentialTarget.namePart($0, limit: 40)))" } ?? "")
             let name = Item.freeName(base, taken: Set(items.map(\.name)))
             write = .add(Item(name: name, username: request.username, password: password, urls: [target.url],
                               tags: ["git"], origin: origin, now: now))

@@ -63,6 +63,11 @@ public enum VaultJSON {
                 throw VaultError.usage("\(label): '\(context.codingPath.first?.stringValue ?? "?")' has the wrong type")
             } catch let DecodingError.dataCorrupted(context) {
                 throw VaultError.usage("\(label): '\(context.codingPath.first?.stringValue ?? "?")' is not valid")
+            } catch let DecodingError.valueNotFound(_, context) {
+                // `"tags": [null]`: a null inside a list (a null value of a key reads as absent).
+                throw VaultError.usage("\(label): '\(context.codingPath.first?.stringValue ?? "?")' holds a null")
+            } catch {
+                throw VaultError.usage("\(label) cannot be read")
             }
             guard let name = f.name else { throw VaultError.usage("\(position) has no name") }
             var urls = f.urls ?? []
