@@ -105,6 +105,17 @@ struct SystemAuthorityTests {
             """, secretPath, Self.person, home, state], env: ["PATH": "/usr/bin:/bin"])
         #expect(scan.status == 0, "\(scan.stderr)")
         #expect(scan.stdout.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "device secret readable by the user in: \(scan.stdout)")
+        // A copy of everything the user owns, opened elsewhere without the daemon (the embedded
+        // authority over the copied state): the fingerprint slot gives nothing; the passcode does.
+        let copy = "/tmp/vault-it-copy-" + UUID().uuidString.prefix(8)
+        defer { _ = Self.sh("rm -rf \(copy)") }
+        #expect(Self.sh("cp -a \(home) \(copy) && chown -R root:root \(copy) && chmod 700 \(copy)").status == 0)
+        let copyEnv = ["HOME": copy, "PATH": "/usr/bin:/bin", "VAULT_AUTHORITY": "embedded", "VAULT_HOME": copy + "/.local/share/vault",
+                       "XDG_STATE_HOME": copy + "/.local/state", "XDG_RUNTIME_DIR": copy]
+        var stolen = spawn(vaultBinary, ["ls", "--no-input"], env: copyEnv)
+        #expect(stolen.status != 0 && stolen.stdout.isEmpty, "the copy opened without the passcode: \(stolen.stdout)")
+        stolen = spawn(vaultBinary, ["ls", "--passcode-fd", "3"], env: copyEnv, fds: [3: pc + "\n"])
+        #expect(stolen.status == 0 && stolen.stdout.contains("gh"), "the passcode opens the copy: \(stolen.status) \(stolen.stderr)")
         // Another finger: three tries, then 10; two more: 17, and the right finger is refused.
         r = vault(["ls", "--no-input", "--policy", "biometrics"], steps: Array(repeating: .device("SCAN mallory"), count: 3))
         #expect(r.status == 10, "\(r.stderr)")

@@ -82,11 +82,12 @@ public struct CredentialTarget: Equatable, Sendable {
     }
 
     /// `text` made fit to follow `git/` or `docker/` in an item name (`Item.normalize` accepts the
-    /// result): in NFC, control and format characters (zero-width, bidi) dropped, at most `limit`
+    /// result): in NFC, control and format characters (zero-width, bidi) and U+FFFD (what invalid
+    /// UTF-8 decodes to) dropped, at most `limit`
     /// characters and `3 * limit` bytes, `.` and `..` components made `_`, no trailing space.
     static func namePart(_ text: String, limit: Int) -> String {
         let visible = text.precomposedStringWithCanonicalMapping.unicodeScalars.filter {
-            $0.properties.generalCategory != .control && $0.properties.generalCategory != .format
+            $0.properties.generalCategory != .control && $0.properties.generalCategory != .format && $0 != "\u{FFFD}"
         }
         var cut = String(String(visible).prefix(limit))
         while cut.utf8.count > 3 * limit || cut.last?.isWhitespace == true { cut.removeLast() }
