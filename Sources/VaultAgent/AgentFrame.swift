@@ -139,6 +139,7 @@ public enum AgentCodec {
     ///   of bounds, or a tail on a request other than `unlock`.
     public static func request(_ frame: AgentFrame) throws(VaultError) -> AgentRequest {
         let request: AgentRequest
+        guard !JSONDepth.exceeds(frame.json) else { throw .usage("malformed request: nested too deeply") }
         do {
             request = try JSONDecoder().decode(AgentRequest.self, from: Data(frame.json))
         } catch let e as DecodingError {
@@ -167,6 +168,7 @@ public enum AgentCodec {
     /// Decodes a reply frame.
     /// - Throws: `.failure` when the agent's reply is unreadable.
     public static func reply(_ frame: AgentFrame) throws(VaultError) -> AgentReply {
+        guard !JSONDepth.exceeds(frame.json) else { throw .failure("the agent sent an unreadable reply (nested too deeply)") }
         do {
             return try JSONDecoder().decode(AgentReply.self, from: Data(frame.json))
         } catch {

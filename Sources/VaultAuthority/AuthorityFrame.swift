@@ -146,6 +146,7 @@ public enum AuthorityCodec {
     ///   bounds, a missing or misplaced key tail.
     public static func request(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityRequest {
         let request: AuthorityRequest
+        guard !JSONDepth.exceeds(frame.json) else { throw .usage("malformed request: nested too deeply") }
         do {
             request = try JSONDecoder().decode(AuthorityRequest.self, from: Data(frame.json))
         } catch let e as DecodingError {
@@ -177,7 +178,7 @@ public enum AuthorityCodec {
     /// Decodes a reply frame.
     /// - Throws: `.failure` when the reply is unreadable, or a key is missing or misplaced.
     public static func reply(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityReply {
-        guard let reply = try? JSONDecoder().decode(AuthorityReply.self, from: Data(frame.json)) else {
+        guard !JSONDepth.exceeds(frame.json), let reply = try? JSONDecoder().decode(AuthorityReply.self, from: Data(frame.json)) else {
             throw .failure("vault-authd sent an unreadable reply", hint: "install matching versions of vault and vault-authd")
         }
         guard reply.carriesKey ? frame.tail.count == AuthorityLimits.keyBytes : frame.tail.isEmpty else {

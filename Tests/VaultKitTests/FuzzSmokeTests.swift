@@ -414,3 +414,14 @@ let kitTokens: [[UInt8]] = [
     }
 }
 #endif
+
+#if !VAULT_FUZZ_HARNESS
+@Suite struct JSONDepthTests {
+    @Test func deepNestingIsFoundBeforeAnyDecoderRecurses() {
+        #expect(JSONDepth.exceeds(Array(String(repeating: "[", count: 100_000).utf8)))
+        #expect(!JSONDepth.exceeds(Array(#"{"a":[{"b":[1,2,{"c":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"["}]}]}"#.utf8)), "brackets in strings do not count")
+        #expect(JSONDepth.exceeds(Array((String(repeating: "{\"a\":", count: 33) + "1" + String(repeating: "}", count: 33)).utf8)))
+        #expect(throws: VaultError.self) { _ = try VaultJSON.items(from: Array(String(repeating: "[", count: 100_000).utf8)) }
+    }
+}
+#endif

@@ -46,7 +46,7 @@ public enum VaultJSON {
     /// Parses an export. Items without `created` are stamped `now`.
     /// - Throws: `.usage` naming the item (by position and name) and the key.
     public static func items(from bytes: [UInt8], now: Int64 = unixNow()) throws -> [Item] {
-        guard let array = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [Any] else {
+        guard !JSONDepth.exceeds(bytes), let array = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [Any] else {
             throw VaultError.usage("the input is not a JSON array of items", hint: "see 'vault help import'")
         }
         return try array.enumerated().map { index, element in
