@@ -1,9 +1,59 @@
 import Foundation
 
-/// A saved login. Everything here, the name included, lives only inside the sealed record.
+/// What an item is: a login (the default), a secure note, a payment card or an identity. What
+/// another manager's item holds beyond these goes into custom fields.
+public enum ItemType: String, Codable, CaseIterable, Sendable {
+    case login, note, card, identity
+}
+
+/// How a custom field's value is treated: `text` and `url` are shown in summaries, `hidden` and
+/// `totp` are masked like a password and reading one is an audited release.
+public enum CustomFieldKind: String, Codable, CaseIterable, Sendable {
+    case text, hidden, url, totp
+
+    /// Whether reading the value is a release (audited, masked in summaries).
+    public var isSecret: Bool { self == .hidden || self == .totp }
+}
+
+/// A named value of an item beyond the built-in fields (a card's number, a security question).
+public struct CustomField: Codable, Equatable, Sendable {
+    /// The field's name as the user sees it (unique within the item).
+    public var name: String
+    /// How the value is treated.
+    public var kind: CustomFieldKind
+    /// The value.
+    public var value: String
+
+    /// A custom field.
+    public init(name: String, kind: CustomFieldKind = .text, value: String) {
+        self.name = name
+        self.kind = kind
+        self.value = value
+    }
+}
+
+/// A password an item had before, and when it stopped being the current one.
+public struct PasswordChange: Codable, Equatable, Sendable {
+    /// The former password.
+    public var password: String
+    /// When it was replaced, seconds since 1970.
+    public var replaced: Int64
+
+    /// A history entry.
+    public init(password: String, replaced: Int64) {
+        self.password = password
+        self.replaced = replaced
+    }
+}
+
+/// A saved item. Everything here, the name included, lives only inside the item's two sealed
+/// records: the overview (what listings and matching read) and the secrets (the password, the TOTP
+/// secret, notes, custom field values, password history; opened only when released).
 public struct Item: Codable, Equatable, Sendable {
     /// The item's name (its key for `get`, `rm`, ...).
     public var name: String
+    /// What the item is.
+    public var type: ItemType
     /// The account name.
     public var username: String?
     /// The secret.
@@ -12,10 +62,14 @@ public struct Item: Codable, Equatable, Sendable {
     public var urls: [String]
     /// Free text.
     public var notes: String?
-    /// Labels for search.
+    /// Labels for search; a folder of another manager is kept as an `a/b` tag.
     public var tags: [String]
-    /// An `otpauth://` URI holding a TOTP secret.
+    /// An `otpauth://` URI holding a TOTP or HOTP secret.
     public var totp: String?
+    /// Fields beyond the built-in ones, in their order.
+    public var fields: [CustomField]
+    /// Former passwords, oldest first (at most `Item.historyLimit`).
+    public var passwordHistory: [PasswordChange]
     /// Whether `vault login` may fill this login after a fresh fingerprint match (off by default).
     public var fingerprintLogin: Bool
     /// Who stored it when not a person (`git`, `docker`).
@@ -29,22 +83,69 @@ public struct Item: Codable, Equatable, Sendable {
     /// Last change, seconds since 1970.
     public var modified: Int64
 
+    private enum CodingKeys: String, CodingKey {
+        case name, type, username, password, urls, notes, tags, totp, fields, passwordHistory, fingerprintLogin, origin,
+             userPrompt, passwordPrompt, created, modified
+    }
+
+    /// Decodes an item; `type`, `fields` and `passwordHistory` default when absent (records and
+    /// frames written before they existed).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        type = try c.decodeIfPresent(ItemType.self, forKey: .type) ?? .login
+        username = try c.decodeIfPresent(String.self, forKey: .username)
+        password = try c.decodeIfPresent(String.self, forKey: .password)
+        urls = try c.decode([String].self, forKey: .urls)
+        notes = try c.decodeIfPresent(String.self, forKey: .notes)
+        tags = try c.decode([String].self, forKey: .tags)
+        totp = try c.decodeIfPresent(String.self, forKey: .totp)
+        fields = try c.decodeIfPresent([CustomField].self, forKey: .fields) ?? []
+        passwordHistory = try c.decodeIfPresent([PasswordChange].self, forKey: .passwordHistory) ?? []
+        fingerprintLogin = try c.decode(Bool.self, forKey: .fingerprintLogin)
+        origin = try c.decodeIfPresent(String.self, forKey: .origin)
+        userPrompt = try c.decodeIfPresent(String.self, forKey: .userPrompt)
+        passwordPrompt = try c.decodeIfPresent(String.self, forKey: .passwordPrompt)
+        created = try c.decode(Int64.self, forKey: .created)
+        modified = try c.decode(Int64.self, forKey: .modified)
+    }
+
+    /// How many former passwords an item keeps.
+    public static let historyLimit = 10
+
     /// A new item stamped with the current time.
-    public init(name: String, username: String? = nil, password: String? = nil, urls: [String] = [],
-                notes: String? = nil, tags: [String] = [], totp: String? = nil, fingerprintLogin: Bool = false,
+    public init(name: String, type: ItemType = .login, username: String? = nil, password: String? = nil, urls: [String] = [],
+                notes: String? = nil, tags: [String] = [], totp: String? = nil, fields: [CustomField] = [],
+                passwordHistory: [PasswordChange] = [], fingerprintLogin: Bool = false,
                 origin: String? = nil, now: Int64 = unixNow()) {
         self.name = name
+        self.type = type
         self.username = username
         self.password = password
         self.urls = urls
         self.notes = notes
         self.tags = tags
         self.totp = totp
+        self.fields = fields
+        self.passwordHistory = passwordHistory
         self.fingerprintLogin = fingerprintLogin
         self.origin = origin
         created = now
         modified = now
     }
+
+    /// Sets a new password, keeping the one it replaces in the history (the newest
+    /// `historyLimit` kept).
+    public mutating func replacePassword(with new: String?, now: Int64 = unixNow()) {
+        if let old = password, old != new {
+            passwordHistory.append(PasswordChange(password: old, replaced: now))
+            if passwordHistory.count > Item.historyLimit { passwordHistory.removeFirst(passwordHistory.count - Item.historyLimit) }
+        }
+        password = new
+    }
+
+    /// The custom field called `name`, if any.
+    public func customField(_ name: String) -> CustomField? { fields.first { $0.name == name } }
 
     /// Checks and normalises an item name: Unicode NFC, no leading or trailing space, no control
     /// characters, no `..` component, at most 256 characters.
@@ -73,24 +174,27 @@ public struct Item: Codable, Equatable, Sendable {
     }
 
     /// The value of a named field, or nil when the item has none (`username`, `password`, `url`,
-    /// `notes`, `tags`, `totp`, `name`).
+    /// `notes`, `tags`, `totp`, `name`, `type`, else a custom field of that name).
     public func field(_ field: String) throws -> String? {
         switch field {
-        case "name": name
-        case "username", "user": username
-        case "password": password
-        case "url": urls.first
-        case "urls": urls.isEmpty ? nil : urls.joined(separator: "\n")
-        case "notes": notes
-        case "tags": tags.isEmpty ? nil : tags.joined(separator: ",")
-        case "totp": totp
+        case "name": return name
+        case "username", "user": return username
+        case "password": return password
+        case "url": return urls.first
+        case "urls": return urls.isEmpty ? nil : urls.joined(separator: "\n")
+        case "notes": return notes
+        case "tags": return tags.isEmpty ? nil : tags.joined(separator: ",")
+        case "totp": return totp
+        case "type": return type.rawValue
+        case "history": return passwordHistory.isEmpty ? nil : passwordHistory.reversed().map(\.password).joined(separator: "\n")
         default:
-            throw VaultError.usage("unknown field '\(field)'", hint: "fields: \(Item.fieldNames.joined(separator: ", "))")
+            if let custom = customField(field) { return custom.value }
+            throw VaultError.usage("unknown field '\(field)'", hint: "fields: \(Item.fieldNames.joined(separator: ", "))\(fields.isEmpty ? "" : ", or one of this item's: " + fields.map(\.name).joined(separator: ", "))")
         }
     }
 
     /// The fields `field(_:)` knows.
-    public static let fieldNames = ["name", "username", "password", "url", "urls", "notes", "tags", "totp"]
+    public static let fieldNames = ["name", "type", "username", "password", "url", "urls", "notes", "tags", "totp", "history"]
 }
 
 /// A vault's own settings (policy and passcode rules), stored in the clear in the vault database:

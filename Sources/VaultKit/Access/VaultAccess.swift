@@ -23,8 +23,9 @@ public enum ItemField: String, Codable, CaseIterable, Sendable {
     case userPrompt = "user-prompt"
     case passwordPrompt = "password-prompt"
 
-    /// Fields whose value is a secret: reading one is a release, written to the audit log.
-    public var isSecret: Bool { self == .password || self == .totp }
+    /// Fields whose value lives in the item's secrets record: reading one is a release, written
+    /// to the audit log.
+    public var isSecret: Bool { self == .password || self == .totp || self == .notes }
 }
 
 /// A change to an item, sent as field changes (not a whole item) and applied to the current
@@ -45,6 +46,12 @@ public struct ItemChange: Codable, Equatable, Sendable {
     public var passwordPrompt: String?
     /// Turns fingerprint login on or off.
     public var fingerprintLogin: Bool?
+    /// A new type.
+    public var type: ItemType?
+    /// Custom fields set (one of that name replaced in place, else appended).
+    public var setFields: [CustomField] = []
+    /// Custom fields removed, by name.
+    public var removeFields: [String] = []
 
     /// No change.
     public init() {}
@@ -57,7 +64,7 @@ public struct ItemChange: Codable, Equatable, Sendable {
         for field in clear {
             switch field {
             case .username: item.username = nil
-            case .password: item.password = nil
+            case .password: item.replacePassword(with: nil)
             case .url, .urls: item.urls = []
             case .notes: item.notes = nil
             case .tags: item.tags = []
@@ -69,7 +76,7 @@ public struct ItemChange: Codable, Equatable, Sendable {
         }
         if let rename { item.name = rename }
         if let username { item.username = username }
-        if let password { item.password = password }
+        if let password { item.replacePassword(with: password) }
         if let urls { item.urls = urls }
         if let notes { item.notes = notes }
         if let tags { item.tags = tags }
@@ -77,27 +84,51 @@ public struct ItemChange: Codable, Equatable, Sendable {
         if let userPrompt { item.userPrompt = userPrompt }
         if let passwordPrompt { item.passwordPrompt = passwordPrompt }
         if let fingerprintLogin { item.fingerprintLogin = fingerprintLogin }
+        if let type { item.type = type }
+        item.fields.removeAll { removeFields.contains($0.name) }
+        for field in setFields {
+            if let k = item.fields.firstIndex(where: { $0.name == field.name }) { item.fields[k] = field } else { item.fields.append(field) }
+        }
     }
 }
 
 /// An item with its secrets withheld, and whether it has them: what listings, summaries and
-/// matching see without releasing anything.
+/// matching see without releasing anything. It is exactly what the item's overview record holds.
 public struct ItemOverview: Codable, Equatable, Sendable {
-    /// The item; `password` and `totp` are nil here.
+    /// The item; `password`, `totp` and `notes` are nil here, the password history empty, and
+    /// the custom fields of a secret kind (hidden, TOTP) have an empty value.
     public var item: Item
     /// Whether the item has a password.
     public var hasPassword: Bool
     /// Whether the item has a TOTP secret.
     public var hasTOTP: Bool
+    /// Whether the item has notes.
+    public var hasNotes: Bool
+    /// How many former passwords it keeps.
+    public var historyCount: Int
 
     /// The overview of `item`.
     public init(_ item: Item) {
         var i = item
         hasPassword = i.password != nil
         hasTOTP = i.totp != nil
+        hasNotes = i.notes != nil
+        historyCount = i.passwordHistory.count
         i.password = nil
         i.totp = nil
+        i.notes = nil
+        i.passwordHistory = []
+        for k in i.fields.indices where i.fields[k].kind.isSecret { i.fields[k].value = "" }
         self.item = i
+    }
+
+    /// An overview as decoded from its record.
+    init(item: Item, hasPassword: Bool, hasTOTP: Bool, hasNotes: Bool, historyCount: Int) {
+        self.item = item
+        self.hasPassword = hasPassword
+        self.hasTOTP = hasTOTP
+        self.hasNotes = hasNotes
+        self.historyCount = historyCount
     }
 }
 
@@ -147,7 +178,29 @@ extension VaultAccess {
 extension Item {
     /// Whether handing out `fields` of this item needs a fresh fingerprint match.
     public func releaseNeedsFreshMatch(_ fields: [String]) -> Bool {
-        fingerprintLogin && fields.contains { $0 == "all" || ItemField(rawValue: $0)?.isSecret == true }
+        fingerprintLogin && fields.contains { isSecretField($0) }
+    }
+
+    /// Whether `field` (a built-in field, `all`, `history` or a custom field's name) names a value
+    /// of the secrets record: reading it is a release.
+    public func isSecretField(_ field: String) -> Bool {
+        if field == "all" || field == "history" { return true }
+        if let builtIn = ItemField(rawValue: field) { return builtIn.isSecret }
+        return customField(field)?.kind.isSecret ?? false
+    }
+
+    /// This item with every secret not named in `fields` withheld (as its overview has them).
+    public func withholdingSecrets(except fields: [String]) -> Item {
+        if fields.contains("all") { return self }
+        var item = self
+        if !fields.contains("password") { item.password = nil }
+        if !fields.contains("totp") { item.totp = nil }
+        if !fields.contains("notes") { item.notes = nil }
+        if !fields.contains("history") { item.passwordHistory = [] }
+        for k in item.fields.indices where item.fields[k].kind.isSecret && !fields.contains(item.fields[k].name) {
+            item.fields[k].value = ""
+        }
+        return item
     }
 }
 
@@ -169,8 +222,7 @@ extension UnlockedVault: VaultAccess {
                         freshMatch: Bool = false) throws -> Item {
         var item = try item(named: name)
         if item.releaseNeedsFreshMatch(fields) && !freshMatch { throw VaultError.freshMatchNeeded(item: item.name) }
-        if !fields.contains("password") { item.password = nil }
-        if !fields.contains("totp") { item.totp = nil }
+        item = item.withholdingSecrets(except: fields)
         // Only what is actually handed out is a release: a field the item lacks is not logged.
         for field in fields where ((try? item.field(field)) ?? nil) != nil {
             try appendAudit(AuditRecord(item: item.name, field: field, command: command, uid: requester.uid, pid: requester.pid))
