@@ -37,7 +37,7 @@ let package = Package(
         .executableTarget(name: "vault-authd", dependencies: ["VaultAuthority"], swiftSettings: upcoming),
         .executableTarget(name: "virtual-reader", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
         .testTarget(
-            name: "VaultKitTests", dependencies: ["VaultKit"],
+            name: "VaultKitTests", dependencies: ["VaultKit"], exclude: ["Fixtures"],
             resources: [.copy("Vectors")], swiftSettings: upcoming),
         .testTarget(
             name: "FingerprintKitTests", dependencies: ["FingerprintKit"], exclude: ["Fixtures"],

@@ -56,6 +56,11 @@ public final class AgentClient {
     /// - Throws: `.usage` for a request out of bounds (checked here, before sending);
     ///   `.sessionInvalid` when the agent stops answering or misses the deadline.
     public func send(_ request: AgentRequest, key: [UInt8] = [], timeout: Double? = nil) throws -> AgentReply {
+        try exchange(request, key: key, timeout: timeout).reply
+    }
+
+    /// Sends one request and returns its reply with the reply frame's binary tail (a listing page's records).
+    public func exchange(_ request: AgentRequest, key: [UInt8] = [], timeout: Double? = nil) throws -> (reply: AgentReply, tail: [UInt8]) {
         try request.validate()
         var bytes = try AgentCodec.frame(request, tail: key).encoded()
         defer { wipe(&bytes) }
@@ -73,15 +78,15 @@ public final class AgentClient {
             throw Self.gone
         }
         let seconds = timeout ?? (request.isBulk ? Self.replySeconds.bulk : Self.replySeconds.ordinary)
-        let reply = try receiveReply(within: AgentLimits.clamp(seconds, to: 0.01...3600, fallback: Self.replySeconds.ordinary))
+        let frame = try receiveReply(within: AgentLimits.clamp(seconds, to: 0.01...3600, fallback: Self.replySeconds.ordinary))
         isBroken = false
         lastUse = MonotonicClock.seconds()
-        return reply
+        return (try AgentCodec.reply(frame), frame.tail)
     }
 
     static let gone = VaultError.sessionInvalid("ended: the agent stopped answering")
 
-    private func receiveReply(within seconds: Double) throws -> AgentReply {
+    private func receiveReply(within seconds: Double) throws -> AgentFrame {
         let decoder = FrameDecoder(limit: AgentLimits.replyFrame)
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         defer { wipe(&chunk) }
@@ -97,7 +102,7 @@ public final class AgentClient {
             } catch {
                 throw VaultError.failure("the agent's reply was refused: \(error.vaultError.message)")
             }
-            if let frame { return try AgentCodec.reply(frame) }
+            if let frame { return frame }
             let left = deadline - MonotonicClock.seconds()
             guard left > 0, (try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: Int32(max(1, min(left * 1000, 60_000))))) == true
             else {

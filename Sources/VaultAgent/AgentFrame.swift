@@ -2,14 +2,14 @@ public import VaultKit
 internal import VaultSystem
 internal import Foundation
 
-/// The agent's wire format, version 2. A frame is a big-endian u32 length `L`, then `L` bytes:
-/// a version byte (2), a big-endian u32 JSON length `J`, `J` bytes of JSON (one `AgentRequest`
-/// or `AgentReply`), and `L - 5 - J` bytes of binary tail (only an `unlock` request has one:
-/// the 32-byte master key, kept out of the JSON so it can be wiped). `L` is at most
+/// The agent's wire format, version 3. A frame is a big-endian u32 length `L`, then `L` bytes:
+/// a version byte (3), a big-endian u32 JSON length `J`, `J` bytes of JSON (one `AgentRequest`
+/// or `AgentReply`), and `L - 5 - J` bytes of binary tail: the 32-byte master key of an `unlock`
+/// request (kept out of the JSON so it can be wiped), the overview records of a listing page. `L` is at most
 /// `AgentLimits.requestFrame` for requests and `AgentLimits.replyFrame` for replies.
 public final class AgentFrame {
     /// The version byte this code writes and reads.
-    public static let version: UInt8 = 2
+    public static let version: UInt8 = 3
     /// Version byte and JSON length.
     static let headerBytes = 5
 
@@ -49,7 +49,7 @@ public enum FrameError: Error, Equatable, Sendable {
     case tooLarge(length: Int, limit: Int)
     /// The declared length cannot hold the version byte and the JSON length.
     case tooShort(length: Int)
-    /// Not version 2 (a version 1 frame starts with a zero byte here).
+    /// Not version 3 (a version 1 frame starts with a zero byte here).
     case unsupportedVersion(UInt8)
     /// The JSON length runs past the frame.
     case badJSONLength(Int, frame: Int)
@@ -156,9 +156,9 @@ public enum AgentCodec {
 
     /// A reply as a frame. A reply that cannot be encoded or is over the reply limit becomes a
     /// `failed` reply saying so.
-    public static func frame(_ reply: AgentReply) -> AgentFrame {
-        if let json = try? JSONEncoder().encode(reply), AgentFrame.headerBytes + json.count <= AgentLimits.replyFrame {
-            return AgentFrame(json: Array(json))
+    public static func frame(_ reply: AgentReply, tail: [UInt8] = []) -> AgentFrame {
+        if let json = try? JSONEncoder().encode(reply), AgentFrame.headerBytes + json.count + tail.count <= AgentLimits.replyFrame {
+            return AgentFrame(json: Array(json), tail: tail)
         }
         let error = VaultError.failure("the reply is over the unlock session's limit of \(AgentLimits.replyFrame) bytes",
                                        hint: "run the command without the session: add --passcode")

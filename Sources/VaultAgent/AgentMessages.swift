@@ -20,8 +20,10 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     /// One item with the secrets named in `fields`: the agent writes one audit record per field
     /// the item has, naming the peer's uid and pid, before it replies. Secrets not named are withheld.
     case release(vault: String, name: String, fields: [String], command: String, freshMatch: Bool = false)
-    /// Every item, secrets withheld.
-    case list(vault: String)
+    /// One page of the session's overview index, from position `from` (0 when nil), only the
+    /// items `term` matches when given (`OverviewMatcher`). The records travel in the reply's
+    /// binary tail; nothing is decrypted to answer.
+    case list(vault: String, term: String? = nil, from: Int? = nil)
     /// Every item with its secrets (export): one audit record for the whole release.
     case releaseAll(vault: String, command: String, freshMatch: Bool = false)
     /// Whether an item exists.
@@ -43,7 +45,7 @@ public enum AgentRequest: Codable, Equatable, Sendable {
         switch self {
         case .unlock, .status: nil
         case .lock(let v): v
-        case .probe(let v), .overview(let v, _), .release(let v, _, _, _, _), .list(let v), .releaseAll(let v, _, _),
+        case .probe(let v), .overview(let v, _), .release(let v, _, _, _, _), .list(let v, _, _), .releaseAll(let v, _, _),
              .contains(let v, _), .add(let v, _, _), .importItems(let v, _, _, _), .update(let v, _, _),
              .remove(let v, _), .audit(let v, _):
             v
@@ -94,9 +96,11 @@ public enum AgentReply: Codable, Equatable, Sendable {
     case overview(overview: ItemOverview)
     /// `release`: the item with the secrets named in the request.
     case released(item: Item)
-    /// `list`: every readable item with its secrets withheld (`password` and `totp` nil), and
-    /// the ids of rows that failed authentication.
-    case listing(items: [Item], damaged: [String])
+    /// `list`: one page of overview records (in the frame's binary tail: each a big-endian u32
+    /// length and the record), where the next page starts (nil: this was the last), the ids of
+    /// rows that failed authentication (on the first page), and the index version the page
+    /// belongs to (a listing that sees it change starts again).
+    case listingPage(next: Int?, damaged: [String], version: Int64)
     /// `releaseAll`: every readable item with its secrets.
     case releasedAll(items: [Item], damaged: [String])
     /// `contains`.
@@ -115,8 +119,10 @@ public enum AgentReply: Codable, Equatable, Sendable {
 public enum AgentLimits {
     /// The largest request frame: an `add` of a large item must fit (4 MiB).
     public static let requestFrame = 4 << 20
-    /// The largest reply frame: a listing or an export of a large vault (64 MiB).
+    /// The largest reply frame: an export of a large vault (64 MiB).
     public static let replyFrame = 64 << 20
+    /// About how many bytes of records one listing page carries.
+    public static let listingPage = 1 << 20
     /// The longest vault path (PATH_MAX).
     public static let path = 4096
     /// The longest item name in UTF-8 bytes (256 characters of up to four bytes).
@@ -170,8 +176,11 @@ extension AgentRequest {
         case .unlock(let root, let name, _, _, _):
             try Self.check(path: root, "root")
             try Self.check(name, "name", limit: AgentLimits.name)
-        case .lock, .status, .probe, .list:
+        case .lock, .status, .probe:
             break
+        case .list(_, let term, let from):
+            if let term { try Self.check(term, "search term", limit: AgentLimits.name, allowEmpty: true) }
+            if let from, from < 0 { throw VaultError.usage("a listing cannot start before 0") }
         case .overview(_, let name), .contains(_, let name), .remove(_, let name):
             try Self.check(name, "name", limit: AgentLimits.name)
         case .release(_, let name, let fields, let command, _):

@@ -23,6 +23,33 @@ final class Session {
     var lastUse: Double
     let idle: Double
     let hardLimit: Double
+    /// The overviews of the vault, read at the first listing or search.
+    private var index: OverviewIndex?
+
+    /// The session's overview index, read now when there is none or another process wrote to
+    /// the vault since it was read.
+    func overviews() throws -> OverviewIndex {
+        if let index, index.isCurrent(for: vault) { return index }
+        index = nil
+        let fresh = try OverviewIndex(vault)
+        index = fresh
+        return fresh
+    }
+
+    /// How many items the index holds, nil without one.
+    var indexedItemCount: Int? { index?.entries.count }
+
+    /// Brings the index up to date after a write through the session to the items `names`
+    /// (nil: many items, the index is read again when next needed).
+    func wrote(_ names: [String]?) {
+        guard let current = index else { return }
+        guard let names, current.isCurrent(for: vault) else { index = nil; return }
+        do {
+            for n in names { try current.refresh(n, from: vault) }
+        } catch {
+            index = nil
+        }
+    }
 
     init(location: VaultLocation, vault: UnlockedVault, slotSequence: Int64, idle: Double, hardLimit: Double, now: Double) {
         self.location = location
@@ -98,20 +125,45 @@ public final class AgentRequestHandler: @unchecked Sendable {
     /// requests of one connection. Never throws: every failure is a `failed` reply.
     public func handle(_ request: AgentRequest, key: [UInt8] = [], from peer: Requester,
                        staging: inout ImportStaging) -> AgentReply {
+        respond(request, key: key, from: peer, staging: &staging).reply
+    }
+
+    /// Answers one request: the reply and its frame's binary tail (the records of a listing page).
+    public func respond(_ request: AgentRequest, key: [UInt8] = [], from peer: Requester,
+                        staging: inout ImportStaging) -> (reply: AgentReply, tail: [UInt8]) {
         guard peer.uid == uid else {
-            return .failed(error: .failure("refused: the agent serves only uid \(uid)"))
+            return (.failed(error: .failure("refused: the agent serves only uid \(uid)")), [])
         }
         do {
             try request.validate()
             return try lock.withLock {
                 sweep()
-                return try answer(request, key: key, peer: peer, staging: &staging)
+                if case .list(let vault, let term, let from) = request { return try listing(vault, term: term, from: from ?? 0) }
+                return (try answer(request, key: key, peer: peer, staging: &staging), [])
             }
         } catch let e as VaultError {
-            return .failed(error: e)
+            return (.failed(error: e), [])
         } catch {
-            return .failed(error: .failure("the agent could not serve the request (\(type(of: error)))"))
+            return (.failed(error: .failure("the agent could not serve the request (\(type(of: error)))")), [])
         }
+    }
+
+    /// One page of the session's overview index.
+    private func listing(_ vault: String, term: String?, from: Int) throws -> (reply: AgentReply, tail: [UInt8]) {
+        var tail: [UInt8] = []
+        let reply = try withSession(vault) { s in
+            let index = try s.overviews()
+            let page = index.page(from: from, matcher: term.map(OverviewMatcher.init(term:)), budget: AgentLimits.listingPage)
+            tail = page.tail
+            return .listingPage(next: page.next, damaged: from == 0 ? index.damaged : [], version: index.version)
+        }
+        return (reply, tail)
+    }
+
+    /// How many items the overview index of `vault`'s session holds, nil when the session has
+    /// none (not listed yet, or the session ended and took it).
+    public func indexedItemCount(vault: String) -> Int? {
+        lock.withLock { sessions[vault]?.indexedItemCount }
     }
 
     /// Drops what a connection held for an import (the server calls it when the connection ends).
@@ -168,27 +220,15 @@ public final class AgentRequestHandler: @unchecked Sendable {
             return try withSession(vault) { .overview(overview: try $0.vault.overview(named: name)) }
         case .release(let vault, let name, let fields, let command, let freshMatch):
             return try withSession(vault) { s in
-                var item = try s.vault.release(named: name, fields: fields, command: command, to: peer, freshMatch: freshMatch)
-                // Only the secrets named were audited, so only they are handed out.
-                if !fields.contains(ItemField.password.rawValue) { item.password = nil }
-                if !fields.contains(ItemField.totp.rawValue) { item.totp = nil }
-                return .released(item: item)
+                // Only the secrets named are audited, and only they are handed out.
+                .released(item: try s.vault.release(named: name, fields: fields, command: command, to: peer, freshMatch: freshMatch))
             }
-        case .list(let vault):
-            return try withSession(vault) { s in
-                var items: [Item] = [], damaged: [String] = []
-                for e in try s.vault.allItems() {
-                    switch e {
-                    case .item(let i): items.append(ItemOverview(i).item)
-                    case .damaged(let id): damaged.append(id)
-                    }
-                }
-                return .listing(items: items, damaged: damaged)
-            }
+        case .list:
+            throw VaultError.failure("a listing is answered with its page")
         case .releaseAll(let vault, let command, let freshMatch):
             return try withSession(vault) { s in
                 var items: [Item] = [], damaged: [String] = []
-                for e in try s.vault.releaseAll(command: command, to: peer, freshMatch: freshMatch) {
+                try s.vault.releaseEach(command: command, to: peer, freshMatch: freshMatch) { e in
                     switch e {
                     case .item(let i): items.append(i)
                     case .damaged(let id): damaged.append(id)
@@ -200,6 +240,7 @@ public final class AgentRequestHandler: @unchecked Sendable {
             return try withSession(vault) { .contains(exists: try $0.vault.contains(name)) }
         case .add(let vault, let item, let replace):
             return try withSession(vault) { s in
+                defer { s.wrote([item.name]) }
                 try s.vault.add(item, replace: replace)
                 return .done
             }
@@ -207,11 +248,13 @@ public final class AgentRequestHandler: @unchecked Sendable {
             return try withSession(vault) { s in try stage(items, vault: vault, replace: replace, commit: commit, in: s, &staging) }
         case .update(let vault, let name, let change):
             return try withSession(vault) { s in
+                defer { s.wrote([name] + (change.rename.map { [$0] } ?? [])) }
                 try s.vault.update(name, change)
                 return .done
             }
         case .remove(let vault, let name):
             return try withSession(vault) { s in
+                defer { s.wrote([name]) }
                 try s.vault.remove(name)
                 return .done
             }
@@ -275,6 +318,7 @@ public final class AgentRequestHandler: @unchecked Sendable {
         guard commit else { return .imported(count: staging.items.count, committed: false) }
         let all = staging.items
         reset(&staging)
+        defer { s.wrote(nil) }
         return .imported(count: try s.vault.add(contentsOf: all, replace: replace), committed: true)
     }
 

@@ -154,8 +154,8 @@ public final class AgentServer: @unchecked Sendable {
     /// Sends a reply within `replyDeadline` plus a second per MiB; false when the peer
     /// is gone or too slow to take it (the connection is then closed).
     @discardableResult
-    private func send(_ reply: AgentReply, on connection: SocketBox) -> Bool {
-        var bytes = AgentCodec.frame(reply).encoded()
+    private func send(_ reply: AgentReply, tail: [UInt8] = [], on connection: SocketBox) -> Bool {
+        var bytes = AgentCodec.frame(reply, tail: tail).encoded()
         defer { wipe(&bytes) }
         let deadline = MonotonicClock.seconds() + replyDeadline + Double(bytes.count >> 20)
         return bytes.withUnsafeBytes { all in
@@ -229,8 +229,8 @@ public final class AgentServer: @unchecked Sendable {
                 } catch {
                     return refuse(connection, error)
                 }
-                let reply = handler.handle(request, key: frame.tail, from: requester, staging: &staging)
-                guard send(reply, on: connection) else { return }
+                let (reply, tail) = handler.respond(request, key: frame.tail, from: requester, staging: &staging)
+                guard send(reply, tail: tail, on: connection) else { return }
                 idleSince = MonotonicClock.seconds()
                 frameStarted = idleSince
             }

@@ -38,10 +38,15 @@ public final class SessionAccess: VaultAccess {
     /// Sends a request about this vault; "no session" in the middle of a command means the
     /// session was closed since it was opened.
     private func call(_ request: AgentRequest) throws -> AgentReply {
-        switch try client.send(request) {
+        try exchange(request).reply
+    }
+
+    private func exchange(_ request: AgentRequest) throws -> (reply: AgentReply, tail: [UInt8]) {
+        let (reply, tail) = try client.exchange(request)
+        switch reply {
         case .noSession: throw VaultError.sessionInvalid("was closed")
         case .failed(let e): throw e
-        case let reply: return reply
+        default: return (reply, tail)
         }
     }
 
@@ -59,18 +64,40 @@ public final class SessionAccess: VaultAccess {
         return item
     }
 
-    /// Every row, secrets withheld.
-    public func allItems() throws -> [ItemEntry] {
-        guard case .listing(let items, let damaged) = try call(.list(vault: vault)) else { throw AgentClient.unexpected }
-        return items.map { .item($0) } + damaged.map { .damaged(rowID: $0) }
+    /// Streams the session's overview index page by page (the agent decrypts nothing to answer);
+    /// a listing that sees the index change between pages starts again (at most three times).
+    public func forEachOverview(matching term: String?, _ body: (OverviewEntry) throws -> Void) throws {
+        for _ in 0..<3 {
+            var from: Int? = 0
+            var version: Int64?
+            var pages: [[UInt8]] = []
+            var damaged: [String] = []
+            restart: do {
+                while let start = from {
+                    let (reply, tail) = try exchange(.list(vault: vault, term: term, from: start))
+                    guard case .listingPage(let next, let bad, let v) = reply else { throw AgentClient.unexpected }
+                    if let version, version != v { break restart }
+                    version = v
+                    if start == 0 { damaged = bad }
+                    pages.append(tail)
+                    from = next
+                }
+                for page in pages { for o in try AgentCodec.overviews(inListingPage: page) { try body(.item(o)) } }
+                for id in damaged { try body(.damaged(rowID: id)) }
+                return
+            }
+        }
+        throw VaultError.failure("the vault kept changing while it was listed", hint: "try again")
     }
 
-    /// Every item with its secrets; the agent writes one audit record for all.
-    public func releaseAll(command: String, freshMatch: Bool) throws -> [ItemEntry] {
+    /// Every item with its secrets, streamed from the agent's one reply; the agent writes one
+    /// audit record for all.
+    public func releaseEach(command: String, freshMatch: Bool, _ body: (ItemEntry) throws -> Void) throws {
         guard case .releasedAll(let items, let damaged) = try call(.releaseAll(vault: vault, command: command, freshMatch: freshMatch)) else {
             throw AgentClient.unexpected
         }
-        return items.map { .item($0) } + damaged.map { .damaged(rowID: $0) }
+        for i in items { try body(.item(i)) }
+        for id in damaged { try body(.damaged(rowID: id)) }
     }
 
     /// Whether an item exists.

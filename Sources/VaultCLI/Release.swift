@@ -15,13 +15,15 @@ enum Release {
         }
     }
 
-    /// Every item with its secrets (export), after one fresh match when any has the switch on.
-    static func all(command: String, from vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext) throws -> [ItemEntry] {
+    /// Every item with its secrets, streamed (export), after one fresh match when any has the
+    /// switch on (the vault refuses before releasing anything).
+    static func each(command: String, from vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext,
+                     _ body: (ItemEntry) throws -> Void) throws {
         do {
-            return try vault.releaseAll(command: command, freshMatch: false)
+            try vault.releaseEach(command: command, freshMatch: false, body)
         } catch VaultError.freshMatchNeeded(let item) {
             try freshMatch(for: item, vault, inv, ctx)
-            return try vault.releaseAll(command: command, freshMatch: true)
+            try vault.releaseEach(command: command, freshMatch: true, body)
         }
     }
 

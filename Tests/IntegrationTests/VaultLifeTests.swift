@@ -131,9 +131,9 @@ import Testing
         let db = box.home + "/vaults/default/vault.db"
         let script = """
         import sqlite3,sys
-        c=sqlite3.connect(sys.argv[1]); rows=c.execute('select id, sealed from items').fetchall()
+        c=sqlite3.connect(sys.argv[1]); rows=c.execute('select id, overview from items').fetchall()
         for rid, sealed in rows:
-            b=bytearray(sealed); b[3]^=1; c.execute('update items set sealed=? where id=?',(bytes(b),rid)); break
+            b=bytearray(sealed); b[3]^=1; c.execute('update items set overview=? where id=?',(bytes(b),rid)); break
         c.commit()
         """
         let p = spawn("/usr/bin/env", ["python3", "-c", script, db], env: box.env)
@@ -211,10 +211,10 @@ import Testing
             #expect(r.status == 0, "\(r.stderr)")
         }
         let store = try VaultStore.open(try VaultLocation(name: "default", environment: box.env))
-        let row = try #require(try store.db.query("SELECT id, sealed FROM items LIMIT 1").first)
+        let row = try #require(try store.db.query("SELECT id, secrets FROM items LIMIT 1").first)
         var sealed = try #require(row[1].bytes)
         sealed[sealed.count / 2] ^= 1
-        try store.db.query("UPDATE items SET sealed=? WHERE id=?", [.blob(sealed), row[0]])
+        try store.db.query("UPDATE items SET secrets=? WHERE id=?", [.blob(sealed), row[0]])
         var r = box.vault(["rotate"], passcode: pc)
         #expect(r.status == 5, "\(r.stderr)")
         #expect(r.stderr.contains("vault repair"), "the error leads to repair: \(r.stderr)")

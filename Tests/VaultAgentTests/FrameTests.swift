@@ -44,7 +44,7 @@ import VaultKit
             ([0, 0, 0, 0], .tooShort(length: 0)),
             // A version 1 frame: its body starts with the header length's high byte, 0.
             ([0, 0, 0, 8, 0, 0, 0, 4] + Array("nope".utf8), .unsupportedVersion(0)),
-            ([0, 0, 0, 9, 2, 0, 0, 0, 5, 1, 2, 3, 4], .badJSONLength(5, frame: 9)),
+            ([0, 0, 0, 9, AgentFrame.version, 0, 0, 0, 5, 1, 2, 3, 4], .badJSONLength(5, frame: 9)),
         ]
         for (input, expected) in cases {
             let decoder = FrameDecoder(limit: AgentLimits.requestFrame)

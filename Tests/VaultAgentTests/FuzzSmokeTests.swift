@@ -171,9 +171,9 @@ enum AgentFuzzTarget: String, CaseIterable {
             default: releases = false
             }
             let audited = releases ? fixture.auditRecords() : 0
-            let reply = handler.handle(request, key: key, from: fixture.peer, staging: &staging)
+            let (reply, replyTail) = handler.respond(request, key: key, from: fixture.peer, staging: &staging)
             try checkRoundTrip(reply, .handler)
-            try checkSecrets(request, reply, audited: audited, fixture)
+            try checkSecrets(request, reply, tail: replyTail, audited: audited, fixture)
         }
         handler.discard(&staging)
         if let problem = fixture.damage() { throw Self.handler.finding(problem) }
@@ -183,7 +183,7 @@ enum AgentFuzzTarget: String, CaseIterable {
 extension AgentFuzzTarget {
     /// A release hands out only the secrets it names, each audited by the agent before the reply;
     /// an overview or a listing hands out none.
-    fileprivate static func checkSecrets(_ request: AgentRequest, _ reply: AgentReply, audited: Int,
+    fileprivate static func checkSecrets(_ request: AgentRequest, _ reply: AgentReply, tail: [UInt8], audited: Int,
                                          _ fixture: HandlerFixture) throws(AgentFuzzFinding) {
         func hasSecret(_ i: Item) -> Bool { i.password != nil || i.totp != nil }
         switch (request, reply) {
@@ -196,8 +196,9 @@ extension AgentFuzzTarget {
             if items.contains(where: hasSecret), fixture.auditRecords() <= audited {
                 throw Self.handler.finding("an export was released without an audit record")
             }
-        case (_, .listing(let items, _)):
-            if items.contains(where: hasSecret) { throw Self.handler.finding("a listing carries a secret") }
+        case (_, .listingPage):
+            guard let pages = try? AgentCodec.overviews(inListingPage: tail) else { throw Self.handler.finding("a listing page the client cannot read") }
+            if pages.map(\.item).contains(where: hasSecret) { throw Self.handler.finding("a listing carries a secret") }
         case (_, .overview(let o)):
             if hasSecret(o.item) { throw Self.handler.finding("an overview carries a secret") }
         case (_, .released), (_, .releasedAll):

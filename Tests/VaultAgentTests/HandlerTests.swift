@@ -26,8 +26,12 @@ import VaultKit
         #expect(item.password == "db-secret-9")
         #expect(item.totp == nil, "a secret not named in the release is withheld")
 
-        guard case .listing(let items, let damaged) = h.handle(.list(vault: v.path), from: me) else { Issue.record("list"); return }
-        #expect(items.map(\.name).sorted() == ["db", "web"] && damaged.isEmpty)
+        var listStaging = ImportStaging()
+        let (page, tail) = h.respond(.list(vault: v.path), from: me, staging: &listStaging)
+        guard case .listingPage(let next, let damaged, _) = page else { Issue.record("list"); return }
+        let items = try AgentCodec.overviews(inListingPage: tail).map(\.item)
+        #expect(items.map(\.name) == ["db", "web"] && damaged.isEmpty && next == nil)
+        #expect(items.allSatisfy { $0.password == nil && $0.totp == nil }, "a listing carries no secret")
 
         guard case .releasedAll(let all, _) = h.handle(.releaseAll(vault: v.path, command: "export"), from: me) else { Issue.record("releaseAll"); return }
         #expect(Set(all.compactMap(\.password)) == ["db-secret-9", "web-secret-3"])
@@ -180,7 +184,10 @@ import VaultKit
         v.open(in: h)
         for r: AgentRequest in [.overview(vault: v.path, name: "db"), .list(vault: v.path),
                                 .release(vault: v.path, name: "db", fields: ["username"], command: "get")] {
-            let text = String(decoding: AgentCodec.frame(h.handle(r, from: me)).json, as: UTF8.self)
+            var staging = ImportStaging()
+            let (reply, tail) = h.respond(r, from: me, staging: &staging)
+            let frame = AgentCodec.frame(reply, tail: tail)
+            let text = String(decoding: frame.json + frame.tail, as: UTF8.self)
             #expect(text.contains("admin") || text.contains("web"))
             for secret in ["db-secret-9", "web-secret-3", "JBSWY3DPEHPK3PXP"] { #expect(!text.contains(secret), "\(r)") }
         }
@@ -222,5 +229,55 @@ import VaultKit
                                      key: v.key, from: me)) == 3)
         #expect(failureCode(h.handle(.unlock(root: v.location.root, name: "default", generation: 2, idleSeconds: 1, hardLimitSeconds: 1),
                                      key: v.key, from: me)) == 19)
+    }
+}
+
+/// The session's overview index: read at the first listing, kept current by writes through the
+/// session, re-read after a write by another process, dropped with the session.
+@Suite struct OverviewIndexTests {
+    let clock = ManualClock()
+
+    func names(_ h: AgentRequestHandler, _ v: TestVault, term: String? = nil) throws -> [String] {
+        var staging = ImportStaging()
+        var out: [String] = []
+        var from: Int? = 0
+        while let start = from {
+            let (reply, tail) = h.respond(.list(vault: v.path, term: term, from: start), from: me, staging: &staging)
+            guard case .listingPage(let next, _, _) = reply else { throw VaultError.failure("not a page: \(reply)") }
+            out += try AgentCodec.overviews(inListingPage: tail).map(\.item.name)
+            from = next
+        }
+        return out
+    }
+
+    @Test func theIndexFollowsWritesThroughTheSessionAndOthersAndGoesWithTheSession() throws {
+        let v = try TestVault()
+        let h = AgentRequestHandler(uid: me.uid, pid: 77, clock: clock.read)
+        v.open(in: h)
+        #expect(h.indexedItemCount(vault: v.path) == nil, "read at the first listing, not before")
+        #expect(try names(h, v) == ["db", "web"])
+        #expect(h.indexedItemCount(vault: v.path) == 2)
+
+        #expect(h.handle(.add(vault: v.path, item: Item(name: "api", username: "svc"), replace: false), from: me) == .done)
+        var change = ItemChange()
+        change.rename = "zeta"
+        #expect(h.handle(.update(vault: v.path, name: "db", change: change), from: me) == .done)
+        #expect(h.handle(.remove(vault: v.path, name: "web"), from: me) == .done)
+        #expect(try names(h, v) == ["api", "zeta"])
+        #expect(try names(h, v, term: "SVC") == ["api"], "search matches the username, case-insensitively")
+
+        // Another process (here another connection to the database) writes: the index is re-read.
+        let other = try VaultStore.open(v.location).adopt(masterKey: try SecretBytes(copying: v.key), generation: v.vault.generation)
+        try other.add(Item(name: "from-elsewhere"))
+        #expect(try names(h, v) == ["api", "from-elsewhere", "zeta"])
+
+        // A listing larger than one page comes in several pages, in name order.
+        let many = (0..<3000).map { Item(name: String(format: "bulk-%04d", $0), username: String(repeating: "u", count: 500)) }
+        _ = try other.add(contentsOf: many, replace: false)
+        let all = try names(h, v)
+        #expect(all.count == 3003 && all == all.sorted())
+
+        #expect(h.handle(.lock(vault: v.path), from: me) == .locked(count: 1))
+        #expect(h.indexedItemCount(vault: v.path) == nil, "the index went with the session")
     }
 }

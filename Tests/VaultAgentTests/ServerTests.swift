@@ -130,12 +130,12 @@ struct SplitMix64: RandomNumberGenerator {
     @Test func slowAndSilentPeersDoNotStallOthers() throws {
         let s = try RunningServer()
         let v = try TestVault()
-        _ = try v.vault.add(contentsOf: (0..<400).map { Item(name: "item\($0)", notes: String(repeating: "z", count: 8000)) }, replace: false)
+        _ = try v.vault.add(contentsOf: (0..<400).map { Item(name: "item\($0)", username: String(repeating: "z", count: 8000)) }, replace: false)
         try s.client().openSession(for: v.vault, idleSeconds: 60, hardLimitSeconds: 600)
 
         let trickling = try (0..<2).map { _ in try s.raw() }
         // A 3 MiB frame announced, its JSON to follow a byte at a time.
-        for t in trickling { #expect(t.send([0x00, 0x30, 0x00, 0x00, 2, 0x00, 0x2f, 0xff, 0xfb])) }
+        for t in trickling { #expect(t.send([0x00, 0x30, 0x00, 0x00, AgentFrame.version, 0x00, 0x2f, 0xff, 0xfb])) }
         let hoarders = try (0..<2).map { _ in try s.raw() }
         for h in hoarders {
             for _ in 0..<4 { _ = h.send(frameBytes(.list(vault: v.path))) }   // ~3 MB each, never read
@@ -202,7 +202,7 @@ struct SplitMix64: RandomNumberGenerator {
     @Test func aPeerThatDoesNotTakeItsReplyIsCutOff() throws {
         let s = try RunningServer(replyDeadline: 0.3)
         let v = try TestVault()
-        _ = try v.vault.add(contentsOf: (0..<300).map { Item(name: "item\($0)", notes: String(repeating: "z", count: 8000)) }, replace: false)
+        _ = try v.vault.add(contentsOf: (0..<300).map { Item(name: "item\($0)", username: String(repeating: "z", count: 8000)) }, replace: false)
         try s.client().openSession(for: v.vault, idleSeconds: 60, hardLimitSeconds: 600)
         let hoarder = try s.raw()
         #expect(hoarder.send(frameBytes(.list(vault: v.path))))

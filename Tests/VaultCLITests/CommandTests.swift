@@ -196,7 +196,7 @@ final class ScreenSink: TextSink {
         #expect(p.run(["import", "--passcode-fd", "\(p.fd("pass word 1\n"))"], stdin: "[" + evil + "]").status == 0)
         let screen = ScreenSink(), err = BufferSink()
         let ctx = CommandContext(stdout: screen, stderr: err, environment: p.env, terminal: NoTerminal())
-        #expect(VaultCLI.run(["get", "x", "--passcode-fd", "\(p.fd("pass word 1\n"))"], context: ctx) == 0, "\(err.text)")
+        #expect(VaultCLI.run(["get", "x", "--reveal", "--passcode-fd", "\(p.fd("pass word 1\n"))"], context: ctx) == 0, "\(err.text)")
         #expect(!screen.text.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x9B })
         #expect(screen.text.contains("username: a\\x1b]52;c;aGk=\\x07b"))
         #expect(screen.text.contains("notes: line1\nline2\\x9b31m"), "newlines stay")

@@ -385,7 +385,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) {
             _ = try vault.release(named: "guarded", fields: ["password"], command: "get", to: peer)
         }
-        #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) { _ = try vault.releaseAll(command: "export", to: peer) }
+        #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) { try vault.releaseEach(command: "export", to: peer) { _ in } }
         #expect(try vault.auditRecords().isEmpty, "a refused release is not logged")
         // A field that is not secret needs no touch; with the match, the password comes out.
         #expect(try vault.release(named: "guarded", fields: ["username"], command: "get", to: peer).password == nil)

@@ -7,7 +7,7 @@ import Testing
 
     func rows(_ vault: UnlockedVault) throws -> [String: (nonce: [UInt8], sealed: [UInt8], generation: Int64)] {
         var out: [String: (nonce: [UInt8], sealed: [UInt8], generation: Int64)] = [:]
-        for r in try vault.db.query("SELECT id, nonce, sealed, generation FROM items") {
+        for r in try vault.db.query("SELECT id, secrets_nonce, secrets, generation FROM items") {
             out[hexString(r[0].bytes!)] = (r[1].bytes!, r[2].bytes!, r[3].int!)
         }
         return out
@@ -76,7 +76,7 @@ import Testing
         let created = try VaultStore.create(at: try root.location(), passcode: try secret("pass word"), kdf: fastKDF)
         try created.vault.add(Item(name: "good", password: "g"))
         try created.vault.add(Item(name: "bad", password: "b"))
-        try created.vault.db.query("UPDATE items SET sealed = zeroblob(40) WHERE name_mac = ?", [.blob(try created.vault.nameMAC("bad"))])
+        try created.vault.db.query("UPDATE items SET secrets = zeroblob(40) WHERE name_mac = ?", [.blob(try created.vault.nameMAC("bad"))])
         #expect(throws: VaultError.self) {
             _ = try created.vault.rotate(passcode: try secret("pass word"), kdf: nil, recovery: .keep, authority: nil)
         }

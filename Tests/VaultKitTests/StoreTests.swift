@@ -48,18 +48,19 @@ func secret(_ s: String) throws -> SecretBytes { try SecretBytes(copying: Array(
     @Test func aReplayedRowOfTheSameGenerationIsNotDetectedUntilARotation() throws {
         let (vault, _) = try makeVault()
         try vault.add(Item(name: "db", password: "old"))
-        let old = try #require(try vault.db.query("SELECT id, name_mac, nonce, sealed FROM items").first)
+        let cols = "overview_nonce, overview, secrets_nonce, secrets"
+        let old = try #require(try vault.db.query("SELECT id, name_mac, \(cols) FROM items").first)
         var change = ItemChange()
         change.password = "new"
         try vault.update("db", change)
-        try vault.db.query("UPDATE items SET nonce=?, sealed=? WHERE id=?", [old[2], old[3], old[0]])
+        try vault.db.query("UPDATE items SET overview_nonce=?, overview=?, secrets_nonce=?, secrets=? WHERE id=?", Array(old[2...]) + [old[0]])
         #expect(try vault.item(named: "db").password == "old", "the documented limit: the older row reads")
         try vault.remove("db")
-        try vault.db.query("INSERT INTO items(id, name_mac, generation, nonce, sealed) VALUES(?,?,1,?,?)", [old[0], old[1], old[2], old[3]])
+        try vault.db.query("INSERT INTO items(id, name_mac, generation, \(cols)) VALUES(?,?,1,?,?,?,?)", old)
         #expect(try vault.item(named: "db").password == "old", "a deleted row put back reads too")
         // After a rotation, a row saved before it never opens again.
         let rotated = try vault.rotate(passcode: try secret("correct horse"), kdf: nil, recovery: .keep, authority: nil).vault
-        try rotated.db.query("UPDATE items SET nonce=?, sealed=? WHERE id=?", [old[2], old[3], old[0]])
+        try rotated.db.query("UPDATE items SET overview_nonce=?, overview=?, secrets_nonce=?, secrets=? WHERE id=?", Array(old[2...]) + [old[0]])
         #expect(throws: VaultError.self) { _ = try rotated.item(named: "db") }
     }
 
@@ -99,31 +100,53 @@ func secret(_ s: String) throws -> SecretBytes { try SecretBytes(copying: Array(
         #expect(throws: VaultError.authenticationFailed("wrong passcode")) { _ = try store.unlock(passcode: try secret("correct horse")) }
     }
 
-    @Test func tamperedRowIsReportedAndOthersStillRead() throws {
+    @Test(arguments: ["overview", "secrets"])
+    func tamperedRecordIsReportedAndOthersStillRead(record: String) throws {
         let (vault, _) = try makeVault()
         try vault.add(Item(name: "good", password: "g"))
         try vault.add(Item(name: "bad", password: "b"))
         let mac = try vault.nameMAC("bad")
-        let row = try vault.db.query("SELECT sealed FROM items WHERE name_mac=?", [.blob(mac)])[0][0].bytes!
-        var flipped = row
+        var flipped = try vault.db.query("SELECT \(record) FROM items WHERE name_mac=?", [.blob(mac)])[0][0].bytes!
         flipped[5] ^= 0x01
-        try vault.db.query("UPDATE items SET sealed=? WHERE name_mac=?", [.blob(flipped), .blob(mac)])
-        #expect(throws: VaultError.corrupt("item 'bad' failed authentication")) { _ = try vault.item(named: "bad") }
+        try vault.db.query("UPDATE items SET \(record)=? WHERE name_mac=?", [.blob(flipped), .blob(mac)])
+        #expect(throws: VaultError.corrupt("item 'bad' failed authentication (its \(record) record)")) { _ = try vault.item(named: "bad") }
         #expect(try vault.item(named: "good").password == "g")
         let entries = try vault.allItems()
         #expect(entries.count == 2)
-        #expect(entries.filter { if case .damaged = $0 { true } else { false } }.count == 1)
+        // A listing opens overviews only: a damaged secrets record does not show there.
+        #expect(entries.filter { if case .damaged = $0 { true } else { false } }.count == (record == "overview" ? 1 : 0))
     }
 
-    @Test func swappedRowsBetweenItemsFailAuthentication() throws {
+    /// Records moved between items, or a secrets record next to another revision's overview of
+    /// the same item, fail authentication for that item alone.
+    @Test(arguments: [["overview_nonce", "overview"], ["secrets_nonce", "secrets"],
+                      ["overview_nonce", "overview", "secrets_nonce", "secrets"]])
+    func swappedRecordsBetweenItemsFailAuthentication(columns: [String]) throws {
         let (vault, _) = try makeVault()
         try vault.add(Item(name: "one", password: "1"))
         try vault.add(Item(name: "two", password: "2"))
-        let rows = try vault.db.query("SELECT id, nonce, sealed FROM items")
-        try vault.db.query("UPDATE items SET nonce=?, sealed=? WHERE id=?", [rows[1][1], rows[1][2], rows[0][0]])
-        try vault.db.query("UPDATE items SET nonce=?, sealed=? WHERE id=?", [rows[0][1], rows[0][2], rows[1][0]])
+        try vault.add(Item(name: "three", password: "3"))
+        let list = columns.joined(separator: ", ")
+        let set = columns.map { "\($0)=?" }.joined(separator: ", ")
+        let one = try vault.db.query("SELECT id, \(list) FROM items WHERE name_mac=?", [.blob(try vault.nameMAC("one"))])[0]
+        let two = try vault.db.query("SELECT id, \(list) FROM items WHERE name_mac=?", [.blob(try vault.nameMAC("two"))])[0]
+        try vault.db.query("UPDATE items SET \(set) WHERE id=?", Array(two[1...]) + [one[0]])
+        try vault.db.query("UPDATE items SET \(set) WHERE id=?", Array(one[1...]) + [two[0]])
         #expect(throws: VaultError.self) { _ = try vault.item(named: "one") }
         #expect(throws: VaultError.self) { _ = try vault.item(named: "two") }
+        #expect(try vault.item(named: "three").password == "3")
+    }
+
+    @Test func aSecretsRecordOpensOnlyNextToTheOverviewWrittenWithIt() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "db", username: "u1", password: "old"))
+        let old = try vault.db.query("SELECT secrets_nonce, secrets FROM items")[0]
+        var change = ItemChange()
+        change.password = "new"
+        try vault.update("db", change)
+        try vault.db.query("UPDATE items SET secrets_nonce=?, secrets=?", old)
+        #expect(throws: VaultError.corrupt("item 'db' failed authentication (its secrets record)")) { _ = try vault.item(named: "db") }
+        #expect(try vault.overview(named: "db").item.username == "u1", "the overview still reads")
     }
 
     @Test func swappedNameIndexIsDetected() throws {
@@ -136,7 +159,7 @@ func secret(_ s: String) throws -> SecretBytes { try SecretBytes(copying: Array(
             try vault.db.query("UPDATE items SET name_mac=? WHERE name_mac=?", [.blob(m1), .blob(m2)])
             try vault.db.query("UPDATE items SET name_mac=? WHERE name_mac=?", [.blob(m2), .blob([0])])
         }
-        #expect(throws: VaultError.corrupt("item 'one' failed authentication")) { _ = try vault.item(named: "one") }
+        #expect(throws: VaultError.corrupt("item 'one' failed authentication (its overview record)")) { _ = try vault.item(named: "one") }
     }
 
     @Test func newerSchemaVersionIsAClearError() throws {

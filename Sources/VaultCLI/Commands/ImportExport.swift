@@ -40,16 +40,19 @@ enum ImportExport {
         examples: "vault export | gpg -e -r me > vault-backup.json.gpg",
         run: { inv, ctx in
             let vault = try openAccess(inv, ctx, purpose: "export every item")
-            var out: [[String: Any]] = []
-            var damaged = 0
-            for e in try Release.all(command: "export", from: vault, inv, ctx) {
+            // Written as read: one item's JSON at a time, never the whole vault in memory.
+            var damaged = 0, first = true
+            try Release.each(command: "export", from: vault, inv, ctx) { e in
                 switch e {
                 case .item(let item):
-                    out.append(VaultJSON.object(item))
+                    var text = (first ? "[" : ",\n") + jsonText(VaultJSON.object(item)).dropLast()
+                    ctx.stdout.write(text)
+                    text.removeAll()
+                    first = false
                 case .damaged: damaged += 1
                 }
             }
-            ctx.stdout.write(jsonText(out))
+            ctx.stdout.write(first ? "[]\n" : "]\n")
             if damaged > 0 { throw VaultError.corrupt("\(damaged) damaged item(s) were not exported") }
         })
 }

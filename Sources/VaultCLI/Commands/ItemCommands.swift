@@ -15,21 +15,33 @@ func listingJSON(_ item: Item) -> [String: Any] {
     return o
 }
 
-/// Prints a listing; damaged rows are reported on stderr and make the command end with exit 5
-/// after everything readable was printed.
-func printListing(_ entries: [ItemEntry], json: Bool, _ ctx: CommandContext) throws {
-    var items: [Item] = [], damaged: [String] = []
-    for e in entries {
+/// Prints a listing sorted by name: the overviews `vault` streams (those `term` matches, with
+/// `tag`), names only or `--json`. Damaged rows are reported on stderr and make the command end
+/// with exit 5 after everything readable was printed. No secret is opened.
+func printListing(_ vault: any VaultAccess, term: String? = nil, tag: String? = nil, json: Bool, _ ctx: CommandContext) throws {
+    var items: [Item] = [], names: [String] = [], damaged: [String] = []
+    try vault.forEachOverview(matching: term) { e in
         switch e {
-        case .item(let i): items.append(i)
+        case .item(let o):
+            if let tag, !o.item.tags.contains(tag) { return }
+            if json { items.append(o.item) } else { names.append(o.item.name) }
         case .damaged(let id): damaged.append(id)
         }
     }
-    items.sort { $0.name < $1.name }
     if json {
+        items.sort { $0.name < $1.name }
         ctx.stdout.write(jsonText(["items": items.map(listingJSON), "damaged": damaged]))
     } else {
-        for i in items { ctx.stdout.write(i.name + "\n") }
+        names.sort()
+        // One write per 64 KiB, not per line.
+        var chunk = ""
+        chunk.reserveCapacity(1 << 16)
+        for n in names {
+            chunk += n
+            chunk += "\n"
+            if chunk.utf8.count >= 1 << 16 { ctx.stdout.write(chunk); chunk.removeAll(keepingCapacity: true) }
+        }
+        if !chunk.isEmpty { ctx.stdout.write(chunk) }
     }
     for id in damaged { ctx.say("vault: warning: item row \(id) is damaged and was skipped") }
     if !damaged.isEmpty { throw VaultError.corrupt("\(damaged.count) item(s) could not be read") }
@@ -198,28 +210,18 @@ enum ItemCommands {
         examples: "vault ls\nvault ls --json | jq -r '.items[].name'",
         run: { inv, ctx in
             let vault = try openAccess(inv, ctx, purpose: "list the items")
-            var entries = try vault.allItems()
-            if let tag = inv.value("--tag") {
-                entries = entries.filter { if case .item(let i) = $0 { i.tags.contains(tag) } else { true } }
-            }
-            try printListing(entries, json: inv.has("--json"), ctx)
+            try printListing(vault, tag: inv.value("--tag"), json: inv.has("--json"), ctx)
         })
 
     static let search = CommandSpec(
-        name: "search", summary: "find logins by name, username, URL, tag or notes",
+        name: "search", summary: "find logins by name, username, URL or tag (never in notes or secrets)",
         usage: "vault search TERM [--json]",
         options: [.flag("--json", "print JSON")] + Auth.options,
         arguments: 1...1,
         examples: "vault search github",
         run: { inv, ctx in
-            let term = inv.arguments[0].lowercased()
             let vault = try openAccess(inv, ctx, purpose: "search the items")
-            let entries = try vault.allItems().filter { entry in
-                guard case .item(let i) = entry else { return true }
-                let hay = [i.name, i.username ?? "", i.notes ?? ""] + i.urls + i.tags
-                return hay.contains { $0.lowercased().contains(term) }
-            }
-            try printListing(entries, json: inv.has("--json"), ctx)
+            try printListing(vault, term: inv.arguments[0], json: inv.has("--json"), ctx)
         })
 
     static let get = CommandSpec(
@@ -228,7 +230,7 @@ enum ItemCommands {
         options: [
             .value("--field", "F", "print only this field: \(Item.fieldNames.joined(separator: ", "))"),
             .flag("--json", "print JSON (the password only with --reveal or --field password)"),
-            .flag("--reveal", "include the password and TOTP secret"),
+            .flag("--reveal", "include the password, the TOTP secret and the notes"),
             .flag("--clip", "copy the value (the password, or --field) to the clipboard instead of printing it"),
             .value("--clear-after", "D", "with --clip: empty the clipboard after D (at most 1h) if it still holds the value (default 45s)"),
         ] + Auth.options,
@@ -262,7 +264,7 @@ enum ItemCommands {
             if let f = inv.value("--field") {
                 released = ItemField(rawValue: f)?.isSecret == true ? [f] : []
             } else {
-                released = inv.has("--reveal") ? ["password", "totp"] : []
+                released = inv.has("--reveal") ? ["password", "totp", "notes"] : []
             }
             if !released.isEmpty {
                 try printItem(try Release.item(name, fields: released, command: "get", from: vault, inv, ctx), inv, ctx)
@@ -290,6 +292,7 @@ enum ItemCommands {
                 if let t = item.totp { o["totp"] = t }
             } else {
                 o["has_password"] = overview.hasPassword
+                o["has_notes"] = overview.hasNotes
             }
             ctx.stdout.write(jsonText(o))
             return
@@ -300,7 +303,10 @@ enum ItemCommands {
         for u in item.urls { lines.append("url: \(u)") }
         if !item.tags.isEmpty { lines.append("tags: \(item.tags.joined(separator: ", "))") }
         if overview.hasTOTP { lines.append("totp: " + (reveal ? item.totp ?? "" : "set")) }
-        if let n = item.notes { lines.append("notes: \(n)") }
+        if let n = item.notes { lines.append("notes: \(n)") } else if overview.hasNotes { lines.append("notes: (kept with the secrets: --reveal or --field notes shows them)") }
+        for f in item.fields {
+            lines.append("\(f.name): " + (f.kind.isSecret && f.value.isEmpty ? "******** (--field \(f.name))" : f.value))
+        }
         lines.append("fingerprint login: \(item.fingerprintLogin ? "on" : "off")")
         ctx.stdout.write(terminalSafe(lines.joined(separator: "\n"), onTerminal: ctx.stdout.isTerminal) + "\n")
     }

@@ -101,12 +101,14 @@ enum VaultCommands {
             let store = try VaultStore.open(loc)
             let settings = try store.settings()
             var o: [String: Any] = [
-                "vault": loc.name, "path": loc.folder, "schema_version": VaultStore.schemaVersion,
+                "vault": loc.name, "path": loc.folder, "schema_version": try store.storedSchemaVersion(),
                 "key_generation": try store.keyGeneration(), "items": try store.itemCount(),
                 "slots": try store.slots().map(\.kind.rawValue), "policy": settings.policy.rawValue,
                 "passcode_interval_hours": settings.passcodeIntervalHours,
                 "passcode_after_reboot": settings.passcodeAfterReboot,
             ]
+            if let m = try store.migration() { o["migrated"] = ["from_schema": m.fromSchema, "at": m.at] }
+            if try store.storedSchemaVersion() < VaultStore.schemaVersion { o["migration"] = "at the next unlock (schema \(try store.storedSchemaVersion()) to \(VaultStore.schemaVersion))" }
             o.merge(try Auth.statusFields(store, inv, ctx)) { $1 }
             o.merge(SessionCommands.statusFields(loc, ctx)) { $1 }
             if inv.has("--json") {
@@ -115,7 +117,15 @@ enum VaultCommands {
                 let order = ["vault", "path", "items", "slots", "key_generation", "policy"] + o.keys.sorted().filter {
                     !["vault", "path", "items", "slots", "key_generation", "policy"].contains($0)
                 }
-                for k in order { if let v = o[k] { ctx.stdout.write("\(k.replacingOccurrences(of: "_", with: " ")): \(describe(v))\n") } }
+                for k in order {
+                    guard let v = o[k] else { continue }
+                    if k == "migrated", let m = try store.migration() {
+                        let when = Date(timeIntervalSince1970: TimeInterval(m.at)).formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false).timeSeparator(.colon))
+                        ctx.stdout.write("migrated: from schema \(m.fromSchema) on \(when)\n")
+                        continue
+                    }
+                    ctx.stdout.write("\(k.replacingOccurrences(of: "_", with: " ")): \(describe(v))\n")
+                }
             }
         })
 

@@ -145,11 +145,13 @@ public protocol VaultAccess: AnyObject {
     /// An item with fingerprint login on is released only with `freshMatch` (the caller made
     /// one); otherwise `.freshMatchNeeded`.
     func release(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> Item
-    /// Every row, secrets withheld (damaged ones reported as such).
-    func allItems() throws -> [ItemEntry]
-    /// Every item with its secrets (export): one audit record for the whole release; with any
-    /// fingerprint-login item among them, only with `freshMatch`.
-    func releaseAll(command: String, freshMatch: Bool) throws -> [ItemEntry]
+    /// Streams every row's overview (damaged rows reported as such), or with `term` only the
+    /// items `OverviewMatcher` matches. No secret is opened.
+    func forEachOverview(matching term: String?, _ body: (OverviewEntry) throws -> Void) throws
+    /// Streams every item with its secrets (export): one audit record for the whole release,
+    /// written before the first item; with any fingerprint-login item in the vault, only with
+    /// `freshMatch` (checked before anything is released).
+    func releaseEach(command: String, freshMatch: Bool, _ body: (ItemEntry) throws -> Void) throws
     /// Whether an item exists.
     func contains(_ name: String) throws -> Bool
     /// Adds (or with `replace`, replaces) an item.
@@ -172,6 +174,25 @@ extension VaultAccess {
 
     /// Every item without a fresh match.
     public func releaseAll(command: String) throws -> [ItemEntry] { try releaseAll(command: command, freshMatch: false) }
+
+    /// Every item with its secrets, collected (tests and small vaults; export streams).
+    public func releaseAll(command: String, freshMatch: Bool) throws -> [ItemEntry] {
+        var out: [ItemEntry] = []
+        try releaseEach(command: command, freshMatch: freshMatch) { out.append($0) }
+        return out
+    }
+
+    /// Every row, secrets withheld (damaged ones reported as such), collected.
+    public func allItems() throws -> [ItemEntry] {
+        var out: [ItemEntry] = []
+        try forEachOverview(matching: nil) { e in
+            switch e {
+            case .item(let o): out.append(.item(o.item))
+            case .damaged(let id): out.append(.damaged(rowID: id))
+            }
+        }
+        return out
+    }
 }
 
 /// The rule of fingerprint login: which releases need a fresh match.
@@ -190,8 +211,9 @@ extension Item {
     }
 
     /// This item with every secret not named in `fields` withheld (as its overview has them).
+    /// Only fields named one by one are released ("all" is not a field here: each released field
+    /// gets its own audit record).
     public func withholdingSecrets(except fields: [String]) -> Item {
-        if fields.contains("all") { return self }
         var item = self
         if !fields.contains("password") { item.password = nil }
         if !fields.contains("totp") { item.totp = nil }
@@ -208,9 +230,6 @@ extension UnlockedVault: VaultAccess {
     /// The vault's name.
     public var vaultName: String { store.location.name }
 
-    /// One item, secrets withheld.
-    public func overview(named name: String) throws -> ItemOverview { ItemOverview(try item(named: name)) }
-
     /// One item with its secrets, audited as released to this process.
     public func release(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> Item {
         try release(named: name, fields: fields, command: command, to: .current, freshMatch: freshMatch)
@@ -220,9 +239,10 @@ extension UnlockedVault: VaultAccess {
     /// audited as released to `requester` (the agent passes its peer).
     public func release(named name: String, fields: [String], command: String, to requester: Requester,
                         freshMatch: Bool = false) throws -> Item {
-        var item = try item(named: name)
-        if item.releaseNeedsFreshMatch(fields) && !freshMatch { throw VaultError.freshMatchNeeded(item: item.name) }
-        item = item.withholdingSecrets(except: fields)
+        let overview = try overview(named: name).item
+        if overview.releaseNeedsFreshMatch(fields) && !freshMatch { throw VaultError.freshMatchNeeded(item: overview.name) }
+        // The secrets record is opened only when a secret is asked for.
+        let item = fields.contains(where: overview.isSecretField) ? try self.item(named: name).withholdingSecrets(except: fields) : overview
         // Only what is actually handed out is a release: a field the item lacks is not logged.
         for field in fields where ((try? item.field(field)) ?? nil) != nil {
             try appendAudit(AuditRecord(item: item.name, field: field, command: command, uid: requester.uid, pid: requester.pid))
@@ -230,21 +250,28 @@ extension UnlockedVault: VaultAccess {
         return item
     }
 
-    /// Every item with its secrets, one audit record for all of them.
-    public func releaseAll(command: String, freshMatch: Bool) throws -> [ItemEntry] {
-        try releaseAll(command: command, to: .current, freshMatch: freshMatch)
+    /// Streams every row's overview, or those `term` matches.
+    public func forEachOverview(matching term: String?, _ body: (OverviewEntry) throws -> Void) throws {
+        try forEachOverview(matcher: term.map(OverviewMatcher.init(term:)), body)
     }
 
-    /// Every item with its secrets, audited as released to `requester`.
-    public func releaseAll(command: String, to requester: Requester, freshMatch: Bool = false) throws -> [ItemEntry] {
-        let entries = try allItemsWithSecrets()
-        if !freshMatch, let guarded = entries.lazy.compactMap({ e -> Item? in
-            if case .item(let i) = e, i.releaseNeedsFreshMatch(["all"]) { i } else { nil }
-        }).first {
-            throw VaultError.freshMatchNeeded(item: guarded.name)
+    /// Every item with its secrets, one audit record for all of them.
+    public func releaseEach(command: String, freshMatch: Bool, _ body: (ItemEntry) throws -> Void) throws {
+        try releaseEach(command: command, to: .current, freshMatch: freshMatch, body)
+    }
+
+    /// Every item with its secrets, audited as released to `requester`, streamed as read. A first
+    /// pass over the overviews finds an item with fingerprint login on before anything is released.
+    public func releaseEach(command: String, to requester: Requester, freshMatch: Bool = false, _ body: (ItemEntry) throws -> Void) throws {
+        if !freshMatch {
+            var guarded: String?
+            try forEachOverview(matching: nil) { e in
+                if guarded == nil, case .item(let o) = e, o.item.fingerprintLogin { guarded = o.item.name }
+            }
+            if let guarded { throw VaultError.freshMatchNeeded(item: guarded) }
         }
         try appendAudit(AuditRecord(item: "*", field: "all", command: command, uid: requester.uid, pid: requester.pid))
-        return entries
+        try forEachItem(body)
     }
 
     /// Applies `change` inside the write transaction.

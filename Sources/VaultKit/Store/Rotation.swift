@@ -72,40 +72,7 @@ extension UnlockedVault {
             // changed by another process) would be undone without a word.
             guard try store.slotSequence() == slotSequenceSeen else { throw VaultError.keysRotated }
             let total = try store.itemCount()
-            let rows = try db.query("SELECT id, name_mac, nonce, sealed, generation FROM items")
-            let longest = rows.map { $0[3].bytes?.count ?? 0 }.max() ?? 0
-            // One guarded buffer for every record: a plaintext never sits in ordinary memory longer
-            // than its own re-seal, and no row costs a guarded allocation of its own.
-            let scratch = try SecretBytes(zeroed: max(longest, AEAD.tagLength))
-            var damaged: [String] = []
-            var resealed: [(id: [UInt8], mac: [UInt8], nonce: [UInt8], sealed: [UInt8])] = []
-            resealed.reserveCapacity(rows.count)
-            for row in rows {
-                let id = row[0].bytes ?? []
-                let item: Item
-                do {
-                    item = try open(id: id, nameMAC: row[1].bytes ?? [], nonce: row[2].bytes ?? [],
-                                    sealed: row[3].bytes ?? [], generation: row[4].int ?? -1, scratch: scratch)
-                } catch {
-                    damaged.append(hexString(id))
-                    continue
-                }
-                guard damaged.isEmpty else { continue }
-                let s = try fresh.seal(item, id: id)
-                resealed.append((id, try fresh.nameMAC(item.name), s.nonce, s.sealed))
-                if resealed.count % 256 == 0 || resealed.count == total { progress(resealed.count, total) }
-            }
-            guard damaged.isEmpty else {
-                throw VaultError.corrupt("\(damaged.count) damaged item row(s) (\(damaged.prefix(3).joined(separator: ", "))) cannot be re-sealed; nothing was changed (list them with 'vault repair', remove them with 'vault repair --remove')")
-            }
-            // New index entries are keyed MACs under a new key: a clash with an old entry not yet
-            // replaced is a 2^-256 event, and would only abort this transaction.
-            let update = try db.prepare("UPDATE items SET name_mac=?, nonce=?, sealed=?, generation=? WHERE id=?")
-            for r in resealed {
-                try update.bind([.blob(r.mac), .blob(r.nonce), .blob(r.sealed), .integer(newGeneration), .blob(r.id)])
-                _ = try update.next()
-                count += 1
-            }
+            count = try reseal(itemsInto: fresh, total: total, progress: progress)
             try reseal(auditInto: fresh)
             try db.query("DELETE FROM slots")
             try fresh.insertSlot(passcodeSealer, generation: newGeneration)
@@ -128,6 +95,67 @@ extension UnlockedVault {
             try fresh.recordKeyCheck()
         }
         return RotationResult(vault: fresh, items: count, recoveryKey: newRecovery?.text, fingerprintBound: bound)
+    }
+
+    /// Re-seals every item's two records under `fresh`'s key, in batches of rows read by id, so
+    /// memory stays bounded whatever the vault's size; each plaintext is re-sealed from the one
+    /// guarded buffer it was opened into (nothing is decoded but the name, for the new index).
+    /// - Throws: `.corrupt` naming the damaged rows (the caller's transaction then rolls back).
+    func reseal(itemsInto fresh: UnlockedVault, total: Int, progress: (Int, Int) -> Void) throws -> Int {
+        let scratch = try RecordScratch()
+        let batch = try db.prepare("SELECT \(ItemRow.columns) FROM items WHERE id > ? ORDER BY id LIMIT 512")
+        let update = try db.prepare("UPDATE items SET name_mac=?, generation=?, overview_nonce=?, overview=?, secrets_nonce=?, secrets=? WHERE id=?")
+        var damaged: [String] = []
+        var done = 0
+        var after: [UInt8] = []
+        while true {
+            try batch.bind([.blob(after)])
+            var rows: [ItemRow] = []
+            while let r = try batch.next() { rows.append(ItemRow(r)) }
+            guard let last = rows.last else { break }
+            after = last.id
+            for row in rows {
+                let next: ItemRow
+                do {
+                    next = try reseal(row, into: fresh, scratch: scratch)
+                } catch is CryptoError {
+                    damaged.append(hexString(row.id))
+                    continue
+                } catch is RecordFormatError {
+                    damaged.append(hexString(row.id))
+                    continue
+                }
+                guard damaged.isEmpty else { continue }
+                // New index entries are keyed MACs under a new key: a clash with an old entry not
+                // yet replaced is a 2^-256 event, and would only abort this transaction.
+                try update.bind(Array(next.values.dropFirst()) + [.blob(row.id)])
+                _ = try update.next()
+                done += 1
+                if done % 256 == 0 || done == total { progress(done, total) }
+            }
+        }
+        guard damaged.isEmpty else {
+            throw VaultError.corrupt("\(damaged.count) damaged item row(s) (\(damaged.prefix(3).joined(separator: ", "))) cannot be re-sealed; nothing was changed (list them with 'vault repair', remove them with 'vault repair --remove')")
+        }
+        return done
+    }
+
+    /// One row re-sealed under `fresh`'s key.
+    private func reseal(_ row: ItemRow, into fresh: UnlockedVault, scratch: RecordScratch) throws -> ItemRow {
+        guard row.generation == generation else { throw CryptoError.authenticationFailed }
+        let o = try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce,
+                                 associatedData: recordAD(id: row.id, kind: .overview, generation: generation)) { plain in
+            let name = try OverviewRecord.name(of: plain)
+            guard constantTimeEqual(try nameMAC(name), row.nameMAC) else { throw CryptoError.authenticationFailed }
+            let sealed = try AEAD.seal(plain, key: fresh.itemKey, associatedData: fresh.recordAD(id: row.id, kind: .overview, generation: fresh.generation))
+            return (sealed, try fresh.nameMAC(name))
+        }
+        let s = try withSecrets(row, scratch: scratch) { plain in
+            try AEAD.seal(plain, key: fresh.itemKey,
+                          associatedData: fresh.recordAD(id: row.id, kind: .secrets, generation: fresh.generation, overviewNonce: o.0.nonce))
+        }
+        return ItemRow(id: row.id, nameMAC: o.1, generation: fresh.generation, overviewNonce: o.0.nonce, overview: o.0.ciphertext,
+                       secretsNonce: s.nonce, secrets: s.ciphertext)
     }
 
     /// Re-seals every audit record under the new generation's audit key.

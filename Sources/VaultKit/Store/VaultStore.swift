@@ -1,13 +1,10 @@
 import Foundation
 import VaultSystem
 
-/// The format version bound into every record's associated data.
-let formatVersion: UInt32 = 1
-
 /// A vault database, opened but locked: it can list its slots and unlock, nothing more.
 public final class VaultStore {
-    /// The schema version this code writes and reads.
-    public static let schemaVersion = 1
+    /// The schema version this code writes (it reads 1 too, and migrates it at the first unlock).
+    public static let schemaVersion = 2
 
     /// Where the vault lives.
     public let location: VaultLocation
@@ -20,6 +17,13 @@ public final class VaultStore {
         self.db = db
         self.vaultID = vaultID
     }
+
+    /// The items table of schema 2 (schema 1 had one sealed JSON record per row).
+    static let itemsTable = """
+        CREATE TABLE items(id BLOB PRIMARY KEY, name_mac BLOB NOT NULL UNIQUE, generation INTEGER NOT NULL,
+                           overview_nonce BLOB NOT NULL, overview BLOB NOT NULL,
+                           secrets_nonce BLOB NOT NULL, secrets BLOB NOT NULL)
+        """
 
     // MARK: creating and opening
 
@@ -55,8 +59,7 @@ public final class VaultStore {
                     CREATE TABLE meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
                     CREATE TABLE slots(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, generation INTEGER NOT NULL,
                                        params BLOB NOT NULL, nonce BLOB NOT NULL, wrapped BLOB NOT NULL);
-                    CREATE TABLE items(id BLOB PRIMARY KEY, name_mac BLOB NOT NULL UNIQUE, generation INTEGER NOT NULL,
-                                       nonce BLOB NOT NULL, sealed BLOB NOT NULL);
+                    \(itemsTable);
                     CREATE TABLE audit(id INTEGER PRIMARY KEY, generation INTEGER NOT NULL,
                                        nonce BLOB NOT NULL, sealed BLOB NOT NULL);
                     """)
@@ -108,28 +111,24 @@ public final class VaultStore {
         let version = try db.query("SELECT value FROM meta WHERE key='schema_version'").first?.first?.int
         guard let version else { throw VaultError.corrupt("\(location.databasePath) has no schema version") }
         if version > Int64(schemaVersion) { throw VaultError.newerFormat(found: Int(version), supported: schemaVersion) }
-        if version < Int64(schemaVersion) { try migrate(db, from: Int(version)) }
+        guard version >= 1 else { throw VaultError.corrupt("\(location.databasePath) has schema version \(version)") }
         guard let id = try db.query("SELECT value FROM meta WHERE key='vault_id'").first?.first?.bytes, id.count == 16 else {
             throw VaultError.corrupt("\(location.databasePath) has no vault id")
         }
+        // A schema 1 vault opens (its slots are unchanged); its items are migrated at the first
+        // unlock, which has the key their records need (`UnlockedVault.migrateIfNeeded`).
         return VaultStore(location: location, db: db, vaultID: id)
     }
 
-    /// Schema migrations, one step per version, all inside one transaction. Version 1 is the first.
-    static func migration(from version: Int) -> ((Database) throws -> Void)? {
-        switch version {
-        default: nil
-        }
+    /// The schema version of the database as it is now (1 until a schema 1 vault's first unlock).
+    public func storedSchemaVersion() throws -> Int {
+        Int(try meta("schema_version")?.int ?? 0)
     }
 
-    private static func migrate(_ db: Database, from version: Int) throws {
-        try db.transaction {
-            for v in version..<schemaVersion {
-                guard let step = migration(from: v) else { throw VaultError.corrupt("unknown schema version \(v)") }
-                try step(db)
-                try db.query("UPDATE meta SET value=? WHERE key='schema_version'", [.integer(Int64(v + 1))])
-            }
-        }
+    /// When and from which schema the vault was migrated, if it was.
+    public func migration() throws -> (fromSchema: Int, at: Int64)? {
+        guard let from = try meta("migrated_from")?.int, let at = try meta("migrated_at")?.int else { return nil }
+        return (Int(from), at)
     }
 
     // MARK: metadata
@@ -208,10 +207,11 @@ public final class VaultStore {
     /// Unwraps the master key from `slot` with `opener` and opens the vault. `slotSequence` is
     /// the slot sequence read before `slot` was (see `UnlockedVault.slotSequenceSeen`).
     /// - Throws: `CryptoError` when the opener does not open the slot.
-    func open(_ slot: KeySlot, with opener: any SlotOpener, slotSequence: Int64) throws -> UnlockedVault {
+    func open(_ slot: KeySlot, with opener: any SlotOpener, slotSequence: Int64, migrating: Bool = true) throws -> UnlockedVault {
         let vmk = try opener.open(slot, associatedData: slotAD(id: slot.id, kind: slot.kind, params: slot.params, generation: slot.generation))
         let vault = try UnlockedVault(store: self, masterKey: vmk, generation: slot.generation, slotSequence: slotSequence)
         try vault.recordKeyCheck()
+        if migrating { try vault.migrateIfNeeded() }
         return vault
     }
 
@@ -222,11 +222,12 @@ public final class VaultStore {
     /// - Throws: `.passcodeNotSet` without a passcode slot, `.authenticationFailed` for a wrong
     ///   passcode (or an altered slot: the two cannot be told apart), `.corrupt` for parameters
     ///   outside the accepted range.
-    func unlock(passcode: borrowing SecretBytes) throws -> UnlockedVault {
+    /// `migrating` false leaves a schema 1 vault as it is (tests that build one).
+    func unlock(passcode: borrowing SecretBytes, migrating: Bool = true) throws -> UnlockedVault {
         let sequence = try slotSequence()
         guard let slot = try slot(.passcode) else { throw VaultError.passcodeNotSet }
         do {
-            return try open(slot, with: try PasscodeOpener(passcode: passcode), slotSequence: sequence)
+            return try open(slot, with: try PasscodeOpener(passcode: passcode), slotSequence: sequence, migrating: migrating)
         } catch is CryptoError {
             throw VaultError.authenticationFailed("wrong passcode")
         }

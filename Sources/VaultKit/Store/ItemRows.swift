@@ -1,0 +1,402 @@
+import Foundation
+import VaultSystem
+
+/// One item row as stored (schema 2): its id, the keyed hash of its name, the key generation it
+/// was sealed under, and its two sealed records. The secrets record's associated data includes
+/// the overview's nonce, so a secrets record opens only next to the overview written with it.
+struct ItemRow {
+    var id: [UInt8]
+    var nameMAC: [UInt8]
+    var generation: Int64
+    var overviewNonce: [UInt8]
+    var overview: [UInt8]
+    var secretsNonce: [UInt8]
+    var secrets: [UInt8]
+
+    static let columns = "id, name_mac, generation, overview_nonce, overview, secrets_nonce, secrets"
+    static let overviewColumns = "id, name_mac, generation, overview_nonce, overview"
+
+    init(id: [UInt8], nameMAC: [UInt8], generation: Int64, overviewNonce: [UInt8], overview: [UInt8],
+         secretsNonce: [UInt8] = [], secrets: [UInt8] = []) {
+        self.id = id
+        self.nameMAC = nameMAC
+        self.generation = generation
+        self.overviewNonce = overviewNonce
+        self.overview = overview
+        self.secretsNonce = secretsNonce
+        self.secrets = secrets
+    }
+
+    /// A row read with `columns` (or `overviewColumns`: the secrets left empty).
+    init(_ r: [SQLValue]) {
+        self.init(id: r[0].bytes ?? [], nameMAC: r[1].bytes ?? [], generation: r[2].int ?? -1,
+                  overviewNonce: r[3].bytes ?? [], overview: r[4].bytes ?? [],
+                  secretsNonce: r.count > 6 ? r[5].bytes ?? [] : [], secrets: r.count > 6 ? r[6].bytes ?? [] : [])
+    }
+
+    var values: [SQLValue] {
+        [.blob(id), .blob(nameMAC), .integer(generation), .blob(overviewNonce), .blob(overview), .blob(secretsNonce), .blob(secrets)]
+    }
+}
+
+/// A guarded buffer reused for every record one operation opens (a listing of 100,000 items makes
+/// one guarded allocation, not one per item); it grows when a record does not fit.
+final class RecordScratch {
+    private(set) var buffer: SecretBytes
+
+    init(capacity: Int = 4096) throws { buffer = try SecretBytes(zeroed: capacity) }
+
+    /// Opens `sealed` into the buffer and lends the plaintext; the plaintext is wiped after `body`.
+    func open<R>(_ sealed: [UInt8], key: borrowing SecretBytes, nonce: [UInt8], associatedData: [UInt8],
+                 _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        if sealed.count > buffer.count { buffer = try SecretBytes(zeroed: max(sealed.count, buffer.count * 2)) }
+        let n = try AEAD.open(sealed, key: key, nonce: nonce, associatedData: associatedData, into: buffer)
+        defer { buffer.withUnsafeMutableBytes { b in _ = UnsafeMutableRawBufferPointer(rebasing: b[0..<n]).initializeMemory(as: UInt8.self, repeating: 0) } }
+        return try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+    }
+}
+
+/// One row of a listing as read: an overview record's plaintext (lent, valid during the call),
+/// or a row that failed authentication.
+public enum OverviewRecordEntry {
+    /// The checked plaintext of an overview record.
+    case record(UnsafeRawBufferPointer)
+    /// A row that could not be opened, by its row id (hex).
+    case damaged(rowID: String)
+}
+
+/// One row of a listing: an item's overview, or a row that failed authentication.
+public enum OverviewEntry: Sendable {
+    /// A readable item, secrets withheld.
+    case item(ItemOverview)
+    /// A row that could not be opened, by its row id (hex).
+    case damaged(rowID: String)
+}
+
+extension UnlockedVault {
+    // MARK: records
+
+    /// The associated data of a record: vault id, item id, record kind, format version, key
+    /// generation, and for a secrets record the nonce of its overview.
+    func recordAD(id: [UInt8], kind: RecordKind, generation: Int64, overviewNonce: [UInt8] = []) -> [UInt8] {
+        var w = ByteWriter(label: "vault-record-v2")
+        w.append(store.vaultID)
+        w.append(id)
+        w.append(kind.label)
+        w.append(UInt32(RecordWriter.version))
+        w.append(generation)
+        if kind == .secrets { w.append(overviewNonce) }
+        return w.bytes
+    }
+
+    /// The keyed BLAKE2b index of a (normalised) name.
+    func nameMAC(_ normalized: String) throws -> [UInt8] {
+        try KeyedHash.hash(Array(normalized.utf8), key: indexKey, outputLength: 32)
+    }
+
+    /// Seals `item` into a row with id `id` under this key.
+    func seal(_ item: Item, id: [UInt8]) throws -> ItemRow {
+        let overview = OverviewRecord.encode(item)
+        let o = try overview.withUnsafeBytes { try AEAD.seal($0, key: itemKey, associatedData: recordAD(id: id, kind: .overview, generation: generation)) }
+        var secrets = SecretsRecord.encode(item)
+        defer { wipe(&secrets) }
+        let s = try secrets.withUnsafeBytes {
+            try AEAD.seal($0, key: itemKey, associatedData: recordAD(id: id, kind: .secrets, generation: generation, overviewNonce: o.nonce))
+        }
+        return ItemRow(id: id, nameMAC: try nameMAC(item.name), generation: generation, overviewNonce: o.nonce, overview: o.ciphertext,
+                       secretsNonce: s.nonce, secrets: s.ciphertext)
+    }
+
+    /// Opens a row's overview; its name must hash to the row's index entry.
+    /// - Throws: `CryptoError` when it fails authentication, `RecordFormatError` when it is malformed.
+    func openOverview(_ row: ItemRow, scratch: RecordScratch) throws -> ItemOverview {
+        guard row.generation == generation else { throw CryptoError.authenticationFailed }
+        let overview = try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce,
+                                        associatedData: recordAD(id: row.id, kind: .overview, generation: row.generation)) {
+            try OverviewRecord.decode($0)
+        }
+        guard constantTimeEqual(try nameMAC(overview.item.name), row.nameMAC) else { throw CryptoError.authenticationFailed }
+        return overview
+    }
+
+    /// Opens a row's secrets record and lends its plaintext (in guarded memory, wiped after).
+    func withSecrets<R>(_ row: ItemRow, scratch: RecordScratch, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        guard row.generation == generation else { throw CryptoError.authenticationFailed }
+        return try scratch.open(row.secrets, key: itemKey, nonce: row.secretsNonce,
+                                associatedData: recordAD(id: row.id, kind: .secrets, generation: row.generation, overviewNonce: row.overviewNonce), body)
+    }
+
+    /// Opens both records of a row into a whole item.
+    func openItem(_ row: ItemRow, scratch: RecordScratch) throws -> Item {
+        var item = try openOverview(row, scratch: scratch).item
+        try withSecrets(row, scratch: scratch) { try SecretsRecord.decode($0, into: &item) }
+        return item
+    }
+
+    /// Throws `.keysRotated` when the vault's key generation is no longer this key's. A read that
+    /// found no row, or a row it cannot open, calls it before saying so: after a rotation every
+    /// row is indexed and sealed under keys this process does not have, and "no such item" or
+    /// "damaged" would be false. Generations only grow, so a generation still ours after the read
+    /// was ours during it.
+    func checkStillCurrent() throws {
+        guard try store.keyGeneration() == generation else { throw VaultError.keysRotated }
+    }
+
+    /// The row of the item called `normalized`, or `.itemNotFound`.
+    func row(named normalized: String, overviewOnly: Bool = false) throws -> ItemRow {
+        let columns = overviewOnly ? ItemRow.overviewColumns : ItemRow.columns
+        guard let r = try db.query("SELECT \(columns) FROM items WHERE name_mac=?", [.blob(try nameMAC(normalized))]).first else {
+            try checkStillCurrent()
+            throw VaultError.itemNotFound(normalized)
+        }
+        return ItemRow(r)
+    }
+
+    /// Runs a read of one item, turning a record that fails authentication into `.corrupt` naming it.
+    func reading<R>(_ normalized: String, record: RecordKind, _ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch is CryptoError {
+            try checkStillCurrent()
+            throw VaultError.corrupt("item '\(normalized)' failed authentication (its \(record.label) record)")
+        } catch is RecordFormatError {
+            throw VaultError.corrupt("item '\(normalized)' is unreadable (its \(record.label) record)")
+        }
+    }
+
+    // MARK: reading
+
+    /// Reads one item, secrets included.
+    /// - Throws: `.itemNotFound`, `.corrupt` naming the item when a record fails authentication,
+    ///   `.keysRotated` when a rotation committed since this vault was unlocked.
+    public func item(named name: String) throws -> Item {
+        let n = try Item.normalize(name: name)
+        let row = try row(named: n)
+        let scratch = try RecordScratch(capacity: row.secrets.count + row.overview.count)
+        var item = try reading(n, record: .overview) { try openOverview(row, scratch: scratch).item }
+        try reading(n, record: .secrets) { try withSecrets(row, scratch: scratch) { try SecretsRecord.decode($0, into: &item) } }
+        return item
+    }
+
+    /// Reads one item's overview (its secrets record is not opened).
+    public func overview(named name: String) throws -> ItemOverview {
+        let n = try Item.normalize(name: name)
+        let row = try row(named: n, overviewOnly: true)
+        return try reading(n, record: .overview) { try openOverview(row, scratch: try RecordScratch(capacity: row.overview.count)) }
+    }
+
+    /// Whether an item of that name exists.
+    /// - Throws: `.keysRotated` when a rotation committed since this vault was unlocked.
+    public func contains(_ name: String) throws -> Bool {
+        let n = try Item.normalize(name: name)
+        let found = !(try db.query("SELECT 1 FROM items WHERE name_mac=?", [.blob(try nameMAC(n))]).isEmpty)
+        if !found { try checkStillCurrent() }
+        return found
+    }
+
+    /// Streams every row's overview record as read, checked (it authenticates and its name
+    /// hashes to the row's index entry) but not decoded: the plaintext is lent to `body` from the
+    /// one guarded buffer every row is opened into, valid only during the call. No secrets record
+    /// is opened. A damaged row is reported by its id instead of aborting the listing.
+    /// - Throws: `.keysRotated` instead of reporting rows damaged when a rotation committed since.
+    public func forEachOverviewRecord(_ body: (OverviewRecordEntry) throws -> Void) throws {
+        let scratch = try RecordScratch()
+        let statement = try db.prepare("SELECT \(ItemRow.overviewColumns) FROM items")
+        var checked = false
+        while let r = try statement.next() {
+            let row = ItemRow(r)
+            var opened = false
+            do {
+                guard row.generation == generation else { throw CryptoError.authenticationFailed }
+                try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce,
+                                 associatedData: recordAD(id: row.id, kind: .overview, generation: row.generation)) { plain in
+                    guard constantTimeEqual(try nameMAC(try OverviewRecord.name(of: plain)), row.nameMAC) else { throw CryptoError.authenticationFailed }
+                    opened = true
+                    try body(.record(plain))
+                }
+            } catch where !opened && (error is CryptoError || error is RecordFormatError) {
+                if !checked { try checkStillCurrent(); checked = true }
+                try body(.damaged(rowID: hexString(row.id)))
+            }
+        }
+    }
+
+    /// Streams every row's overview, decoded, as read (no secrets record is opened); with a
+    /// matcher, only the overviews it matches are decoded and passed on.
+    public func forEachOverview(matcher: OverviewMatcher?, _ body: (OverviewEntry) throws -> Void) throws {
+        try forEachOverviewRecord { entry in
+            switch entry {
+            case .record(let plain):
+                if let matcher, !matcher.matches(plain) { return }
+                do {
+                    try body(.item(try ItemOverview(record: plain)))
+                } catch let e as RecordFormatError {
+                    throw VaultError.corrupt("an item's overview record is unreadable (\(e.reason))")
+                }
+            case .damaged(let id): try body(.damaged(rowID: id))
+            }
+        }
+    }
+
+    /// The encoded overview record of one item (the agent's index keeps these bytes).
+    public func overviewRecord(named name: String) throws -> [UInt8] {
+        let n = try Item.normalize(name: name)
+        let row = try row(named: n, overviewOnly: true)
+        let scratch = try RecordScratch(capacity: row.overview.count)
+        return try reading(n, record: .overview) {
+            _ = try openOverview(row, scratch: scratch)
+            return try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce,
+                                    associatedData: recordAD(id: row.id, kind: .overview, generation: row.generation)) { Array($0) }
+        }
+    }
+
+    /// A number that changes whenever another connection commits to the vault (SQLite's
+    /// `data_version`): a cache of this vault's overviews is current while it stays the same and
+    /// every write went through this object.
+    public func changeCounter() throws -> Int64 {
+        try db.query("PRAGMA data_version").first?.first?.int ?? 0
+    }
+
+    /// Streams every item with its secrets, as read (export, repair): one guarded buffer for all.
+    /// - Throws: `.keysRotated` instead of reporting rows damaged when a rotation committed since.
+    func forEachItem(_ body: (ItemEntry) throws -> Void) throws {
+        let scratch = try RecordScratch()
+        let statement = try db.prepare("SELECT \(ItemRow.columns) FROM items")
+        var checked = false
+        while let r = try statement.next() {
+            let row = ItemRow(r)
+            let entry: ItemEntry
+            do {
+                entry = .item(try openItem(row, scratch: scratch))
+            } catch {
+                if !checked { try checkStillCurrent(); checked = true }
+                entry = .damaged(rowID: hexString(row.id))
+            }
+            try body(entry)
+        }
+    }
+
+    /// Every item with its secrets.
+    func allItemsWithSecrets() throws -> [ItemEntry] {
+        var out: [ItemEntry] = []
+        try forEachItem { out.append($0) }
+        return out
+    }
+
+    // MARK: writing
+
+    /// Adds an item. With `replace`, an existing item of that name is overwritten (its creation time kept).
+    /// - Throws: `.alreadyExists` unless `replace`.
+    public func add(_ item: Item, replace: Bool = false) throws {
+        var item = item
+        item.name = try Item.normalize(name: item.name)
+        let mac = try nameMAC(item.name)
+        try writeTransaction {
+            if let existing = try db.query("SELECT id FROM items WHERE name_mac=?", [.blob(mac)]).first {
+                guard replace else { throw VaultError.alreadyExists(item.name) }
+                if let old = try? self.overview(named: item.name) { item.created = old.item.created }
+                try db.query("DELETE FROM items WHERE id=?", [existing[0]])
+            }
+            try db.query("INSERT INTO items(\(ItemRow.columns)) VALUES(?,?,?,?,?,?,?)", try seal(item, id: randomBytes(16)).values)
+        }
+    }
+
+    /// Changes an item in place (fresh nonces); a changed name moves its index entry.
+    /// - Throws: `.itemNotFound`, `.alreadyExists` when the new name is taken.
+    public func update(_ name: String, now: Int64 = unixNow(), _ change: (inout Item) throws -> Void) throws {
+        let n = try Item.normalize(name: name)
+        try writeTransaction {
+            let row = try row(named: n)
+            let scratch = try RecordScratch(capacity: row.secrets.count + row.overview.count)
+            var item = try reading(n, record: .overview) { try openOverview(row, scratch: scratch).item }
+            try reading(n, record: .secrets) { try withSecrets(row, scratch: scratch) { try SecretsRecord.decode($0, into: &item) } }
+            try change(&item)
+            item.name = try Item.normalize(name: item.name)
+            item.modified = now
+            let mac = try nameMAC(item.name)
+            if item.name != n, !(try db.query("SELECT 1 FROM items WHERE name_mac=?", [.blob(mac)]).isEmpty) {
+                throw VaultError.alreadyExists(item.name)
+            }
+            let sealed = try seal(item, id: row.id)
+            try db.query("UPDATE items SET name_mac=?, generation=?, overview_nonce=?, overview=?, secrets_nonce=?, secrets=? WHERE id=?",
+                         Array(sealed.values.dropFirst()) + [.blob(row.id)])
+        }
+    }
+
+    /// Deletes an item (SQLite's secure_delete overwrites the freed page content).
+    /// - Throws: `.itemNotFound`.
+    public func remove(_ name: String) throws {
+        let n = try Item.normalize(name: name)
+        try writeTransaction {
+            try db.query("DELETE FROM items WHERE name_mac=?", [.blob(try nameMAC(n))])
+            if db.changes == 0 { throw VaultError.itemNotFound(n) }
+        }
+    }
+
+    /// Adds many items in one transaction (import). With `replace`, existing names are overwritten;
+    /// otherwise the first existing name aborts the whole import (nothing is written).
+    /// - Returns: the number of items written.
+    @discardableResult
+    public func add(contentsOf items: [Item], replace: Bool) throws -> Int {
+        var index = 0
+        return try add(replace: replace) {
+            guard index < items.count else { return nil }
+            defer { index += 1 }
+            return items[index]
+        }
+    }
+
+    /// Adds the items `next` yields, one at a time, in one transaction (an import that holds one
+    /// decoded item at a time). Returns how many.
+    @discardableResult
+    public func add(replace: Bool, from next: () throws -> Item?) throws -> Int {
+        let insert = try db.prepare("INSERT INTO items(\(ItemRow.columns)) VALUES(?,?,?,?,?,?,?)")
+        let remove = try db.prepare("DELETE FROM items WHERE name_mac=?")
+        let exists = try db.prepare("SELECT 1 FROM items WHERE name_mac=?")
+        return try writeTransaction {
+            var seen = Set<[UInt8]>()
+            var count = 0
+            while var item = try next() {
+                item.name = try Item.normalize(name: item.name)
+                let sealed = try seal(item, id: randomBytes(16))
+                guard seen.insert(sealed.nameMAC).inserted else { throw VaultError.usage("'\(item.name)' appears twice in the import") }
+                try exists.bind([.blob(sealed.nameMAC)])
+                if try exists.next() != nil {
+                    guard replace else { throw VaultError.alreadyExists(item.name) }
+                    try remove.bind([.blob(sealed.nameMAC)])
+                    _ = try remove.next()
+                }
+                try insert.bind(sealed.values)
+                _ = try insert.next()
+                count += 1
+            }
+            return count
+        }
+    }
+
+    // MARK: repair
+
+    /// The item rows that cannot be opened with this key (damaged, or written under another key
+    /// generation), by row id (hex).
+    public func damagedRows() throws -> [String] {
+        var out: [String] = []
+        try forEachItem { if case .damaged(let id) = $0 { out.append(id) } }
+        return out
+    }
+
+    /// Removes the rows named (hex row ids) that still cannot be opened, in one write transaction;
+    /// a readable row is never removed this way. - Returns: how many went.
+    @discardableResult
+    public func removeDamagedRows(_ ids: [String]) throws -> Int {
+        try writeTransaction {
+            let damaged = Set(try damagedRows())
+            var n = 0
+            for id in ids where damaged.contains(id) {
+                guard let raw = bytesFromHex(id) else { continue }
+                try db.query("DELETE FROM items WHERE id=?", [.blob(raw)])
+                n += db.changes
+            }
+            return n
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import VaultSystem
+
+/// Schema 1 to schema 2: each item's one sealed JSON record becomes two sealed binary records
+/// (overview and secrets). It needs the item key, so it runs at the first unlock of a schema 1
+/// vault, in one write transaction: a crash at any instant leaves the schema 1 vault or the
+/// schema 2 vault, whole.
+extension UnlockedVault {
+    /// Migrates the items when the database is still schema 1; nothing otherwise.
+    /// - Throws: `.keysRotated` when the key is not the vault's current generation, or a store error
+    ///   (the vault is then left as it was).
+    func migrateIfNeeded() throws {
+        guard try store.storedSchemaVersion() < VaultStore.schemaVersion else { return }
+        try db.transaction {
+            // Another process may have migrated it since the check above.
+            guard try store.storedSchemaVersion() == 1 else { return }
+            guard try store.keyGeneration() == generation else { throw VaultError.keysRotated }
+            try db.execute(VaultStore.itemsTable.replacingOccurrences(of: "CREATE TABLE items(", with: "CREATE TABLE items_v2("))
+            let insert = try db.prepare("INSERT INTO items_v2(\(ItemRow.columns)) VALUES(?,?,?,?,?,?,?)")
+            let rows = try db.prepare("SELECT id, name_mac, nonce, sealed, generation FROM items")
+            let scratch = try RecordScratch()
+            while let r = try rows.next() {
+                let id = r[0].bytes ?? [], mac = r[1].bytes ?? [], nonce = r[2].bytes ?? [], sealed = r[3].bytes ?? []
+                let row: ItemRow
+                if let item = try? openSchema1(id: id, nameMAC: mac, nonce: nonce, sealed: sealed, generation: r[4].int ?? -1, scratch: scratch) {
+                    row = try seal(item, id: id)
+                } else {
+                    // A row no key opens stays a row no key opens (listed as damaged, removable
+                    // with `vault repair --remove`), rather than stopping the migration.
+                    row = ItemRow(id: id, nameMAC: mac, generation: r[4].int ?? -1, overviewNonce: nonce, overview: sealed)
+                }
+                try insert.bind(row.values)
+                _ = try insert.next()
+            }
+            try db.execute("DROP TABLE items")
+            try db.execute("ALTER TABLE items_v2 RENAME TO items")
+            try store.setMeta("schema_version", .integer(Int64(VaultStore.schemaVersion)))
+            try store.setMeta("migrated_from", .integer(1))
+            try store.setMeta("migrated_at", .integer(unixNow()))
+        }
+    }
+
+    /// Opens a schema 1 row: XChaCha20-Poly1305 over the item's JSON, associated data
+    /// "vault-item-v1", vault id, item id, format version 1, key generation; the name must hash to
+    /// the row's index entry.
+    func openSchema1(id: [UInt8], nameMAC mac: [UInt8], nonce: [UInt8], sealed: [UInt8], generation rowGeneration: Int64,
+                             scratch: RecordScratch) throws -> Item {
+        guard rowGeneration == generation else { throw CryptoError.authenticationFailed }
+        var w = ByteWriter(label: "vault-item-v1")
+        w.append(store.vaultID)
+        w.append(id)
+        w.append(UInt32(1))
+        w.append(rowGeneration)
+        let item = try scratch.open(sealed, key: itemKey, nonce: nonce, associatedData: w.bytes) { plain in
+            try JSONDecoder().decode(Item.self, from: Data(plain))
+        }
+        guard constantTimeEqual(try nameMAC(item.name), mac) else { throw CryptoError.authenticationFailed }
+        return item
+    }
+}

@@ -1,0 +1,382 @@
+import Foundation
+import VaultSystem
+
+/// The two sealed records of an item (record format 2, docs/format.md): the overview, which
+/// listings, searches and matching open, and the secrets, opened only when one is released.
+public enum RecordKind: UInt8, Sendable {
+    /// Name, type, username, URLs, tags, times, switches, prompt patterns, non-secret custom fields.
+    case overview = 1
+    /// Password, TOTP secret, notes, secret custom field values, password history.
+    case secrets = 2
+
+    var label: String { self == .overview ? "overview" : "secrets" }
+}
+
+/// Why a record's plaintext was refused (it authenticated, so only a bug or a newer writer makes one).
+struct RecordFormatError: Error, Equatable {
+    let reason: String
+}
+
+/// The binary record encoding: a version byte (2), a kind byte, then fields, each a tag byte, a
+/// LEB128 length and that many bytes. Tags appear in ascending order; a tag may repeat only
+/// where the format says so; an unknown tag or a length past the end refuses the record.
+struct RecordWriter {
+    /// The record format version this code writes and reads.
+    static let version: UInt8 = 2
+    private(set) var bytes: [UInt8]
+
+    init(kind: RecordKind, capacity: Int = 128) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+        bytes.append(Self.version)
+        bytes.append(kind.rawValue)
+    }
+
+    mutating func length(_ n: Int) {
+        var n = UInt64(n)
+        repeat {
+            let low = UInt8(n & 0x7f)
+            n >>= 7
+            bytes.append(n == 0 ? low : low | 0x80)
+        } while n != 0
+    }
+
+    mutating func field(_ tag: UInt8, _ value: some Collection<UInt8>) {
+        bytes.append(tag)
+        length(value.count)
+        bytes.append(contentsOf: value)
+    }
+
+    mutating func field(_ tag: UInt8, _ text: String?) {
+        guard let text else { return }
+        field(tag, text.utf8)
+    }
+
+    mutating func field(_ tag: UInt8, int64 n: Int64) {
+        let u = UInt64(bitPattern: n)
+        field(tag, (0..<8).map { UInt8(truncatingIfNeeded: u >> (56 - 8 * UInt64($0))) })
+    }
+
+    /// A field of two parts: a LEB128-prefixed name and the rest (custom fields).
+    mutating func field(_ tag: UInt8, prefix: [UInt8], name: String, value: String) {
+        var inner = RecordWriter(kind: .overview, capacity: 0)
+        inner.bytes = prefix
+        inner.length(name.utf8.count)
+        inner.bytes += name.utf8
+        inner.bytes += value.utf8
+        field(tag, inner.bytes)
+    }
+
+    /// Wipes the encoding (a secrets record is built in ordinary memory only briefly).
+    mutating func wipeBytes() { wipe(&bytes) }
+}
+
+/// Reads fields out of a record's plaintext in place (the plaintext stays where it was opened:
+/// for a secrets record, guarded memory).
+struct RecordReader {
+    private let base: UnsafeRawBufferPointer
+    private var offset: Int
+    private var lastTag: UInt8 = 0
+
+    /// Checks the header.
+    init(_ record: UnsafeRawBufferPointer, kind: RecordKind) throws(RecordFormatError) {
+        guard record.count >= 2 else { throw RecordFormatError(reason: "too short") }
+        guard record[0] == RecordWriter.version else { throw RecordFormatError(reason: "record version \(record[0])") }
+        guard record[1] == kind.rawValue else { throw RecordFormatError(reason: "a \(record[1]) record where a \(kind.label) record belongs") }
+        base = record
+        offset = 2
+    }
+
+    private mutating func length() throws(RecordFormatError) -> Int {
+        var n = 0, shift = 0
+        while true {
+            guard offset < base.count, shift < 35 else { throw RecordFormatError(reason: "a bad length") }
+            let b = base[offset]
+            offset += 1
+            n |= Int(b & 0x7f) << shift
+            if b & 0x80 == 0 { return n }
+            shift += 7
+        }
+    }
+
+    /// The next field, or nil at the end. `repeatable` lists the tags that may appear more than once.
+    mutating func next(repeatable: Set<UInt8>) throws(RecordFormatError) -> (tag: UInt8, value: UnsafeRawBufferPointer)? {
+        guard offset < base.count else { return nil }
+        let tag = base[offset]
+        offset += 1
+        guard tag > lastTag || (tag == lastTag && repeatable.contains(tag)) else {
+            throw RecordFormatError(reason: "field \(tag) out of order")
+        }
+        lastTag = tag
+        let n = try length()
+        guard n <= base.count - offset else { throw RecordFormatError(reason: "field \(tag) runs past the record") }
+        let value = UnsafeRawBufferPointer(rebasing: base[offset..<(offset + n)])
+        offset += n
+        return (tag, value)
+    }
+
+    static func text(_ value: UnsafeRawBufferPointer) throws(RecordFormatError) -> String {
+        guard let s = String(validating: value, as: UTF8.self) else { throw RecordFormatError(reason: "text that is not UTF-8") }
+        return s
+    }
+
+    static func int64(_ value: UnsafeRawBufferPointer) throws(RecordFormatError) -> Int64 {
+        guard value.count == 8 else { throw RecordFormatError(reason: "a time of \(value.count) bytes") }
+        var u: UInt64 = 0
+        for b in value { u = u << 8 | UInt64(b) }
+        return Int64(bitPattern: u)
+    }
+
+    /// Splits a two-part field: a LEB128-prefixed name, then the value.
+    static func named(_ value: UnsafeRawBufferPointer, skipping prefix: Int = 0) throws(RecordFormatError) -> (name: String, value: UnsafeRawBufferPointer) {
+        guard value.count >= prefix else { throw RecordFormatError(reason: "a short custom field") }
+        var r = RecordReader(unchecked: UnsafeRawBufferPointer(rebasing: value[prefix...]))
+        let n = try r.length()
+        guard n <= r.base.count - r.offset else { throw RecordFormatError(reason: "a custom field name past its field") }
+        let name = try text(UnsafeRawBufferPointer(rebasing: r.base[r.offset..<(r.offset + n)]))
+        return (name, UnsafeRawBufferPointer(rebasing: r.base[(r.offset + n)...]))
+    }
+
+    private init(unchecked base: UnsafeRawBufferPointer) {
+        self.base = base
+        offset = 0
+    }
+}
+
+/// The overview record: tags and what they hold (docs/format.md, "Records").
+enum OverviewRecord {
+    static let name: UInt8 = 1, type: UInt8 = 2, username: UInt8 = 3, url: UInt8 = 4, tag: UInt8 = 5
+    static let created: UInt8 = 6, modified: UInt8 = 7, flags: UInt8 = 8, origin: UInt8 = 9
+    static let userPrompt: UInt8 = 10, passwordPrompt: UInt8 = 11, field: UInt8 = 12, historyCount: UInt8 = 13
+    static let repeatable: Set<UInt8> = [url, tag, field]
+
+    static let fingerprintLogin: UInt8 = 1, hasPassword: UInt8 = 2, hasTOTP: UInt8 = 4, hasNotes: UInt8 = 8
+
+    static let types: [ItemType] = [.login, .note, .card, .identity]
+    static let kinds: [CustomFieldKind] = [.text, .hidden, .url, .totp]
+
+    /// The overview of `item` (its secrets left out), encoded.
+    static func encode(_ item: Item) -> [UInt8] {
+        encode(item, flags: (item.password != nil, item.totp != nil, item.notes != nil), historyCount: item.passwordHistory.count)
+    }
+
+    /// An overview encoded from an item whose secrets may already be withheld, with what it has.
+    static func encode(_ item: Item, flags has: (password: Bool, totp: Bool, notes: Bool), historyCount: Int) -> [UInt8] {
+        var w = RecordWriter(kind: .overview)
+        w.field(name, item.name)
+        w.field(type, [UInt8(types.firstIndex(of: item.type) ?? 0)])
+        w.field(username, item.username)
+        for u in item.urls { w.field(url, u) }
+        for t in item.tags { w.field(tag, t) }
+        w.field(created, int64: item.created)
+        w.field(modified, int64: item.modified)
+        var f: UInt8 = 0
+        if item.fingerprintLogin { f |= fingerprintLogin }
+        if has.password { f |= hasPassword }
+        if has.totp { f |= hasTOTP }
+        if has.notes { f |= hasNotes }
+        w.field(flags, [f])
+        w.field(origin, item.origin)
+        w.field(userPrompt, item.userPrompt)
+        w.field(passwordPrompt, item.passwordPrompt)
+        for c in item.fields {
+            w.field(field, prefix: [UInt8(kinds.firstIndex(of: c.kind) ?? 0)], name: c.name, value: c.kind.isSecret ? "" : c.value)
+        }
+        if historyCount > 0 {
+            let n = UInt32(clamping: historyCount)
+            w.field(OverviewRecord.historyCount, [UInt8(n >> 24), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)])
+        }
+        return w.bytes
+    }
+
+    /// Decodes an overview's plaintext.
+    static func decode(_ record: UnsafeRawBufferPointer) throws(RecordFormatError) -> ItemOverview {
+        var r = try RecordReader(record, kind: .overview)
+        var item = Item(name: "", now: 0)
+        var sawName = false, sawFlags = false
+        var f: UInt8 = 0
+        var history = 0
+        while let (t, v) = try r.next(repeatable: repeatable) {
+            switch t {
+            case name: item.name = try RecordReader.text(v); sawName = true
+            case type:
+                guard v.count == 1, Int(v[0]) < types.count else { throw RecordFormatError(reason: "an unknown item type") }
+                item.type = types[Int(v[0])]
+            case username: item.username = try RecordReader.text(v)
+            case url: item.urls.append(try RecordReader.text(v))
+            case tag: item.tags.append(try RecordReader.text(v))
+            case created: item.created = try RecordReader.int64(v)
+            case modified: item.modified = try RecordReader.int64(v)
+            case flags:
+                guard v.count == 1 else { throw RecordFormatError(reason: "bad flags") }
+                f = v[0]
+                sawFlags = true
+            case origin: item.origin = try RecordReader.text(v)
+            case userPrompt: item.userPrompt = try RecordReader.text(v)
+            case passwordPrompt: item.passwordPrompt = try RecordReader.text(v)
+            case field:
+                guard v.count >= 1, Int(v[0]) < kinds.count else { throw RecordFormatError(reason: "an unknown custom field kind") }
+                let (n, value) = try RecordReader.named(v, skipping: 1)
+                item.fields.append(CustomField(name: n, kind: kinds[Int(v[0])], value: try RecordReader.text(value)))
+            case historyCount:
+                guard v.count == 4 else { throw RecordFormatError(reason: "a bad history count") }
+                history = Int(v[0]) << 24 | Int(v[1]) << 16 | Int(v[2]) << 8 | Int(v[3])
+            default: throw RecordFormatError(reason: "unknown overview field \(t)")
+            }
+        }
+        guard sawName, sawFlags else { throw RecordFormatError(reason: "an overview without a name or flags") }
+        item.fingerprintLogin = f & fingerprintLogin != 0
+        return ItemOverview(item: item, hasPassword: f & hasPassword != 0, hasTOTP: f & hasTOTP != 0,
+                            hasNotes: f & hasNotes != 0, historyCount: history)
+    }
+
+    /// Only the name of an overview's plaintext (a rotation re-indexes names without decoding the rest).
+    static func name(of record: UnsafeRawBufferPointer) throws(RecordFormatError) -> String {
+        var r = try RecordReader(record, kind: .overview)
+        guard let (t, v) = try r.next(repeatable: repeatable), t == name else { throw RecordFormatError(reason: "an overview without a name") }
+        return try RecordReader.text(v)
+    }
+}
+
+/// The secrets record: tags and what they hold (docs/format.md, "Records").
+enum SecretsRecord {
+    static let password: UInt8 = 1, totp: UInt8 = 2, notes: UInt8 = 3, field: UInt8 = 4, history: UInt8 = 5
+    static let repeatable: Set<UInt8> = [field, history]
+
+    /// `item`'s secrets record, encoded (the caller wipes it once sealed).
+    static func encode(_ item: Item) -> [UInt8] {
+        var w = RecordWriter(kind: .secrets, capacity: 64)
+        w.field(password, item.password)
+        w.field(totp, item.totp)
+        w.field(notes, item.notes)
+        for c in item.fields where c.kind.isSecret { w.field(field, prefix: [], name: c.name, value: c.value) }
+        for h in item.passwordHistory {
+            let u = UInt64(bitPattern: h.replaced)
+            w.field(history, (0..<8).map { UInt8(truncatingIfNeeded: u >> (56 - 8 * UInt64($0))) } + Array(h.password.utf8))
+        }
+        return w.bytes
+    }
+
+    /// Fills `item`'s secrets from a secrets record's plaintext (the values of secret custom fields
+    /// the overview named; a value for a field the overview does not name refuses the record).
+    static func decode(_ record: UnsafeRawBufferPointer, into item: inout Item) throws(RecordFormatError) {
+        var r = try RecordReader(record, kind: .secrets)
+        while let (t, v) = try r.next(repeatable: repeatable) {
+            switch t {
+            case password: item.password = try RecordReader.text(v)
+            case totp: item.totp = try RecordReader.text(v)
+            case notes: item.notes = try RecordReader.text(v)
+            case field:
+                let (n, value) = try RecordReader.named(v)
+                guard let k = item.fields.firstIndex(where: { $0.name == n && $0.kind.isSecret }) else {
+                    throw RecordFormatError(reason: "a secret for a field the overview does not have")
+                }
+                item.fields[k].value = try RecordReader.text(value)
+            case history:
+                guard v.count >= 8 else { throw RecordFormatError(reason: "a short history entry") }
+                let when = try RecordReader.int64(UnsafeRawBufferPointer(rebasing: v[0..<8]))
+                item.passwordHistory.append(PasswordChange(password: try RecordReader.text(UnsafeRawBufferPointer(rebasing: v[8...])), replaced: when))
+            default: throw RecordFormatError(reason: "unknown secrets field \(t)")
+            }
+        }
+    }
+
+    /// The bytes of one field of a secrets record's plaintext, in place (nil when absent):
+    /// `password`, `totp`, `notes`, or a secret custom field's name.
+    static func value(of fieldName: String, in record: UnsafeRawBufferPointer) throws(RecordFormatError) -> UnsafeRawBufferPointer? {
+        var r = try RecordReader(record, kind: .secrets)
+        let wanted: UInt8? = switch fieldName {
+        case "password": password
+        case "totp": totp
+        case "notes": notes
+        default: nil
+        }
+        while let (t, v) = try r.next(repeatable: repeatable) {
+            if let wanted, t == wanted { return v }
+            if wanted == nil, t == field {
+                let (n, value) = try RecordReader.named(v)
+                if n == fieldName { return value }
+            }
+        }
+        return nil
+    }
+}
+
+extension ItemOverview {
+    /// Decodes an overview record's plaintext (as the agent's index and its listing pages carry).
+    /// - Throws: `VaultError.corrupt` for a malformed record.
+    public init(record: UnsafeRawBufferPointer) throws {
+        do {
+            self = try OverviewRecord.decode(record)
+        } catch {
+            throw VaultError.corrupt("an overview record is unreadable (\(error.reason))")
+        }
+    }
+
+    /// Decodes an overview record held in an array.
+    public init(record: [UInt8]) throws {
+        self = try record.withUnsafeBytes { try ItemOverview(record: $0) }
+    }
+
+    /// The item's name as an overview record holds it, without decoding the rest.
+    public static func name(ofRecord record: UnsafeRawBufferPointer) throws -> String {
+        do { return try OverviewRecord.name(of: record) } catch { throw VaultError.corrupt("an overview record is unreadable (\(error.reason))") }
+    }
+
+    /// This overview, encoded as its record (the plaintext the vault seals).
+    public var record: [UInt8] { OverviewRecord.encode(item, flags: (hasPassword, hasTOTP, hasNotes), historyCount: historyCount) }
+}
+
+/// What `vault search TERM` matches: the term, case-insensitively, in an item's name, username,
+/// URLs or tags (never in a secret: notes and passwords are in the secrets record). Matching reads
+/// an overview record's text fields in place, so a search decodes only what it finds; the agent and
+/// an in-process search use this one matcher.
+public struct OverviewMatcher: Sendable {
+    private let folded: [UInt8]
+    private let unicodeTerm: String?
+
+    /// A matcher for `term`.
+    public init(term: String) {
+        let lower = term.lowercased()
+        if lower.utf8.allSatisfy({ $0 < 0x80 }) {
+            folded = Array(lower.utf8)
+            unicodeTerm = nil
+        } else {
+            folded = []
+            unicodeTerm = lower
+        }
+    }
+
+    /// Whether the overview record `record` matches (a malformed record does not).
+    public func matches(_ record: UnsafeRawBufferPointer) -> Bool {
+        guard var r = try? RecordReader(record, kind: .overview) else { return false }
+        let searched: Set<UInt8> = [OverviewRecord.name, OverviewRecord.username, OverviewRecord.url, OverviewRecord.tag]
+        while let next = try? r.next(repeatable: OverviewRecord.repeatable), let (tag, value) = Optional(next) {
+            guard searched.contains(tag) else { continue }
+            if let unicodeTerm {
+                if String(decoding: value, as: UTF8.self).lowercased().contains(unicodeTerm) { return true }
+            } else if Self.containsFolded(value, folded) {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// Whether `overview` matches (the same rule, for overviews already decoded).
+    public func matches(_ overview: ItemOverview) -> Bool {
+        overview.record.withUnsafeBytes { matches($0) }
+    }
+
+    private static func containsFolded(_ hay: UnsafeRawBufferPointer, _ needle: [UInt8]) -> Bool {
+        if needle.isEmpty { return true }
+        guard hay.count >= needle.count else { return false }
+        @inline(__always) func fold(_ b: UInt8) -> UInt8 { b >= 65 && b <= 90 ? b | 0x20 : b }
+        let first = needle[0]
+        for i in 0...(hay.count - needle.count) where fold(hay[i]) == first {
+            var k = 1
+            while k < needle.count, fold(hay[i + k]) == needle[k] { k += 1 }
+            if k == needle.count { return true }
+        }
+        return false
+    }
+}
