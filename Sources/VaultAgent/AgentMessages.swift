@@ -20,6 +20,9 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     /// One item with the secrets named in `fields`: the agent writes one audit record per field
     /// the item has, naming the peer's uid and pid, before it replies. Secrets not named are withheld.
     case release(vault: String, name: String, fields: [String], command: String, freshMatch: Bool = false)
+    /// One secret of an item, in the reply frame's binary tail (never in the JSON): the agent
+    /// writes its audit record first, naming the peer.
+    case releaseSecret(vault: String, name: String, field: String, command: String, freshMatch: Bool = false)
     /// One page of the session's overview index, from position `from` (0 when nil), only the
     /// items `term` matches when given (`OverviewMatcher`). The records travel in the reply's
     /// binary tail; nothing is decrypted to answer.
@@ -45,7 +48,7 @@ public enum AgentRequest: Codable, Equatable, Sendable {
         switch self {
         case .unlock, .status: nil
         case .lock(let v): v
-        case .probe(let v), .overview(let v, _), .release(let v, _, _, _, _), .list(let v, _, _), .releaseAll(let v, _, _),
+        case .probe(let v), .overview(let v, _), .release(let v, _, _, _, _), .releaseSecret(let v, _, _, _, _), .list(let v, _, _), .releaseAll(let v, _, _),
              .contains(let v, _), .add(let v, _, _), .importItems(let v, _, _, _), .update(let v, _, _),
              .remove(let v, _), .audit(let v, _):
             v
@@ -96,6 +99,8 @@ public enum AgentReply: Codable, Equatable, Sendable {
     case overview(overview: ItemOverview)
     /// `release`: the item with the secrets named in the request.
     case released(item: Item)
+    /// `releaseSecret`: the secret is the frame's binary tail.
+    case releasedSecret
     /// `list`: one page of overview records (in the frame's binary tail: each a big-endian u32
     /// length and the record), where the next page starts (nil: this was the last), the ids of
     /// rows that failed authentication (on the first page), and the index version the page
@@ -191,6 +196,10 @@ extension AgentRequest {
             for f in fields { try Self.check(f, "field", limit: AgentLimits.fieldName) }
             try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
         case .releaseAll(_, let command, _):
+            try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
+        case .releaseSecret(_, let name, let field, let command, _):
+            try Self.check(name, "name", limit: AgentLimits.name)
+            try Self.check(field, "field", limit: AgentLimits.fieldName)
             try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
         case .add(_, let item, _):
             try Self.check(item.name, "item name", limit: AgentLimits.name)

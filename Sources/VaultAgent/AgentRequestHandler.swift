@@ -139,6 +139,15 @@ public final class AgentRequestHandler: @unchecked Sendable {
             return try lock.withLock {
                 sweep()
                 if case .list(let vault, let term, let from) = request { return try listing(vault, term: term, from: from ?? 0) }
+                if case .releaseSecret(let vault, let name, let field, let command, let freshMatch) = request {
+                    var tail: [UInt8] = []
+                    let reply = try withSession(vault) { s in
+                        let secret = try s.vault.releaseSecret(named: name, field: field, command: command, to: peer, freshMatch: freshMatch)
+                        tail = secret.exposedBytes()
+                        return .releasedSecret
+                    }
+                    return (reply, tail)
+                }
                 return (try answer(request, key: key, peer: peer, staging: &staging), [])
             }
         } catch let e as VaultError {
@@ -223,8 +232,8 @@ public final class AgentRequestHandler: @unchecked Sendable {
                 // Only the secrets named are audited, and only they are handed out.
                 .released(item: try s.vault.release(named: name, fields: fields, command: command, to: peer, freshMatch: freshMatch))
             }
-        case .list:
-            throw VaultError.failure("a listing is answered with its page")
+        case .list, .releaseSecret:
+            throw VaultError.failure("answered with a binary tail")
         case .releaseAll(let vault, let command, let freshMatch):
             return try withSession(vault) { s in
                 var items: [Item] = [], damaged: [String] = []

@@ -1,4 +1,5 @@
 public import VaultKit
+internal import VaultSystem
 
 /// The vault as served by its unlock session in the agent: the key stays in the agent, which
 /// writes the audit record of every secret it hands out.
@@ -62,6 +63,15 @@ public final class SessionAccess: VaultAccess {
             throw AgentClient.unexpected
         }
         return item
+    }
+
+    /// One secret, from the reply frame's binary tail straight into guarded memory (the agent
+    /// writes the audit record first).
+    public func releaseSecret(named name: String, field: String, command: String, freshMatch: Bool) throws -> SecretBytes {
+        var (reply, tail) = try exchange(.releaseSecret(vault: vault, name: name, field: field, command: command, freshMatch: freshMatch))
+        defer { wipe(&tail) }
+        guard case .releasedSecret = reply else { throw AgentClient.unexpected }
+        return try SecretBytes(copying: tail)
     }
 
     /// Streams the session's overview index page by page (the agent decrypts nothing to answer);

@@ -10,9 +10,17 @@ public protocol TextSink: AnyObject {
     var failure: SystemError? { get }
     /// Whether a person's terminal shows what is written (control characters are then escaped).
     var isTerminal: Bool { get }
+    /// Writes a secret as is, from guarded memory (a terminal gets it with control characters
+    /// escaped, as `write` of `terminalSafe` text).
+    func writeSecret(_ secret: borrowing SecretBytes)
 }
 
 extension TextSink {
+    /// Sinks that are not descriptors (buffers in tests) get the secret as text.
+    public func writeSecret(_ secret: borrowing SecretBytes) {
+        write(terminalSafe(secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }, onTerminal: isTerminal))
+    }
+
     /// Sinks that cannot fail.
     public var failure: SystemError? { nil }
     /// Sinks that are not terminals.
@@ -58,6 +66,25 @@ public final class FileSink: TextSink {
 
     /// Whether the descriptor is a terminal.
     public var isTerminal: Bool { VaultSystem.isTerminal(fd) }
+
+    /// Writes a secret straight from its guarded memory with write(2): it never becomes a
+    /// String or an ordinary buffer on its way out (a terminal gets the escaped text instead).
+    public func writeSecret(_ secret: borrowing SecretBytes) {
+        guard failure == nil else { return }
+        if isTerminal {
+            write(terminalSafe(secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }, onTerminal: true))
+            return
+        }
+        let fd = fd, label = label
+        failure = secret.withUnsafeBytes { b -> SystemError? in
+            do throws(SystemError) {
+                try writeAll(fd: fd, bytes: b, label: label)
+                return nil
+            } catch {
+                return error
+            }
+        }
+    }
 
     /// Writes all of `text`, unless an earlier write failed.
     public func write(_ text: String) {

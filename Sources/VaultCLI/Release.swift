@@ -15,6 +15,17 @@ enum Release {
         }
     }
 
+    /// One secret in guarded memory, after a fresh match when the item's switch is on.
+    static func secret(_ name: String, field: String, command: String, from vault: any VaultAccess,
+                       _ inv: Invocation, _ ctx: CommandContext) throws -> SecretBytes {
+        do {
+            return try vault.releaseSecret(named: name, field: field, command: command, freshMatch: false)
+        } catch VaultError.freshMatchNeeded(let item) {
+            try freshMatch(for: item, vault, inv, ctx)
+            return try vault.releaseSecret(named: name, field: field, command: command, freshMatch: true)
+        }
+    }
+
     /// Every item with its secrets, streamed (export), after one fresh match when any has the
     /// switch on (the vault refuses before releasing anything).
     static func each(command: String, from vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext,

@@ -167,7 +167,7 @@ enum AgentFuzzTarget: String, CaseIterable {
             if case .unlock = request, tail.isEmpty { key = fixture.key } else { key = tail }
             let releases: Bool
             switch request {
-            case .release, .releaseAll: releases = true
+            case .release, .releaseAll, .releaseSecret: releases = true
             default: releases = false
             }
             let audited = releases ? fixture.auditRecords() : 0
@@ -196,6 +196,10 @@ extension AgentFuzzTarget {
             if items.contains(where: hasSecret), fixture.auditRecords() <= audited {
                 throw Self.handler.finding("an export was released without an audit record")
             }
+        case (.releaseSecret, .releasedSecret):
+            if fixture.auditRecords() <= audited { throw Self.handler.finding("a secret was released without an audit record") }
+        case (_, .releasedSecret):
+            throw Self.handler.finding("a secret came back for a request that releases none")
         case (_, .listingPage):
             guard let pages = try? AgentCodec.overviews(inListingPage: tail) else { throw Self.handler.finding("a listing page the client cannot read") }
             if pages.map(\.item).contains(where: hasSecret) { throw Self.handler.finding("a listing carries a secret") }

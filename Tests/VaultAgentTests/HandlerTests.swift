@@ -281,3 +281,33 @@ import VaultKit
         #expect(h.indexedItemCount(vault: v.path) == nil, "the index went with the session")
     }
 }
+
+/// A single secret travels as the reply frame's binary tail, never in its JSON.
+@Suite struct ReleaseSecretTests {
+    @Test func theSecretIsTheTailAndIsAudited() throws {
+        let v = try TestVault()
+        try v.vault.add(Item(name: "guarded", password: "g-secret", fingerprintLogin: true))
+        let h = AgentRequestHandler(uid: me.uid, pid: 77, clock: ManualClock().read)
+        v.open(in: h)
+        var staging = ImportStaging()
+        let before = try v.vault.auditRecords().count
+        let (reply, tail) = h.respond(.releaseSecret(vault: v.path, name: "db", field: "password", command: "get"), from: me, staging: &staging)
+        #expect(reply == .releasedSecret)
+        #expect(tail == Array("db-secret-9".utf8))
+        let frame = AgentCodec.frame(reply, tail: tail)
+        #expect(!String(decoding: frame.json, as: UTF8.self).contains("db-secret-9"))
+        #expect(try v.vault.auditRecords().count == before + 1)
+        // Not a secret field, an item without it, fingerprint login: refused, nothing logged.
+        for (request, code) in [(AgentRequest.releaseSecret(vault: v.path, name: "db", field: "username", command: "get"), 2),
+                                (.releaseSecret(vault: v.path, name: "web", field: "notes", command: "get"), 1),
+                                (.releaseSecret(vault: v.path, name: "guarded", field: "password", command: "get"), 10)] {
+            let (r, t) = h.respond(request, from: me, staging: &staging)
+            #expect(t.isEmpty)
+            guard case .failed(let e) = r else { Issue.record("\(request) answered \(r)"); continue }
+            #expect(e.exitCode == code, "\(request): \(e)")
+        }
+        #expect(try v.vault.auditRecords().count == before + 1)
+        let (r, t) = h.respond(.releaseSecret(vault: v.path, name: "guarded", field: "password", command: "login", freshMatch: true), from: me, staging: &staging)
+        #expect(r == .releasedSecret && t == Array("g-secret".utf8))
+    }
+}

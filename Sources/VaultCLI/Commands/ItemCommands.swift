@@ -259,6 +259,13 @@ enum ItemCommands {
                 ctx.say("vault: copied the \(field) of '\(item.name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
                 return
             }
+            // One secret printed as is: from the record's guarded memory to write(2), never a String.
+            if let f = inv.value("--field"), !inv.has("--json"), ItemField(rawValue: f)?.isSecret == true {
+                let secret = try Release.secret(name, field: f, command: "get", from: vault, inv, ctx)
+                ctx.stdout.writeSecret(secret)
+                ctx.stdout.write("\n")
+                return
+            }
             // Only the secrets printed are released (and so logged).
             let released: [String]
             if let f = inv.value("--field") {

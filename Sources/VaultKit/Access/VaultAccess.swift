@@ -145,6 +145,11 @@ public protocol VaultAccess: AnyObject {
     /// An item with fingerprint login on is released only with `freshMatch` (the caller made
     /// one); otherwise `.freshMatchNeeded`.
     func release(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> Item
+    /// One secret of an item (a field of its secrets record: `password`, `totp`, `notes`, or a
+    /// secret custom field), in guarded memory: it is never a String on the way from the record
+    /// to the caller. One audit record is written first; fingerprint login as for `release`.
+    /// - Throws: `.itemNotFound`, `.failure` when the item has no such secret, `.freshMatchNeeded`.
+    func releaseSecret(named name: String, field: String, command: String, freshMatch: Bool) throws -> SecretBytes
     /// Streams every row's overview (damaged rows reported as such), or with `term` only the
     /// items `OverviewMatcher` matches. No secret is opened.
     func forEachOverview(matching term: String?, _ body: (OverviewEntry) throws -> Void) throws
@@ -248,6 +253,34 @@ extension UnlockedVault: VaultAccess {
             try appendAudit(AuditRecord(item: item.name, field: field, command: command, uid: requester.uid, pid: requester.pid))
         }
         return item
+    }
+
+    /// One secret in guarded memory, audited as released to this process.
+    public func releaseSecret(named name: String, field: String, command: String, freshMatch: Bool) throws -> SecretBytes {
+        try releaseSecret(named: name, field: field, command: command, to: .current, freshMatch: freshMatch)
+    }
+
+    /// One secret in guarded memory, audited as released to `requester`: the secrets record is
+    /// opened into guarded memory and the field's bytes copied from there into the result.
+    public func releaseSecret(named name: String, field: String, command: String, to requester: Requester,
+                              freshMatch: Bool = false) throws -> SecretBytes {
+        let overview = try overview(named: name).item
+        guard overview.isSecretField(field), field != "all", field != "history" else {
+            throw VaultError.usage("'\(field)' is not a secret of item '\(overview.name)'")
+        }
+        if overview.releaseNeedsFreshMatch([field]) && !freshMatch { throw VaultError.freshMatchNeeded(item: overview.name) }
+        let n = overview.name
+        let row = try row(named: n)
+        let scratch = try RecordScratch(capacity: row.secrets.count)
+        let value = try reading(n, record: .secrets) {
+            try withSecrets(row, scratch: scratch) { plain -> SecretBytes? in
+                guard let v = try SecretsRecord.value(of: field, in: plain) else { return nil }
+                return try SecretBytes(copying: v)
+            }
+        }
+        guard let value else { throw VaultError.failure("item '\(n)' has no \(field)") }
+        try appendAudit(AuditRecord(item: n, field: field, command: command, uid: requester.uid, pid: requester.pid))
+        return value
     }
 
     /// Streams every row's overview, or those `term` matches.

@@ -47,7 +47,7 @@ final class RecordScratch {
     init(capacity: Int = 4096) throws { buffer = try SecretBytes(zeroed: capacity) }
 
     /// Opens `sealed` into the buffer and lends the plaintext; the plaintext is wiped after `body`.
-    func open<R>(_ sealed: [UInt8], key: borrowing SecretBytes, nonce: [UInt8], associatedData: [UInt8],
+    func open<R: ~Copyable>(_ sealed: [UInt8], key: borrowing SecretBytes, nonce: [UInt8], associatedData: [UInt8],
                  _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         if sealed.count > buffer.count { buffer = try SecretBytes(zeroed: max(sealed.count, buffer.count * 2)) }
         let n = try AEAD.open(sealed, key: key, nonce: nonce, associatedData: associatedData, into: buffer)
@@ -120,7 +120,7 @@ extension UnlockedVault {
     }
 
     /// Opens a row's secrets record and lends its plaintext (in guarded memory, wiped after).
-    func withSecrets<R>(_ row: ItemRow, scratch: RecordScratch, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    func withSecrets<R: ~Copyable>(_ row: ItemRow, scratch: RecordScratch, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         guard row.generation == generation else { throw CryptoError.authenticationFailed }
         return try scratch.open(row.secrets, key: itemKey, nonce: row.secretsNonce,
                                 associatedData: recordAD(id: row.id, kind: .secrets, generation: row.generation, overviewNonce: row.overviewNonce), body)
@@ -153,7 +153,7 @@ extension UnlockedVault {
     }
 
     /// Runs a read of one item, turning a record that fails authentication into `.corrupt` naming it.
-    func reading<R>(_ normalized: String, record: RecordKind, _ body: () throws -> R) throws -> R {
+    func reading<R: ~Copyable>(_ normalized: String, record: RecordKind, _ body: () throws -> R) throws -> R {
         do {
             return try body()
         } catch is CryptoError {
