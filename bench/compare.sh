@@ -28,7 +28,9 @@ timeit() {
     local key=$1; shift
     local times=()
     for ((r = 0; r < RUNS; r++)); do
-        times+=("$( { /usr/bin/time -f "%e" "$@" <"${IN:-/dev/null}" >/dev/null 2>/dev/null; } 2>&1 | tail -1)")
+        /usr/bin/time -o "$WORK/time" -f "%e" "$@" <"${IN:-/dev/null}" >/dev/null 2>"$WORK/err" \
+            || say "bench: $key failed: $(tail -2 "$WORK/err")"
+        times+=("$(tail -1 "$WORK/time")")
     done
     T[$key]=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
     say "bench: $key ${T[$key]} s"

@@ -24,24 +24,29 @@ OUT=$RESULTS/scale.txt
 : > "$OUT"
 machine_info | tee -a "$OUT" >&2
 
-# measure LABEL CMD...: RUNS runs; records "LABEL median_s max_rss_mb" (stdout of CMD discarded,
-# stdin from $IN when set).
+# measure LABEL CMD...: RUNS runs; records the median wall time, the median CPU time (user + system:
+# what the process itself cost, steadier than wall time on a loaded machine) and the peak RSS
+# (stdout of CMD discarded, stdin from $IN when set, the passcode file on fd 3).
 measure() {
     local label=$1; shift
-    local times=() peak=0 line
+    local times=() cpus=() peak=0 line e u s m
     for ((r = 0; r < RUNS; r++)); do
-        line=$( { /usr/bin/time -f "%e %M" "$@" <"${IN:-/dev/null}" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
-        times+=("${line% *}")
-        ((${line#* } > peak)) && peak=${line#* }
+        /usr/bin/time -o "$WORK/time" -f "%e %U %S %M" "$@" <"${IN:-/dev/null}" 3<"$PASSCODE" >/dev/null 2>"$WORK/err" \
+            || { say "bench: $label failed: $(tail -2 "$WORK/err")"; }
+        read -r e u s m < <(tail -1 "$WORK/time")
+        times+=("$e")
+        cpus+=("$(echo "$u + $s" | bc -l)")
+        ((m > peak)) && peak=$m
     done
-    local median
+    local median cpu
     median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    printf '%-44s %8s s %8.1f MB\n' "$label" "$median" "$(echo "$peak/1024" | bc -l)" | tee -a "$OUT" >&2
+    cpu=$(printf '%s\n' "${cpus[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}')
+    printf '%-44s %7s s wall %7s s cpu %8.1f MB\n' "$label" "$median" "$cpu" "$(echo "$peak/1024" | bc -l)" | tee -a "$OUT" >&2
 }
 
 # A command on an empty vault: what "KDF aside" subtracts.
 "$VAULT" init --vault empty --kdf-memory 8 --kdf-ops 1 --no-fingerprint --passcode-fd 3 3<"$PASSCODE" >/dev/null 2>&1
-measure "baseline: ls of an empty vault (passcode)" "$VAULT" ls --vault empty --passcode-fd 3 3<"$PASSCODE"
+measure "baseline: ls of an empty vault (passcode)" "$VAULT" ls --vault empty --passcode-fd 3
 measure "bare Swift process (hello, swiftc -O)" "$HELLO"
 
 for n in $SIZES; do
@@ -49,14 +54,14 @@ for n in $SIZES; do
     items_json "$n" "$WORK/items-$n.json"
     "$VAULT" init --vault "v$n" --kdf-memory 8 --kdf-ops 1 --no-fingerprint --passcode-fd 3 3<"$PASSCODE" >/dev/null 2>&1
     RUNS_SAVED=$RUNS RUNS=1
-    IN=$WORK/items-$n.json measure "$n: import (passcode)" "$VAULT" import --vault "v$n" --passcode-fd 3 3<"$PASSCODE"
+    IN=$WORK/items-$n.json measure "$n: import (passcode)" "$VAULT" import --vault "v$n" --passcode-fd 3
     RUNS=$RUNS_SAVED
-    measure "$n: ls (passcode)" "$VAULT" ls --vault "v$n" --passcode-fd 3 3<"$PASSCODE"
-    measure "$n: search 'ex4242' (passcode)" "$VAULT" search ex4242 --vault "v$n" --passcode-fd 3 3<"$PASSCODE"
-    measure "$n: export (passcode)" "$VAULT" export --vault "v$n" --passcode-fd 3 3<"$PASSCODE"
-    measure "$n: get --field password (passcode)" "$VAULT" get item000042 --field password --vault "v$n" --passcode-fd 3 3<"$PASSCODE"
+    measure "$n: ls (passcode)" "$VAULT" ls --vault "v$n" --passcode-fd 3
+    measure "$n: search 'ex4242' (passcode)" "$VAULT" search ex4242 --vault "v$n" --passcode-fd 3
+    measure "$n: export (passcode)" "$VAULT" export --vault "v$n" --passcode-fd 3
+    measure "$n: get --field password (passcode)" "$VAULT" get item000042 --field password --vault "v$n" --passcode-fd 3
     RUNS_SAVED=$RUNS RUNS=$(( RUNS < 3 ? RUNS : 3 ))
-    measure "$n: rotate (passcode)" "$VAULT" rotate --vault "v$n" --passcode-fd 3 3<"$PASSCODE"
+    measure "$n: rotate (passcode)" "$VAULT" rotate --vault "v$n" --passcode-fd 3
     RUNS=$RUNS_SAVED
     "$VAULT" unlock --vault "v$n" --timeout 3600 --passcode-fd 3 3<"$PASSCODE" >/dev/null 2>&1 || die "unlock v$n failed"
     measure "$n: ls (session)" "$VAULT" ls --vault "v$n" --no-input
