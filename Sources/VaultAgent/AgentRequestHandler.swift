@@ -37,7 +37,7 @@ final class Session {
     }
 
     /// How many items the index holds, nil without one.
-    var indexedItemCount: Int? { index?.entries.count }
+    var indexedItemCount: Int? { index?.count }
 
     /// Brings the index up to date after a write through the session to the items `names`
     /// (nil: many items, the index is read again when next needed).

@@ -7,11 +7,18 @@ internal import VaultSystem
 /// committed to the vault since (SQLite's `data_version` moved). It goes with the session: a
 /// `lock`, an expiry or an invalidation drops it with the key, its records wiped.
 final class OverviewIndex {
-    private(set) var entries: [(name: String, record: [UInt8])] = []
+    /// Every record, back to back (records replaced or removed leave holes until a compaction).
+    private var storage: [UInt8] = []
+    /// Where each record is in `storage`, sorted by item name.
+    private var entries: [(offset: Int, length: Int)] = []
+    private var holes = 0
     private(set) var damaged: [String] = []
     /// Changes whenever the entries do: a paged listing that sees it move starts again.
     private(set) var version: Int64
     private var changeCounter: Int64
+
+    /// How many items it holds.
+    var count: Int { entries.count }
 
     /// Reads every overview record of `vault`.
     init(_ vault: UnlockedVault) throws {
@@ -20,16 +27,33 @@ final class OverviewIndex {
         try vault.forEachOverviewRecord { entry in
             switch entry {
             case .record(let plain):
-                entries.append((try ItemOverview.name(ofRecord: plain), Array(plain)))
+                entries.append((storage.count, plain.count))
+                storage.append(contentsOf: plain)
             case .damaged(let id):
                 damaged.append(id)
             }
         }
-        entries.sort { $0.name < $1.name }
+        storage.withUnsafeBytes { all in
+            entries.sort { Self.name(in: all, $0).lexicographicallyPrecedes(Self.name(in: all, $1)) }
+        }
     }
 
-    deinit {
-        for k in entries.indices { wipe(&entries[k].record) }
+    deinit { wipe(&storage) }
+
+    /// The UTF-8 bytes of the name of the record at `entry` (its first field: tag 1, a LEB128
+    /// length, the name). Names are NFC, so their byte order is the order of their strings.
+    private static func name(in all: UnsafeRawBufferPointer, _ entry: (offset: Int, length: Int)) -> UnsafeRawBufferPointer {
+        let record = UnsafeRawBufferPointer(rebasing: all[entry.offset..<(entry.offset + entry.length)])
+        guard record.count > 3, record[2] == 1 else { return UnsafeRawBufferPointer(rebasing: record[0..<0]) }
+        var n = 0, shift = 0, i = 3
+        while i < record.count {
+            let b = record[i]
+            i += 1
+            n |= Int(b & 0x7f) << shift
+            if b & 0x80 == 0 { break }
+            shift += 7
+        }
+        return UnsafeRawBufferPointer(rebasing: record[i..<min(record.count, i + n)])
     }
 
     /// Whether no other connection has committed to `vault` since this index was read.
@@ -38,32 +62,52 @@ final class OverviewIndex {
     }
 
     private func position(of name: String) -> (index: Int, found: Bool) {
-        var low = 0, high = entries.count
-        while low < high {
-            let mid = (low + high) / 2
-            if entries[mid].name < name { low = mid + 1 } else { high = mid }
+        let key = Array(name.utf8)
+        return storage.withUnsafeBytes { all in
+            var low = 0, high = entries.count
+            while low < high {
+                let mid = (low + high) / 2
+                if Self.name(in: all, entries[mid]).lexicographicallyPrecedes(key) { low = mid + 1 } else { high = mid }
+            }
+            return (low, low < entries.count && Self.name(in: all, entries[low]).elementsEqual(key))
         }
-        return (low, low < entries.count && entries[low].name == name)
     }
 
     /// Re-reads the item called `name` after a write through the session (gone: removed).
     func refresh(_ name: String, from vault: UnlockedVault) throws {
         guard let n = try? Item.normalize(name: name) else { return }
-        let record: [UInt8]?
+        var record: [UInt8]?
         do {
             record = try vault.overviewRecord(named: n)
         } catch VaultError.itemNotFound {
             record = nil
         }
+        defer { if record != nil { wipe(&record!) } }
         let (i, found) = position(of: n)
-        if found { wipe(&entries[i].record) }
-        switch (record, found) {
-        case (let r?, true): entries[i].record = r
-        case (let r?, false): entries.insert((n, r), at: i)
-        case (nil, true): entries.remove(at: i)
-        case (nil, false): break
+        if found {
+            holes += entries[i].length
+            entries.remove(at: i)
         }
+        if let r = record {
+            entries.insert((storage.count, r.count), at: i)
+            storage.append(contentsOf: r)
+        }
+        if holes > 1 << 16, holes > storage.count / 2 { compact() }
         version = Int64.random(in: 1...Int64.max)
+    }
+
+    /// Drops the holes left by replaced and removed records.
+    private func compact() {
+        var fresh: [UInt8] = []
+        fresh.reserveCapacity(storage.count - holes)
+        for k in entries.indices {
+            let e = entries[k]
+            entries[k].offset = fresh.count
+            fresh.append(contentsOf: storage[e.offset..<(e.offset + e.length)])
+        }
+        wipe(&storage)
+        storage = fresh
+        holes = 0
     }
 
     /// One page of a listing: from `start`, the records `matcher` matches (every record without
@@ -72,13 +116,16 @@ final class OverviewIndex {
     func page(from start: Int, matcher: OverviewMatcher?, budget: Int) -> (tail: [UInt8], next: Int?) {
         var tail: [UInt8] = []
         var i = max(0, start)
-        while i < entries.count, tail.count < budget {
-            let r = entries[i].record
-            i += 1
-            if let matcher, !r.withUnsafeBytes({ matcher.matches($0) }) { continue }
-            let n = UInt32(r.count)
-            tail += [UInt8(n >> 24), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)]
-            tail += r
+        storage.withUnsafeBytes { all in
+            while i < entries.count, tail.count < budget {
+                let e = entries[i]
+                i += 1
+                let r = UnsafeRawBufferPointer(rebasing: all[e.offset..<(e.offset + e.length)])
+                if let matcher, !matcher.matches(r) { continue }
+                let n = UInt32(r.count)
+                tail += [UInt8(n >> 24), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)]
+                tail.append(contentsOf: r)
+            }
         }
         return (tail, i < entries.count ? i : nil)
     }

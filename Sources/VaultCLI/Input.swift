@@ -105,6 +105,5 @@ func kdfParameters(_ inv: Invocation) throws -> KDFParameters? {
 
 /// JSON for scripts: sorted keys, one document, a newline.
 func jsonText(_ object: Any) -> String {
-    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
-    return String(decoding: data, as: UTF8.self) + "\n"
+    JSONText.text(object) + "\n"
 }

@@ -40,19 +40,28 @@ enum ImportExport {
         examples: "vault export | gpg -e -r me > vault-backup.json.gpg",
         run: { inv, ctx in
             let vault = try openAccess(inv, ctx, purpose: "export every item")
-            // Written as read: one item's JSON at a time, never the whole vault in memory.
+            // Written as read, about 64 KiB at a time: never the whole vault in memory.
             var damaged = 0, first = true
+            var chunk: [UInt8] = []
+            chunk.reserveCapacity(1 << 17)
+            defer { wipe(&chunk) }
+            func flush() {
+                ctx.stdout.write(String(decoding: chunk, as: UTF8.self))
+                wipe(&chunk)
+                chunk.removeAll(keepingCapacity: true)
+            }
             try Release.each(command: "export", from: vault, inv, ctx) { e in
                 switch e {
                 case .item(let item):
-                    var text = (first ? "[" : ",\n") + jsonText(VaultJSON.object(item)).dropLast()
-                    ctx.stdout.write(text)
-                    text.removeAll()
+                    chunk += Array((first ? "[" : ",\n").utf8)
+                    JSONText.append(VaultJSON.object(item), to: &chunk)
                     first = false
+                    if chunk.count >= 1 << 16 { flush() }
                 case .damaged: damaged += 1
                 }
             }
-            ctx.stdout.write(first ? "[]\n" : "]\n")
+            chunk += Array((first ? "[]\n" : "]\n").utf8)
+            flush()
             if damaged > 0 { throw VaultError.corrupt("\(damaged) damaged item(s) were not exported") }
         })
 }
