@@ -3,17 +3,26 @@
 struct ByteWriter {
     private(set) var bytes: [UInt8] = []
 
-    init(label: String) { append(label) }
+    init(label: String) {
+        bytes.reserveCapacity(128)
+        append(label)
+    }
 
-    mutating func append(_ s: String) { append(Array(s.utf8)) }
+    mutating func append(_ s: String) {
+        append(UInt32(s.utf8.count))
+        bytes.append(contentsOf: s.utf8)
+    }
 
     mutating func append(_ b: [UInt8]) {
         append(UInt32(b.count))
-        bytes += b
+        bytes.append(contentsOf: b)
     }
 
     mutating func append(_ n: UInt32) {
-        bytes += [UInt8(n >> 24 & 0xff), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)]
+        bytes.append(UInt8(n >> 24 & 0xff))
+        bytes.append(UInt8(n >> 16 & 0xff))
+        bytes.append(UInt8(n >> 8 & 0xff))
+        bytes.append(UInt8(n & 0xff))
     }
 
     mutating func append(_ n: Int64) {
