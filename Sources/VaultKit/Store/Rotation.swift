@@ -103,18 +103,19 @@ extension UnlockedVault {
     /// - Throws: `.corrupt` naming the damaged rows (the caller's transaction then rolls back).
     func reseal(itemsInto fresh: UnlockedVault, total: Int, progress: (Int, Int) -> Void) throws -> Int {
         let scratch = try RecordScratch()
-        let batch = try db.prepare("SELECT \(ItemRow.columns) FROM items WHERE id > ? ORDER BY id LIMIT 512")
-        let update = try db.prepare("UPDATE items SET name_mac=?, generation=?, overview_nonce=?, overview=?, secrets_nonce=?, secrets=? WHERE id=?")
+        // By rowid, not by id: a seek in the table itself instead of through id's index.
+        let batch = try db.prepare("SELECT rowid, \(ItemRow.columns) FROM items WHERE rowid > ? ORDER BY rowid LIMIT 512")
+        let update = try db.prepare("UPDATE items SET name_mac=?, generation=?, overview_nonce=?, overview=?, secrets_nonce=?, secrets=? WHERE rowid=?")
         var damaged: [String] = []
         var done = 0
-        var after: [UInt8] = []
+        var after: Int64 = 0
         while true {
-            try batch.bind([.blob(after)])
-            var rows: [ItemRow] = []
-            while let r = try batch.next() { rows.append(ItemRow(r)) }
+            try batch.bind([.integer(after)])
+            var rows: [(rowid: Int64, row: ItemRow)] = []
+            while let r = try batch.next() { rows.append((r[0].int ?? 0, ItemRow(Array(r.dropFirst())))) }
             guard let last = rows.last else { break }
-            after = last.id
-            for row in rows {
+            after = last.rowid
+            for (rowid, row) in rows {
                 let next: ItemRow
                 do {
                     next = try reseal(row, into: fresh, scratch: scratch)
@@ -128,7 +129,7 @@ extension UnlockedVault {
                 guard damaged.isEmpty else { continue }
                 // New index entries are keyed MACs under a new key: a clash with an old entry not
                 // yet replaced is a 2^-256 event, and would only abort this transaction.
-                try update.bind(Array(next.values.dropFirst()) + [.blob(row.id)])
+                try update.bind(Array(next.values.dropFirst()) + [.integer(rowid)])
                 _ = try update.next()
                 done += 1
                 if done % 256 == 0 || done == total { progress(done, total) }
