@@ -31,6 +31,7 @@ let vaultBinary: String = {
 func spawn(_ path: String, _ args: [String], env: [String: String], stdin: String = "",
            fds: [Int32: String] = [:], argv0: String? = nil, stdoutFD: Int32? = nil,
            timeLimit: Double? = nil, onStderr: ((String) -> Void)? = nil) -> RunResult {
+    _ = brokenPipeIgnored
     // O_CLOEXEC: tests run in parallel, and a pipe end leaked into another test's child (or an
     // agent it starts) would keep this test from ever seeing end of file.
     func makePipe() -> (Int32, Int32) {
@@ -182,9 +183,15 @@ func json(_ text: String) -> [String: Any] {
     (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
 }
 
+/// The test process ignores SIGPIPE: feeding a pipe to a child that a test killed (or that
+/// exited before reading) is then an EPIPE for the write, not the death of every test running in
+/// this process. Children start with SIGPIPE at its default (`childAttributes`).
+let brokenPipeIgnored: Void = { signal(SIGPIPE, SIG_IGN) }()
+
 /// Starts a program without waiting: stdout and stderr go to /dev/null, `fds` are fed from pipes.
 /// Returns its pid; reap it with `waitpid`.
 func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32: String] = [:]) -> pid_t {
+    _ = brokenPipeIgnored
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
