@@ -122,12 +122,24 @@ enum FingerprintCommands {
                 }
                 rows.append(row)
             }
-            let kind = try Auth.authority(inv, ctx).kind
+            let authority = try Auth.authority(inv, ctx)
+            let kind = authority.kind
+            // What protects the authority's secrets at rest: the daemon says (TPM or not); the
+            // embedded authority's are in the user's files.
+            let secrets: String
+            do {
+                let s = try authority.status(slot: nil, sensor: nil, rules: PasscodeRules())
+                secrets = (s.secrets ?? .filePermissions).rawValue
+            } catch let e as VaultError {
+                secrets = "unknown: " + e.message
+            }
+            let secretsLine = SecretProtection(rawValue: secrets)?.description ?? secrets
             if inv.has("--json") {
-                ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection]]))
+                ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets]]))
                 return
             }
             ctx.stdout.write("key authority: \(kind.rawValue) (\(kind.protection))\n")
+            ctx.stdout.write("authority secrets: \(secretsLine)\n")
             if rows.isEmpty {
                 ctx.stdout.write("no fingerprint reader found\n")
                 ctx.say("vault: hint: check that the reader is plugged in and supported by libfprint (lsusb); vault works with the passcode meanwhile")
