@@ -110,10 +110,21 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
                 // in the client, see resetIfDamaged) sets it aside and starts afresh.
                 let unopenable: Bool
                 switch e {
-                case .tpmPolicyFailed, .tpmForeign: unopenable = true
+                case .tpmPolicyFailed, .tpmForeign, .tpmUnavailable: unopenable = true
                 default: unopenable = false
                 }
-                guard case .resetPrints = request, unopenable else { throw e }
+                guard unopenable else { throw e }
+                // The passcode never depends on the device secret: its requests are answered as
+                // an unreachable authority answers them (nothing can be counted or recorded).
+                switch request {
+                case .challenge: return AuthorityResponse(.challenge(challenge: randomBytes(32)))
+                case .beginPasscodeAttempt: return AuthorityResponse(.passcodeWait(seconds: 0))
+                case .recordPasscodeFailure: return AuthorityResponse(.done)
+                case .recordPasscodeUnlock: return AuthorityResponse(.recorded(bound: false))
+                case .resetPrints: break
+                default: throw e
+                }
+                if case .tpmUnavailable = e { throw e }
                 try EmbeddedKeyAuthority.setAsideSealedSecret(in: folder(of: session.uid))
                 AuthorityDaemon.log("uid \(session.uid): the TPM could not open the sealed device secret (\(e.message)); set aside, a new one is sealed")
                 authority = try self.authority(for: session)

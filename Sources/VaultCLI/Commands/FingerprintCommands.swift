@@ -29,6 +29,9 @@ enum FingerprintCommands {
             }
             let (done, result) = try vault.enrollAndRotate(finger: finger?.rawValue, through: authority, passcode: passcode,
                                                            progress: RotateCommand.progressBar(inv, ctx))
+            // The passcode was given in this command: it counts for the new binding too (after a
+            // reset, nothing was bound when the unlock above was recorded).
+            if result.fingerprintBound { _ = try? authority.recordPasscodeUnlock(try result.vault.proof(.passcodeUnlock, for: authority)) }
             ctx.say("vault: enrolled \(done.finger)")
             RotateCommand.report(result, of: vault, ctx)
             ctx.say("vault: other vaults now need their passcode once: vault unlock --vault NAME --passcode --rotate")

@@ -147,12 +147,17 @@ enum DeviceSecretFile {
         return secret
     }
 
-    /// Moves an unopenable sealed secret aside (`device-secret.tpm.old`) so a fresh one can be
+    /// Moves an unopenable sealed secret aside (`device-secret.tpm.old`, with the lockout record
+    /// sealed under it: `auth.sealed.old`) so a fresh one can be
     /// made: what follows a passcode after PCR 7 changed or the state came from another machine.
     static func setAside(_ folder: String) throws {
         let sealed = sealedPath(folder)
         guard FileSystem.exists(sealed) else { return }
-        do { try FileSystem.rename(sealed, to: sealed + ".old") } catch { throw error.vaultError }
+        do {
+            try FileSystem.rename(sealed, to: sealed + ".old")
+            // Sealed under the old secret, the lockout record would read as damaged (locked out).
+            if FileSystem.exists(folder + "/auth.sealed") { try FileSystem.rename(folder + "/auth.sealed", to: folder + "/auth.sealed.old") }
+        } catch { throw error.vaultError }
     }
 
     @discardableResult
