@@ -71,3 +71,101 @@ func containsSubsequence(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
     }
     return false
 }
+
+/// The passcode on the TPM (`vault settings --passcode-on-tpm`), on real swtpms.
+@Suite(.enabled(if: SoftwareTPM.available, "swtpm is not installed (apt-get install swtpm swtpm-tools tpm2-tools)"))
+struct PasscodeOnTPMTests {
+    /// A vault at `root` whose passcode is on `tpm`; returns its recovery key.
+    func makeVault(_ root: TempRoot, tpm: SoftwareTPM) throws -> String {
+        var location = try root.location()
+        location.tpm = tpm.device
+        let created = try VaultStore.create(at: location, passcode: try secret("right passcode"), kdf: fastKDF)
+        try created.vault.add(Item(name: "db", password: "s3cret"))
+        try created.vault.changePasscode(to: try secret("right passcode"), kdf: nil, onTPM: true)
+        return created.recoveryKey
+    }
+
+    func store(_ root: TempRoot, tpm: SoftwareTPM?) throws -> VaultStore {
+        var location = try root.location()
+        location.tpm = tpm?.device
+        return try VaultStore.open(location)
+    }
+
+    @Test func theRightPasscodeOpensWrongOnesCountOnTheTPMUntilItLocksAndTheRecoveryKeyOpensElsewhere() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.setDictionaryAttack(maxTries: 3, recoverySeconds: 600)
+        let root = TempRoot()
+        let recovery = try makeVault(root, tpm: tpm)
+        let vault = try store(root, tpm: tpm)
+        #expect(try vault.slot(.passcode)?.passcodeIsOnTPM == true)
+        #expect(try vault.unlock(passcode: try secret("right passcode")).item(named: "db").password == "s3cret")
+
+        #expect(throws: VaultError.authenticationFailed("wrong passcode, 2 tries before the TPM locks")) {
+            _ = try vault.unlock(passcode: try secret("guess 1"))
+        }
+        #expect(try tpm.device.dictionaryAttackState().failedTries == 1, "counted by the TPM, not by a file")
+        #expect(throws: VaultError.authenticationFailed("wrong passcode, 1 try before the TPM locks")) {
+            _ = try vault.unlock(passcode: try secret("guess 2"))
+        }
+        #expect(throws: VaultError.tpmLockout(seconds: 600)) { _ = try vault.unlock(passcode: try secret("guess 3")) }
+        // Locked: even the right passcode is refused until the recovery time passes.
+        #expect(throws: VaultError.tpmLockout(seconds: 600)) { _ = try vault.unlock(passcode: try secret("right passcode")) }
+        #expect(VaultError.tpmLockout(seconds: 600).exitCode == 17)
+        #expect(VaultError.tpmLockout(seconds: 600).message.contains("lifts in about 600 s"))
+
+        // The recovery key opens the vault copied to a machine with another TPM; the passcode there
+        // meets a TPM that cannot open the slot's object.
+        let elsewhere = TempRoot()
+        try FileManager.default.createDirectory(atPath: elsewhere.path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.copyItem(atPath: try root.location().folder, toPath: try elsewhere.location().folder)
+        let otherTPM = try SoftwareTPM()
+        let copy = try store(elsewhere, tpm: otherTPM)
+        #expect(try copy.unlock(recoveryKey: recovery).item(named: "db").password == "s3cret")
+        #expect {
+            _ = try copy.unlock(passcode: try secret("right passcode"))
+        } throws: { e in
+            guard case VaultError.tpmForeign = e else { return false }
+            return (e as! VaultError).exitCode == 5 && (e as! VaultError).message.contains("another machine's TPM")
+        }
+    }
+
+    @Test func anOfflineAttackOnACopiedDatabaseWithTheRightPasscodeButWithoutTheTPMFails() throws {
+        let tpm = try SoftwareTPM()
+        let root = TempRoot()
+        _ = try makeVault(root, tpm: tpm)
+        // No TPM reachable: named, exit 15, pointing at the recovery key.
+        let offline = try store(root, tpm: nil)
+        #expect {
+            _ = try offline.unlock(passcode: try secret("right passcode"))
+        } throws: { e in
+            guard let v = e as? VaultError, case .tpmUnavailable = v else { return false }
+            return v.exitCode == 15 && v.message.contains("TPM") && v.hint?.contains("recover") == true
+        }
+        // What an attacker with the file computes: Argon2id of the right passcode under the slot's
+        // parameters. Without the TPM's unseal it does not open the slot.
+        let slot = try #require(try offline.slot(.passcode))
+        let a = try PasswordKDF.deriveKey(password: try secret("right passcode"), parameters: try slot.passcodeParameters())
+        let ad = offline.slotAD(id: slot.id, kind: slot.kind, params: slot.params, generation: slot.generation)
+        #expect(throws: CryptoError.authenticationFailed) { _ = try AEAD.open(slot.wrapped, key: a, nonce: slot.nonce, associatedData: ad) }
+        // Nor does the slot's object leak the secret: it is bound to the TPM that made it.
+        let t = try #require(try slot.passcodeTPM())
+        #expect(throws: VaultError.self) {
+            _ = try PasscodeTPM.unseal(t, a: a, vaultID: offline.vaultID, tpm: try SoftwareTPM().device, what: "copy")
+        }
+        // With the TPM, the same passcode opens.
+        #expect(try store(root, tpm: tpm).unlock(passcode: try secret("right passcode")).item(named: "db").password == "s3cret")
+    }
+
+    @Test func rotationKeepsItOnTheTPMAndTurningItOffNeedsThePasscodeAndRewrapsTheSlot() throws {
+        let tpm = try SoftwareTPM()
+        let root = TempRoot()
+        _ = try makeVault(root, tpm: tpm)
+        let opened = try store(root, tpm: tpm).unlock(passcode: try secret("right passcode"))
+        let rotated = try opened.rotate(passcode: try secret("right passcode"), kdf: nil, recovery: .keep, authority: nil).vault
+        #expect(try store(root, tpm: tpm).slot(.passcode)?.passcodeIsOnTPM == true, "a rotation keeps it on the TPM")
+        try rotated.changePasscode(to: try secret("right passcode"), kdf: nil, onTPM: false)
+        let plain = try store(root, tpm: nil)
+        #expect(try plain.slot(.passcode)?.passcodeIsOnTPM == false)
+        #expect(try plain.unlock(passcode: try secret("right passcode")).item(named: "db").password == "s3cret")
+    }
+}
