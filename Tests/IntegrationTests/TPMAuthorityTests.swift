@@ -198,3 +198,45 @@ struct TPMAuthorityTests {
         #expect(r.status == 0 && r.stdout.contains("gh"), "re-bound: \(r.stderr)")
     }
 }
+
+/// `vault settings --passcode-on-tpm` through the binary, on swtpm (`VAULT_TPM_TCTI`).
+@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/swtpm"), "swtpm is not installed (apt-get install swtpm swtpm-tools tpm2-tools)"))
+struct PasscodeOnTPMFlowTests {
+    @Test func wrongPasscodesCountDownToTheTPMLockoutAndTheRecoveryKeyStillOpens() throws {
+        let box = Sandbox()
+        let tpm = IntegrationTPM()
+        #expect(tpm.tool("tpm2_dictionarylockout", ["-s", "-n", "3", "-t", "600", "-l", "600"]).status == 0)
+        box.env["VAULT_TPM_TCTI"] = tpm.tcti
+        let recovery = box.initVault()
+        var r = box.vault(["add", "db", "--password-stdin"], passcode: Sandbox.passcode, stdin: "s3cret\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["settings", "--passcode-on-tpm", "on"], passcode: Sandbox.passcode)
+        #expect(r.status == 0 && r.stderr.contains("now needs this machine's TPM"), "\(r.stderr)")
+        r = box.vault(["settings", "--json"])
+        #expect(json(r.stdout)["passcode_on_tpm"] as? Bool == true, "\(r.stdout)")
+        // The embedded authority's secrets are in the user's files: doctor says so, and names the TPM.
+        r = box.vault(["doctor"])
+        #expect(r.stdout.contains("authority secrets: protected by file permissions only"), "\(r.stdout)")
+        #expect(r.stdout.contains("TPM (for --passcode-on-tpm): \(tpm.tcti): answers; dictionary-attack counter 0 of 3"), "\(r.stdout)")
+        r = box.vault(["get", "db", "--field", "password"], passcode: Sandbox.passcode)
+        #expect(r.status == 0 && r.stdout == "s3cret\n", "\(r.stderr)")
+
+        r = box.vault(["ls"], passcode: "wrong one")
+        #expect(r.status == 10 && r.stderr.contains("wrong passcode, 2 tries before the TPM locks"), "\(r.status) \(r.stderr)")
+        r = box.vault(["ls"], passcode: "wrong two")
+        #expect(r.status == 10 && r.stderr.contains("wrong passcode, 1 try before the TPM locks"), "\(r.status) \(r.stderr)")
+        r = box.vault(["ls"], passcode: "wrong three")
+        #expect(r.status == 17 && r.stderr.contains("lifts in about 600 s"), "\(r.status) \(r.stderr)")
+        r = box.vault(["ls"], passcode: Sandbox.passcode)
+        #expect(r.status == 17 && r.stderr.contains("vault: hint:") && r.stderr.contains("recover"), "the right one during the lockout: \(r.status) \(r.stderr)")
+
+        // Without the TPM the passcode cannot open it (exit 15, naming the TPM); the recovery key can.
+        box.env["VAULT_TPM_TCTI"] = "none"
+        r = box.vault(["ls"], passcode: Sandbox.passcode)
+        #expect(r.status == 15 && r.stderr.contains("TPM"), "\(r.status) \(r.stderr)")
+        r = box.vault(["recover", "--recovery-key-fd", "4", "--new-passcode-fd", "5"], fds: [4: recovery + "\n", 5: "new passcode\n"])
+        #expect(r.status == 0 && r.stderr.contains("not on a TPM"), "\(r.status) \(r.stderr)")
+        r = box.vault(["get", "db", "--field", "password"], passcode: "new passcode")
+        #expect(r.status == 0 && r.stdout == "s3cret\n", "\(r.stderr)")
+    }
+}
