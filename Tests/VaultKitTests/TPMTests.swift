@@ -169,3 +169,53 @@ struct PasscodeOnTPMTests {
         #expect(try plain.unlock(passcode: try secret("right passcode")).item(named: "db").password == "s3cret")
     }
 }
+
+/// The authority's device secret at rest with a TPM (what vault-authd does per uid).
+@Suite(.enabled(if: SoftwareTPM.available, "swtpm is not installed (apt-get install swtpm swtpm-tools tpm2-tools)"))
+struct SealedDeviceSecretTests {
+    @Test func aClearSecretIsSealedScrubbedAndNeverFallsBackToAFile() throws {
+        let tpm = try SoftwareTPM()
+        let root = TempRoot()
+        let folder = root.path + "/authority"
+        _ = try EmbeddedKeyAuthority(folder: folder)
+        let clear = try #require(FileManager.default.contents(atPath: folder + "/device-secret"))
+        #expect(clear.count == 32)
+
+        let sealedAuthority = try EmbeddedKeyAuthority(folder: folder, sealing: .tpm(tpm.device, pcr7: false))
+        #expect(sealedAuthority.secretProtection == .tpm)
+        #expect(!FileManager.default.fileExists(atPath: folder + "/device-secret"), "the clear file is removed")
+        let record = try TPMSealedRecord(encoded: Array(try #require(FileManager.default.contents(atPath: folder + "/device-secret.tpm"))),
+                                         what: "blob")
+        #expect(record.policy == TPMSealPolicy(pcr7: false, dictionaryAttackProtected: false))
+        #expect(try tpm.device.unseal(record.object, authValue: try SecretBytes(zeroed: 0)).exposedBytes() == Array(clear),
+                "the same secret: bindings made before still open")
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
+            let data = try #require(FileManager.default.contents(atPath: folder + "/" + name))
+            #expect(data.range(of: clear) == nil, "\(name) holds the device secret in clear")
+        }
+
+        // Without the TPM the daemon does not quietly make a new clear secret.
+        #expect {
+            _ = try EmbeddedKeyAuthority(folder: folder)
+        } throws: { e in
+            guard case VaultError.tpmUnavailable(let m) = e else { return false }
+            return m.contains("sealed by a TPM")
+        }
+        // Turning PCR 7 binding on re-seals the same secret under the policy; an extend then fails it.
+        _ = try EmbeddedKeyAuthority(folder: folder, sealing: .tpm(tpm.device, pcr7: true))
+        let bound = try TPMSealedRecord(encoded: Array(try #require(FileManager.default.contents(atPath: folder + "/device-secret.tpm"))),
+                                        what: "blob")
+        #expect(bound.policy.pcr7)
+        try tpm.extendPCR7()
+        #expect {
+            _ = try EmbeddedKeyAuthority(folder: folder, sealing: .tpm(tpm.device, pcr7: true))
+        } throws: { e in
+            guard let v = e as? VaultError, case .tpmPolicyFailed = v else { return false }
+            return v.exitCode == 15 && v.message.contains("PCR 7") && v.hint?.contains("vault enroll") == true
+        }
+        // Set aside (after the owner's passcode, `vault enroll`), a new secret is sealed.
+        try EmbeddedKeyAuthority.setAsideSealedSecret(in: folder)
+        _ = try EmbeddedKeyAuthority(folder: folder, sealing: .tpm(tpm.device, pcr7: true))
+        #expect(FileManager.default.fileExists(atPath: folder + "/device-secret.tpm.old"))
+    }
+}
