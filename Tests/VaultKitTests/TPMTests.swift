@@ -22,6 +22,25 @@ struct TPMTests {
         #expect(throws: TPMFailure.foreignObject) { try other.device.unseal(object, authValue: try SecretBytes(zeroed: 0)) }
     }
 
+    @Test func fiftySealsAndUnsealsInARowFlushEveryObjectAndAreTimed() throws {
+        let tpm = try SoftwareTPM()
+        var seal: [Double] = [], unseal: [Double] = []
+        for _ in 0..<50 {
+            let secret = try SecretBytes.random(count: 32)
+            var t = Date()
+            let object = try tpm.device.seal(secret, authValue: try SecretBytes(zeroed: 0), policy: TPMSealPolicy(pcr7: false, dictionaryAttackProtected: false))
+            seal.append(Date().timeIntervalSince(t) * 1000)
+            t = Date()
+            let back = try tpm.device.unseal(object, authValue: try SecretBytes(zeroed: 0))
+            unseal.append(Date().timeIntervalSince(t) * 1000)
+            let same = back.isEqual(to: secret)
+            #expect(same)
+        }
+        func median(_ v: [Double]) -> String { String(format: "%.1f", v.sorted()[v.count / 2]) }
+        // Not a timed test: the figures go to docs/performance.md.
+        print("swtpm: seal median \(median(seal)) ms, unseal median \(median(unseal)) ms (50 each, one connection per call)")
+    }
+
     @Test func aPCR7BoundObjectFailsOnceThePCRChanges() throws {
         let tpm = try SoftwareTPM()
         let secret = try SecretBytes.random(count: 32)
