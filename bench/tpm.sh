@@ -42,7 +42,8 @@ median_ms() {
     printf '%s\n' "${t[@]}" | sort -n | awk '{v[NR]=$1} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.1f", m/1000}'
 }
 
-{
+# Results to the terminal and the file; no subshell, so the cleanup sees every daemon started.
+exec > >(tee "$OUT")
 echo "# bench/tpm.sh $(date -u +%FT%TZ), commit $(git -C "$ROOT" rev-parse --short HEAD), $VAULT, $(swtpm --version | head -1 | grep -o 'version [0-9.]*' | sed 's/version/swtpm/'), RUNS=$RUNS"
 echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -85,6 +86,6 @@ for mode in none tpm; do
     one=$(median_ms bash -c 'as_user fingers')
     unlock=$(median_ms bash -c 'scans 1 & as_user ls --no-input; s=$?; wait; exit $s')
     echo "vault-authd secrets $mode: vault fingers (one request) ${one} ms, fingerprint unlock (vault ls, one scan) ${unlock} ms"
+    kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 done
-} | tee "$OUT"
 say "bench: results in $OUT"
