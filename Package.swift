@@ -22,8 +22,11 @@ let package = Package(
         .systemLibrary(
             name: "CFprint", pkgConfig: "libfprint-2",
             providers: [.apt(["libfprint-2-dev", "libglib2.0-dev"])]),
+        .systemLibrary(
+            name: "CTSS2", pkgConfig: "tss2-esys tss2-tctildr tss2-mu tss2-rc",
+            providers: [.apt(["libtss2-dev", "libtss2-tcti-swtpm0"])]),
         .target(name: "VaultSystem", swiftSettings: upcoming),
-        .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite", "VaultSystem"], swiftSettings: upcoming),
+        .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite", "CTSS2", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "FingerprintKit", dependencies: ["CFprint", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(

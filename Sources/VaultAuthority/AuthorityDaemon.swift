@@ -9,7 +9,7 @@ public enum AuthorityDaemon {
     /// The state folder when neither `--state` nor `STATE_DIRECTORY` names one.
     public static let defaultState = "/var/lib/vault-auth"
 
-    static let usage = "usage: vault-authd [--socket PATH] [--state DIR] [--test-mode]"
+    static let usage = "usage: vault-authd [--socket PATH] [--state DIR] [--tpm auto|none|TCTI] [--tpm-pcr7] [--test-mode]"
 
     static let help = """
         vault-authd: the system key authority of vault
@@ -27,6 +27,13 @@ public enum AuthorityDaemon {
                           it is made 0666 in a 0755 folder: any local user may connect
           --state DIR     the state folder, made 0700 (default: $STATE_DIRECTORY, else \(defaultState));
                           each user's state is in DIR/uid-N (0700)
+          --tpm T         where each user's device secret rests: `auto` (the default) seals it with the
+                          TPM at /dev/tpmrm0 when that device exists (the daemon's user must be root
+                          or in group tss), `none` keeps it in a 0600 file, anything else is a
+                          tpm2-tss TCTI string (device:/dev/tpmrm0, swtpm:path=SOCKET)
+          --tpm-pcr7      with a TPM: the secrets open only while PCR 7 (Secure Boot state) holds
+                          its present value; after a firmware update the owner gives the passcode
+                          and enrols again ('vault enroll')
           --test-mode     for tests only: a request may then set the boot id and the clock the daemon
                           uses for its own uid, and libfprint's virtual readers (FP_VIRTUAL_DEVICE,
                           FP_VIRTUAL_DEVICE_STORAGE, FP_VIRTUAL_IMAGE) are served. Without it such
@@ -45,6 +52,28 @@ public enum AuthorityDaemon {
         var socketPath: String
         var stateFolder: String
         var testMode = false
+        /// `auto`, `none` or a TCTI string.
+        var tpm = "auto"
+        var pcr7 = false
+    }
+
+    /// Where the device secrets rest with `options` on this machine.
+    /// - Throws: `.tpmUnavailable` when a TPM is asked for (or present) and does not answer.
+    static func sealing(_ options: Options) throws -> DeviceSecretSealing {
+        let device: TPMDevice
+        switch options.tpm {
+        case "none", "auto" where TPMDevice.fromEnvironment([:]) == nil:
+            guard !options.pcr7 else { throw VaultError.usage("--tpm-pcr7 needs a TPM", hint: "give one with --tpm TCTI") }
+            return .filePermissions
+        case "auto":
+            device = TPMDevice(tcti: "device:" + TPMDevice.kernelDevicePath)
+        default:
+            device = TPMDevice(tcti: options.tpm)
+        }
+        do { _ = try device.dictionaryAttackState() } catch {
+            throw VaultError.tpmUnavailable("vault-authd cannot use the TPM at \(device.tcti): \(error.vaultError("the TPM").message)")
+        }
+        return .tpm(device, pcr7: options.pcr7)
     }
 
     /// Parses the arguments (the program name first), hardens the process and serves; returns
@@ -60,13 +89,19 @@ public enum AuthorityDaemon {
             try harden()
             try checkEnvironment(environment, testMode: options.testMode)
             try prepareState(options.stateFolder)
+            let sealing = try sealing(options)
             let handler = try AuthorityRequestHandler(stateFolder: options.stateFolder, testMode: options.testMode,
-                                                      readers: LibfprintReaders(allowVirtual: options.testMode))
+                                                      readers: LibfprintReaders(allowVirtual: options.testMode),
+                                                      busyWait: AuthorityLimits.busyWaitSeconds, sealing: sealing)
             let server = AuthorityServer(socketPath: options.socketPath, handler: handler)
             if ProcessIdentity.effectiveUID == 0 {
                 log("warning: running as root; run vault-authd as its own user (vault-auth)")
             }
-            log("serving \(options.socketPath), state in \(options.stateFolder)\(options.testMode ? ", TEST MODE" : "")")
+            let where_: String
+            if case .tpm(let d, let pcr7) = sealing { where_ = "sealed by the TPM at \(d.tcti)\(pcr7 ? ", bound to PCR 7" : "")" } else {
+                where_ = "protected by file permissions only (no TPM)"
+            }
+            log("serving \(options.socketPath), state in \(options.stateFolder), secrets \(where_)\(options.testMode ? ", TEST MODE" : "")")
             try server.run()
             return 0
         } catch let e as VaultError {
@@ -89,7 +124,7 @@ public enum AuthorityDaemon {
         }
         var options = Options(socketPath: firstPath("RUNTIME_DIRECTORY").map { $0 + "/socket" } ?? defaultSocket,
                               stateFolder: firstPath("STATE_DIRECTORY") ?? defaultState)
-        let known = ["--socket", "--state", "--test-mode", "--help"]
+        let known = ["--socket", "--state", "--tpm", "--tpm-pcr7", "--test-mode", "--help"]
         var i = 0
         while i < args.count {
             var option = args[i], value: String?
@@ -104,6 +139,17 @@ public enum AuthorityDaemon {
             case "--test-mode":
                 guard value == nil else { throw VaultError.usage("--test-mode takes no value") }
                 options.testMode = true
+            case "--tpm-pcr7":
+                guard value == nil else { throw VaultError.usage("--tpm-pcr7 takes no value") }
+                options.pcr7 = true
+            case "--tpm":
+                if value == nil {
+                    guard i < args.count else { throw VaultError.usage("--tpm needs a value", hint: "see 'vault-authd --help'") }
+                    value = args[i]
+                    i += 1
+                }
+                guard let t = value, !t.isEmpty, t.utf8.count <= 512 else { throw VaultError.usage("--tpm expects auto, none or a TCTI string") }
+                options.tpm = t
             case "--socket", "--state":
                 if value == nil {
                     guard i < args.count else { throw VaultError.usage("\(option) needs a value", hint: "see 'vault-authd --help'") }

@@ -35,6 +35,8 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     public let testMode: Bool
     /// Seconds a request waits for the reader while another scans.
     public let busyWait: Double
+    /// Where each uid's device secret rests: sealed by the TPM when the daemon has one.
+    let sealing: DeviceSecretSealing
     private let readers: any ReaderSource
     let lease = ScanLease()
     private let bootID: String
@@ -51,9 +53,15 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     /// A handler keeping its state in `stateFolder` (created 0700 when missing), scanning with
     /// `readers`, with the kernel's boot id.
     /// - Throws: `.io` when the folder cannot be made.
-    public init(stateFolder: String, testMode: Bool, readers: any ReaderSource,
-                busyWait: Double = AuthorityLimits.busyWaitSeconds) throws {
+    public convenience init(stateFolder: String, testMode: Bool, readers: any ReaderSource,
+                            busyWait: Double = AuthorityLimits.busyWaitSeconds) throws {
+        try self.init(stateFolder: stateFolder, testMode: testMode, readers: readers, busyWait: busyWait, sealing: .filePermissions)
+    }
+
+    /// The same, with the device secrets resting as `sealing` says (the daemon's `--tpm`).
+    init(stateFolder: String, testMode: Bool, readers: any ReaderSource, busyWait: Double, sealing: DeviceSecretSealing) throws {
         self.stateFolder = stateFolder
+        self.sealing = sealing
         self.testMode = testMode
         self.readers = readers
         self.busyWait = max(0, busyWait)
@@ -94,7 +102,33 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
             default:
                 break
             }
-            let authority = try self.authority(for: session)
+            let authority: EmbeddedKeyAuthority
+            do {
+                authority = try self.authority(for: session)
+            } catch let e as VaultError {
+                // A sealed secret this TPM cannot open: a reset (the owner's passcode was given
+                // in the client, see resetIfDamaged) sets it aside and starts afresh.
+                let unopenable: Bool
+                switch e {
+                case .tpmPolicyFailed, .tpmForeign, .tpmUnavailable: unopenable = true
+                default: unopenable = false
+                }
+                guard unopenable else { throw e }
+                // The passcode never depends on the device secret: its requests are answered as
+                // an unreachable authority answers them (nothing can be counted or recorded).
+                switch request {
+                case .challenge: return AuthorityResponse(.challenge(challenge: randomBytes(32)))
+                case .beginPasscodeAttempt: return AuthorityResponse(.passcodeWait(seconds: 0))
+                case .recordPasscodeFailure: return AuthorityResponse(.done)
+                case .recordPasscodeUnlock: return AuthorityResponse(.recorded(bound: false))
+                case .resetPrints: break
+                default: throw e
+                }
+                if case .tpmUnavailable = e { throw e }
+                try EmbeddedKeyAuthority.setAsideSealedSecret(in: folder(of: session.uid))
+                AuthorityDaemon.log("uid \(session.uid): the TPM could not open the sealed device secret (\(e.message)); set aside, a new one is sealed")
+                authority = try self.authority(for: session)
+            }
             switch request {
             case .fingers:
                 return AuthorityResponse(.fingers(fingers: try authority.fingers()))
@@ -133,6 +167,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
             case .status(let slot, let sensor, let rules):
                 var status = try authority.status(slot: slot, sensor: sensor, rules: rules)
                 status.kind = .system
+                status.secrets = sealing.protection
                 return AuthorityResponse(.status(status: status))
             case .ping, .cancel, .testSettings:
                 preconditionFailure("answered above")
@@ -161,6 +196,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
         if let now = knobs?.now { clock = { now } } else { clock = { unixNow() } }
         let readers = self.readers, lease = self.lease, wait = busyWait
         return try EmbeddedKeyAuthority(folder: folder(of: uid), bootID: knobs?.bootID ?? bootID, clock: clock, challenges: book,
+                                        sealing: sealing,
                                         openReader: { prefer in
                                             if let reason = session.cancelReason { throw reason.interruption }
                                             let reader = try readers.open(prefer: prefer, session: session)

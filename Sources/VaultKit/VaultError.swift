@@ -50,6 +50,15 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case freshMatchNeeded(item: String)
     /// 5: a vault's settings row is unreadable (never silently replaced by the defaults).
     case settingsDamaged(vault: String)
+    /// 15: a TPM is needed (a sealed device secret, a vault whose passcode is on the TPM) and none answers.
+    case tpmUnavailable(String)
+    /// 5: the TPM refuses a sealed object as not its own: it was sealed by another machine's TPM
+    /// (a copied disk, a restored backup) or altered. The string names the file or slot.
+    case tpmForeign(String)
+    /// 15: the TPM refuses to unseal because PCR 7 (Secure Boot state) changed since the sealing.
+    case tpmPolicyFailed(String)
+    /// 17: the TPM is in dictionary-attack lockout; it lifts after about `seconds` (nil: unknown).
+    case tpmLockout(seconds: Int?)
     /// 126: the command after `--` is not an executable file.
     case commandNotExecutable(String)
     /// 127: the command after `--` is not found.
@@ -75,7 +84,9 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .passcodeNeeded: .passcodeNeeded
         case .systemCancel: .systemCancel
         case .passcodeNotSet: .passcodeNotSet
-        case .biometryNotAvailable: .biometryNotAvailable
+        case .biometryNotAvailable, .tpmUnavailable, .tpmPolicyFailed: .biometryNotAvailable
+        case .tpmForeign: .corrupt
+        case .tpmLockout: .biometryLockout
         case .biometryNotEnrolled: .biometryNotEnrolled
         case .biometryLockout: .biometryLockout
         case .appCancel: .appCancel
@@ -122,6 +133,12 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .settingsDamaged(let v): "the settings of vault '\(v)' are damaged"
         case .keysRotated: "the vault's keys were rotated while this command ran; nothing was written"
         case .freshMatchNeeded(let item): "'\(item)' has fingerprint login on: releasing it needs a fresh fingerprint match"
+        case .tpmUnavailable(let m): "the TPM is not available: \(m)"
+        case .tpmForeign(let what): "\(what) was sealed by another machine's TPM (or altered): this TPM cannot open it"
+        case .tpmPolicyFailed(let what): "the TPM refuses to unseal \(what): PCR 7 (the Secure Boot state) changed since it was sealed"
+        case .tpmLockout(let seconds):
+            "the TPM is locked after too many wrong passcodes (dictionary-attack lockout)"
+                + (seconds.map { "; it lifts in about \($0) s of powered-on time" } ?? "")
         case .commandNotExecutable(let p): "cannot run \(p): not an executable file"
         case .commandNotFound(let n): "command not found: \(n)"
         case .childExited(let status): "the command exited with status \(status)"
@@ -159,6 +176,14 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .domainStateChanged: "unlock with the passcode and re-bind: \(command("unlock --passcode --rotate")) (or '\(command("enroll --bind"))')"
         case .settingsDamaged(let v): "restore the vault from a backup, or set them again: vault settings\(v == "default" ? "" : " --vault \(v)") --policy P"
         case .commandNotExecutable: nil
+        case .tpmUnavailable:
+            "check the TPM with 'vault doctor' (VAULT_TPM_TCTI, vault-authd --tpm, group tss); the recovery key opens the vault on any machine: '\(command("recover"))'"
+        case .tpmForeign:
+            "on this machine, open the vault with its passcode or recovery key ('\(command("recover"))'), then enrol again with '\(command("enroll"))'"
+        case .tpmPolicyFailed:
+            "unlock with the passcode, then re-bind: '\(command("enroll"))' (it asks for the passcode and seals a new secret for the current PCR 7)"
+        case .tpmLockout:
+            "wait for the lockout to lift, or open the vault with its recovery key: '\(command("recover"))'"
         case .keysRotated: "run it again"
         case .freshMatchNeeded: "touch the reader when asked; 'vault edit NAME --fingerprint-login off' (a touch) turns it off"
         case .commandNotFound(let n): n.contains("/") ? nil : "it is not in PATH; give its full path"
@@ -211,16 +236,16 @@ public enum ExitCode: Int32, CaseIterable, Sendable {
         case .usage: "usage error"
         case .notFound: "no such item or vault"
         case .alreadyExists: "already exists"
-        case .corrupt: "vault data corrupt or tampered (names the item or file)"
+        case .corrupt: "vault data corrupt or tampered (names the item or file), or sealed by another machine's TPM"
         case .io: "I/O or permission problem (names the path, or standard output)"
         case .authenticationFailed: "authentication failed: wrong passcode or recovery key, or no match after 3 tries"
         case .userCancel: "cancelled by the user (Ctrl-C)"
         case .passcodeNeeded: "the passcode is needed (chosen, reboot or 48 h rule) but none can be read"
         case .systemCancel: "cancelled by the system: the reader is busy"
         case .passcodeNotSet: "no passcode set"
-        case .biometryNotAvailable: "no usable fingerprint reader (none, removed mid-scan, no permission)"
+        case .biometryNotAvailable: "no usable fingerprint reader (none, removed mid-scan, no permission), or no usable TPM (missing, PCR 7 changed)"
         case .biometryNotEnrolled: "no prints enrolled, or this vault is not bound to any"
-        case .biometryLockout: "fingerprint locked out after 5 failed matches: passcode required"
+        case .biometryLockout: "fingerprint locked out after 5 failed matches: passcode required; or the TPM's lockout after wrong passcodes"
         case .appCancel: "cancelled by the program: no finger within --scan-timeout"
         case .invalidContext: "the unlock session expired, was locked or was invalidated, or the keys were rotated meanwhile"
         case .domainStateChanged: "the enrolled prints changed since the vault was bound: unlock with the passcode and rotate"

@@ -17,6 +17,20 @@ public enum FileSystem {
         }
     }
 
+    /// Renames `old` to `new` (`rename(2)`, replacing `new`).
+    public static func rename(_ old: String, to new: String) throws(SystemError) {
+        try syscall("rename", path: old) { Glibc.rename(old, new) }
+    }
+
+    /// Overwrites the start of an existing file in place with `bytes` and syncs it (never through
+    /// a symlink): what a secret's file gets before it is removed.
+    public static func overwrite(_ path: String, with bytes: [UInt8]) throws(SystemError) {
+        var fd = try FileDescriptor.open(path, .writeOnly, options: [.noFollow])
+        try fd.writeAll(bytes)
+        try fd.sync()
+        try fd.close()
+    }
+
     /// Sets the permission bits of `path` (never following a symlink at the last component is not
     /// possible with chmod; callers check the kind first or own the folder).
     public static func setPermissions(_ path: String, _ mode: UInt32) throws(SystemError) {

@@ -29,6 +29,9 @@ enum FingerprintCommands {
             }
             let (done, result) = try vault.enrollAndRotate(finger: finger?.rawValue, through: authority, passcode: passcode,
                                                            progress: RotateCommand.progressBar(inv, ctx))
+            // The passcode was given in this command: it counts for the new binding too (after a
+            // reset, nothing was bound when the unlock above was recorded).
+            if result.fingerprintBound { _ = try? authority.recordPasscodeUnlock(try result.vault.proof(.passcodeUnlock, for: authority)) }
             ctx.say("vault: enrolled \(done.finger)")
             RotateCommand.report(result, of: vault, ctx)
             ctx.say("vault: other vaults now need their passcode once: vault unlock --vault NAME --passcode --rotate")
@@ -122,12 +125,44 @@ enum FingerprintCommands {
                 }
                 rows.append(row)
             }
-            let kind = try Auth.authority(inv, ctx).kind
+            let authority = try Auth.authority(inv, ctx)
+            let kind = authority.kind
+            // What protects the authority's secrets at rest: the daemon says (TPM or not); the
+            // embedded authority's are in the user's files.
+            let secrets: String
+            do {
+                let s = try authority.status(slot: nil, sensor: nil, rules: PasscodeRules())
+                secrets = (s.secrets ?? .filePermissions).rawValue
+            } catch let e as VaultError {
+                secrets = "unknown: " + e.message
+            }
+            let secretsLine = SecretProtection(rawValue: secrets)?.description ?? secrets
+            // The TPM this process would use for a passcode on the TPM.
+            var tpm: [String: Any] = ["present": false]
+            var tpmLine = "none found (set VAULT_TPM_TCTI, or the kernel's /dev/tpmrm0 is missing)"
+            if let device = TPMDevice.fromEnvironment(ctx.environment) {
+                tpm = ["present": true, "tcti": device.tcti]
+                do throws(TPMFailure) {
+                    let da = try device.dictionaryAttackState()
+                    tpm["failed_tries"] = da.failedTries
+                    tpm["max_tries"] = da.maxTries
+                    tpm["recovery_seconds"] = da.recoverySeconds
+                    tpmLine = "\(device.tcti): answers; dictionary-attack counter \(da.failedTries) of \(da.maxTries)"
+                        + (da.lockedOut ? " (LOCKED OUT)" : "") + ", one failure forgotten every \(da.recoverySeconds) s"
+                } catch {
+                    let e = error.vaultError("the TPM")
+                    tpm["error"] = e.message
+                    tpmLine = "\(device.tcti): \(e.message)"
+                }
+            }
             if inv.has("--json") {
-                ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection]]))
+                ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets],
+                                           "tpm": tpm]))
                 return
             }
             ctx.stdout.write("key authority: \(kind.rawValue) (\(kind.protection))\n")
+            ctx.stdout.write("authority secrets: \(secretsLine)\n")
+            ctx.stdout.write("TPM (for --passcode-on-tpm): \(tpmLine)\n")
             if rows.isEmpty {
                 ctx.stdout.write("no fingerprint reader found\n")
                 ctx.say("vault: hint: check that the reader is plugged in and supported by libfprint (lsusb); vault works with the passcode meanwhile")

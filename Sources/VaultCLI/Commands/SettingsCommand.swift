@@ -4,14 +4,16 @@ import VaultKit
 enum SettingsCommand {
     static let settings = CommandSpec(
         name: "settings", summary: "show or change the vault's policy and passcode rules (changes need the passcode)",
-        usage: "vault settings [--policy P] [--passcode-interval HOURS] [--passcode-after-reboot on|off] [--json]",
+        usage: "vault settings [--policy P] [--passcode-interval HOURS] [--passcode-after-reboot on|off] [--passcode-on-tpm on|off] [--json]",
         options: [
             .value("--policy", "P", "default policy: biometrics or biometrics-or-passcode"),
             .value("--passcode-interval", "HOURS", "ask for the passcode after HOURS without one (0: never; default 48)"),
             .value("--passcode-after-reboot", "on|off", "ask for the passcode at the first unlock after a reboot (default on)"),
+            .value("--passcode-on-tpm", "on|off",
+                   "make the passcode also need this machine's TPM, which limits wrong guesses (VAULT_TPM_TCTI, else /dev/tpmrm0; default off)"),
             .flag("--json", "print JSON"),
         ],
-        examples: "vault settings\nvault settings --policy biometrics --passcode-interval 24",
+        examples: "vault settings\nvault settings --policy biometrics --passcode-interval 24\nvault settings --passcode-on-tpm on",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
             let changing = inv.has("--policy") || inv.has("--passcode-interval") || inv.has("--passcode-after-reboot")
@@ -24,7 +26,17 @@ enum SettingsCommand {
                 s = VaultSettings()
             }
             let before = s
-            if changing {
+            if let t = inv.value("--passcode-on-tpm") {
+                guard ["on", "off"].contains(t) else { throw VaultError.usage("--passcode-on-tpm takes on or off") }
+                // The passcode itself re-wraps the slot: turning it off needs it as much as turning it on.
+                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+                let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
+                try vault.changePasscode(to: passcode, kdf: nil, onTPM: t == "on")
+                ctx.say(t == "on"
+                    ? "vault: the passcode of vault '\(store.location.name)' now needs this machine's TPM, which counts wrong ones; the recovery key opens it anywhere"
+                    : "vault: the passcode of vault '\(store.location.name)' no longer needs the TPM")
+                if changing { try store.setSettings(s) }
+            } else if changing {
                 if let p = inv.value("--policy") { s.policy = try AuthPolicy.parse(p) }
                 if let h = try inv.int("--passcode-interval") {
                     guard (0...8760).contains(h) else { throw VaultError.usage("--passcode-interval must be 0 to 8760 hours") }
@@ -48,10 +60,11 @@ enum SettingsCommand {
                     }
                 }
             }
+            let onTPM = try store.slot(.passcode)?.passcodeIsOnTPM ?? false
             let o: [String: Any] = ["policy": s.policy.rawValue, "passcode_interval_hours": s.passcodeIntervalHours,
-                                    "passcode_after_reboot": s.passcodeAfterReboot]
-            if inv.has("--json") { ctx.stdout.write(jsonText(o)) } else if !changing {
-                ctx.stdout.write("policy: \(s.policy.rawValue)\npasscode interval: \(s.passcodeIntervalHours == 0 ? "never" : "\(s.passcodeIntervalHours) h")\npasscode after reboot: \(s.passcodeAfterReboot ? "on" : "off")\n")
+                                    "passcode_after_reboot": s.passcodeAfterReboot, "passcode_on_tpm": onTPM]
+            if inv.has("--json") { ctx.stdout.write(jsonText(o)) } else if !changing && !inv.has("--passcode-on-tpm") {
+                ctx.stdout.write("policy: \(s.policy.rawValue)\npasscode interval: \(s.passcodeIntervalHours == 0 ? "never" : "\(s.passcodeIntervalHours) h")\npasscode after reboot: \(s.passcodeAfterReboot ? "on" : "off")\npasscode on TPM: \(onTPM ? "on" : "off")\n")
             }
         })
 }

@@ -87,7 +87,13 @@ enum VaultCommands {
             let store = try VaultStore.open(try location(inv, ctx))
             let vault = try Auth.unlockWithRecoveryKey(store, inv, ctx)
             let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
-            try vault.changePasscode(to: new, kdf: nil)
+            // The recovery key is the way in on another machine: a passcode that was on a TPM
+            // goes on this machine's TPM, or is a plain passcode when there is none here.
+            let keepOnTPM = vault.passcodeIsOnTPM && store.location.tpm != nil
+            if vault.passcodeIsOnTPM && !keepOnTPM {
+                ctx.say("vault: warning: no TPM here: the new passcode is not on a TPM; turn it on again with 'vault settings --passcode-on-tpm on'")
+            }
+            try vault.changePasscode(to: new, kdf: nil, onTPM: keepOnTPM)
             ctx.say("new passcode set for vault '\(store.location.name)'")
         })
 

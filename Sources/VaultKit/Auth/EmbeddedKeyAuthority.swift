@@ -15,6 +15,8 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     public let bootID: String
     private let clock: @Sendable () -> Int64
     private let secret: SecretBytes
+    /// What protects the device secret at rest.
+    public let secretProtection: SecretProtection
     private let openReaderFunction: ReaderOpener
     /// The challenges this authority accepts proofs over.
     private let challenges: ChallengeBook
@@ -46,9 +48,14 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// Opens (creating on first use) the authority's state in `folder`; `openReader` opens the
     /// reader when a scan or an enrolment is due. `challenges` holds the challenges issued: the
     /// process-wide book by default; a daemon hosting one authority per user gives each its own.
+    /// `sealing`: where the device secret rests (a file by default; `vault-authd` seals it with
+    /// the TPM when there is one).
+    /// - Throws: `.tpmUnavailable`, `.tpmForeign`, `.tpmPolicyFailed` for a TPM-sealed secret
+    ///   that cannot be unsealed; `.io`, `.corrupt`.
     public init(folder: String, bootID: String = EmbeddedKeyAuthority.currentBootID(),
                 clock: @escaping @Sendable () -> Int64 = { unixNow() },
                 challenges: ChallengeBook = .processWide,
+                sealing: DeviceSecretSealing = .filePermissions,
                 openReader: @escaping ReaderOpener = { _ in throw VaultError.biometryNotAvailable("no fingerprint reader found") }) throws {
         self.folder = folder
         self.bootID = bootID
@@ -58,17 +65,8 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         try PrivateFiles.makeFolder(folder)
         try PrivateFiles.checkPrivate(folder, isDirectory: true)
         VaultSystem.AtomicFile.removeStaleTemporaries(in: folder)
-        let path = folder + "/device-secret"
-        if try PrivateFiles.read(path, limit: 64) == nil {
-            let s = try SecretBytes.random(count: 32)
-            try AtomicFile.write(s.exposedBytes(), to: path, exclusive: true)
-        }
-        // Read back: when two processes start at once, the first writer's secret is the one.
-        guard var data = try PrivateFiles.read(path, limit: 64), data.count == 32 else {
-            throw VaultError.corrupt("\(path) is not a device secret")
-        }
-        secret = try SecretBytes(copying: data)
-        for i in data.indices { data[i] = 0 }
+        secret = try DeviceSecretFile.load(folder, sealing: sealing)
+        secretProtection = sealing.protection
     }
 
     // MARK: state
@@ -467,6 +465,14 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         return gone.map { EnrolledFinger(finger: $0.finger, sensor: $0.sensor, enrolled: $0.enrolled) }
     }
 
+    /// Sets aside a TPM-sealed device secret this TPM cannot open (PCR 7 changed, or the state
+    /// came from another machine), so that the next authority over `folder` makes a new one. Every
+    /// print and binding sealed under the old secret goes with it: what `vault enroll` does after
+    /// the owner gave a passcode (`resetIfDamaged`).
+    public static func setAsideSealedSecret(in folder: String) throws {
+        try DeviceSecretFile.setAside(folder)
+    }
+
     /// Replaces the prints file with an empty one under a new epoch: every binding goes. A
     /// readable state with bindings needs a proof; a damaged one can be reset by the owner of
     /// any vault (its passcode was given in this process).
@@ -483,7 +489,8 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     public func status(slot: SlotReference?, sensor: SensorIdentity?, rules: PasscodeRules) throws -> AuthorityStatus {
         let r = try record()
         var s = AuthorityStatus(kind: kind, fingers: [], printsError: nil, failedMatches: r.failedMatches, threshold: lockoutThreshold,
-                                sensor: nil, domainState: nil, bindingCurrent: nil, passcodeDue: nil, passcodeAfterRebootDue: false)
+                                sensor: nil, domainState: nil, bindingCurrent: nil, passcodeDue: nil, passcodeAfterRebootDue: false,
+                                secrets: secretProtection)
         let state: PrintsState
         do { state = try printsState() } catch let e as VaultError {
             s.printsError = e.message

@@ -40,6 +40,16 @@ extension KeyAuthority {
         } catch VaultError.authorityDamaged(let why) {
             try resetPrints(proof: nil)
             return why
+        } catch let e as VaultError {
+            // A TPM-sealed secret this TPM cannot open (PCR 7 changed, another machine's state)
+            // is as unusable as a damaged file: the authority seals a new one.
+            switch e {
+            case .tpmPolicyFailed, .tpmForeign:
+                try resetPrints(proof: nil)
+                return e.message
+            default:
+                throw e
+            }
         }
     }
 }

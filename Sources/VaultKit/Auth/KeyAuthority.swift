@@ -177,6 +177,8 @@ public struct AuthorityStatus: Codable, Equatable, Sendable {
     public var passcodeDue: Int64?
     /// Whether the reboot rule already asks for the passcode.
     public var passcodeAfterRebootDue: Bool
+    /// What protects the authority's device secret at rest (nil: an authority that does not say).
+    public var secrets: SecretProtection? = nil
 }
 
 /// The seam that holds the device secret, the enrolled prints, the bindings and the lockout

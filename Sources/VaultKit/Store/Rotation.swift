@@ -60,7 +60,9 @@ extension UnlockedVault {
         case .keep:
             recoverySealer = slots.first(where: { $0.kind == .recovery }).flatMap(RecoverySealer.reusing)
         }
-        let passcodeSealer = try PasscodeSealer(passcode: passcode, parameters: params)
+        // A passcode on the TPM stays on the TPM (a new object, under the new generation's slot).
+        let onTPM = slots.first(where: { $0.kind == .passcode })?.passcodeIsOnTPM ?? false
+        let passcodeSealer = try PasscodeSealer(passcode: passcode, parameters: params, tpm: try passcodeTarget(onTPM: onTPM))
         let rules = try store.settings().passcodeRules
         var count = 0
         var bound = false

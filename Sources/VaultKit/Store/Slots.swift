@@ -1,4 +1,5 @@
 import Foundation
+import VaultSystem
 
 /// The kinds of key slot. Each kind has a sealer (what writes a slot: it needs no secret of the
 /// slot's own for the recovery kind, only its public key) and an opener (what unwraps one), as
@@ -98,34 +99,178 @@ public protocol SlotOpener {
     func open(_ slot: KeySlot, associatedData: [UInt8]) throws -> SecretBytes
 }
 
-/// A passcode slot: Argon2id under fresh parameters.
+/// A passcode slot's parameters as stored: the Argon2id parameters and, for a passcode on the
+/// TPM, the TPM object and its salt (`tpm`, absent otherwise, so older slots read unchanged).
+struct PasscodeSlotParameters: Codable {
+    var memoryBytes: Int
+    var operations: Int
+    var salt: [UInt8]
+    var tpm: PasscodeTPMParameters?
+
+    init(_ kdf: KDFParameters, tpm: PasscodeTPMParameters?) {
+        memoryBytes = kdf.memoryBytes
+        operations = kdf.operations
+        salt = kdf.salt
+        self.tpm = tpm
+    }
+}
+
+/// The TPM half of a passcode slot (docs/format.md, "Passcode on the TPM").
+public struct PasscodeTPMParameters: Codable, Equatable, Sendable {
+    /// Format of this record.
+    var v = 1
+    /// 16 random bytes, bound into the authValue.
+    var salt: [UInt8]
+    /// The sealed object (`TPMSealedRecord`), DA-protected, whose authValue derives from the passcode.
+    var sealed: [UInt8]
+}
+
+extension KeySlot {
+    /// The TPM half of a passcode slot, nil when the passcode is not on the TPM.
+    /// - Throws: `.corrupt` when the parameters are unreadable.
+    public func passcodeTPM() throws -> PasscodeTPMParameters? {
+        guard kind == .passcode, let p = try? JSONDecoder().decode(PasscodeSlotParameters.self, from: Data(params)) else {
+            throw VaultError.corrupt("the passcode slot's parameters are unreadable")
+        }
+        guard let t = p.tpm else { return nil }
+        guard t.v == 1, t.salt.count == 16 else { throw VaultError.corrupt("the passcode slot's TPM parameters are unreadable") }
+        return t
+    }
+
+    /// Whether the passcode of this slot needs the TPM.
+    public var passcodeIsOnTPM: Bool { (try? passcodeTPM()) != nil }
+}
+
+/// The passcode-on-TPM derivation: Argon2id output `A`; authValue = BLAKE2b-256(key = A,
+/// `len‖"vault-passcode-tpm-auth-v1"`, `len‖vault_id`, `len‖tpm salt`); the TPM unseals the 32-byte
+/// `S` for that authValue only (a wrong one counts towards its lockout); KEK = BLAKE2b-256(key =
+/// S‖A, `len‖"vault-passcode-tpm-kek-v1"`, `len‖vault_id`). Without this machine's TPM, `A` alone
+/// (what an offline guesser can compute) yields nothing.
+enum PasscodeTPM {
+    static func authValue(_ a: borrowing SecretBytes, vaultID: [UInt8], salt: [UInt8]) throws -> SecretBytes {
+        var w = ByteWriter(label: "vault-passcode-tpm-auth-v1")
+        w.append(vaultID)
+        w.append(salt)
+        var h = try KeyedHash.hash(w.bytes, key: a, outputLength: 32)
+        defer { wipe(&h) }
+        return try SecretBytes(copying: h)
+    }
+
+    static func kek(_ s: borrowing SecretBytes, _ a: borrowing SecretBytes, vaultID: [UInt8]) throws -> SecretBytes {
+        let key = try SecretBytes(zeroed: s.count + a.count)
+        key.withUnsafeMutableBytes { k in
+            s.withUnsafeBytes { k.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            a.withUnsafeBytes { (k.baseAddress! + s.count).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        }
+        var w = ByteWriter(label: "vault-passcode-tpm-kek-v1")
+        w.append(vaultID)
+        var h = try KeyedHash.hash(w.bytes, key: key, outputLength: 32)
+        defer { wipe(&h) }
+        return try SecretBytes(copying: h)
+    }
+
+    /// The TPM's answer to a wrong passcode: how many tries are left before it locks.
+    static func wrongPasscode(_ tpm: TPMDevice) -> VaultError {
+        guard let state = try? tpm.dictionaryAttackState() else { return .authenticationFailed("wrong passcode") }
+        if state.lockedOut { return .tpmLockout(seconds: state.recoverySeconds) }
+        let n = state.triesLeft
+        return .authenticationFailed("wrong passcode, \(n) \(n == 1 ? "try" : "tries") before the TPM locks")
+    }
+
+    /// Unseals `S` for the passcode's `A`.
+    static func unseal(_ t: PasscodeTPMParameters, a: borrowing SecretBytes, vaultID: [UInt8], tpm: TPMDevice?, what: String) throws -> SecretBytes {
+        guard let tpm else {
+            throw VaultError.tpmUnavailable("the passcode of \(what) is on a TPM, and none is reachable here (VAULT_TPM_TCTI, /dev/tpmrm0)")
+        }
+        let record = try TPMSealedRecord(encoded: t.sealed, what: "the passcode slot's TPM object")
+        let auth = try authValue(a, vaultID: vaultID, salt: t.salt)
+        do throws(TPMFailure) {
+            return try tpm.unseal(record.object, authValue: auth)
+        } catch .wrongAuthorization {
+            throw wrongPasscode(tpm)
+        } catch .lockout {
+            throw VaultError.tpmLockout(seconds: (try? tpm.dictionaryAttackState())?.recoverySeconds)
+        } catch {
+            throw error.vaultError("the passcode slot of \(what)")
+        }
+    }
+}
+
+/// Where a new passcode slot puts its passcode: Argon2id alone, or Argon2id and the TPM.
+public struct PasscodeTPMTarget: Sendable {
+    /// The TPM that rate-limits the passcode.
+    public var device: TPMDevice
+    /// The vault's id (bound into the derivation).
+    public var vaultID: [UInt8]
+    /// Creates a target.
+    public init(device: TPMDevice, vaultID: [UInt8]) {
+        self.device = device
+        self.vaultID = vaultID
+    }
+}
+
+/// A passcode slot: Argon2id under fresh parameters (and, with a TPM target, an object the TPM
+/// unseals only for an authValue from the passcode).
 public final class PasscodeSealer: SlotSealer {
     public var kind: SlotKind { .passcode }
     let kek: SecretBytes
     let parameters: KDFParameters
+    let tpm: PasscodeTPMParameters?
 
-    /// Derives the key now (the expensive part), so a transaction does not wait for it.
-    public init(passcode: borrowing SecretBytes, parameters: KDFParameters) throws {
-        kek = try PasswordKDF.deriveKey(password: passcode, parameters: parameters)
+    /// Derives the key now (the expensive part, and the TPM sealing), so a transaction does not wait for it.
+    /// - Throws: `TPMFailure`'s vault errors when the TPM cannot seal.
+    public init(passcode: borrowing SecretBytes, parameters: KDFParameters, tpm target: PasscodeTPMTarget? = nil) throws {
+        let a = try PasswordKDF.deriveKey(password: passcode, parameters: parameters)
         self.parameters = parameters
+        guard let target else {
+            kek = a
+            tpm = nil
+            return
+        }
+        let salt = randomBytes(16)
+        let s = try SecretBytes.random(count: 32)
+        let auth = try PasscodeTPM.authValue(a, vaultID: target.vaultID, salt: salt)
+        let policy = TPMSealPolicy(pcr7: false, dictionaryAttackProtected: true)
+        let object: TPMSealedObject
+        do throws(TPMFailure) { object = try target.device.seal(s, authValue: auth, policy: policy) } catch {
+            throw error.vaultError("the passcode slot")
+        }
+        tpm = PasscodeTPMParameters(salt: salt, sealed: TPMSealedRecord(object: object, policy: policy).encoded)
+        kek = try PasscodeTPM.kek(s, a, vaultID: target.vaultID)
     }
 
     public func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
-        let params = Array(try JSONEncoder().encode(parameters))
+        let params = tpm == nil ? Array(try JSONEncoder().encode(parameters))
+                                : Array(try JSONEncoder().encode(PasscodeSlotParameters(parameters, tpm: tpm)))
         let s = try masterKey.withUnsafeBytes { try AEAD.seal($0, key: kek, associatedData: associatedData(params)) }
         return SealedSlot(params: params, nonce: s.nonce, wrapped: s.ciphertext)
     }
 }
 
-/// Opens a passcode slot with the passcode.
+/// Opens a passcode slot with the passcode (and, for a passcode on the TPM, `tpm`).
 public final class PasscodeOpener: SlotOpener {
     public var kind: SlotKind { .passcode }
     let passcode: SecretBytes
+    let vaultID: [UInt8]
+    let tpm: TPMDevice?
+    let vaultName: String
     /// Copies the passcode.
-    public init(passcode: borrowing SecretBytes) throws { self.passcode = try passcode.duplicate() }
+    public init(passcode: borrowing SecretBytes, vaultID: [UInt8] = [], tpm: TPMDevice? = nil, vaultName: String = "this vault") throws {
+        self.passcode = try passcode.duplicate()
+        self.vaultID = vaultID
+        self.tpm = tpm
+        self.vaultName = vaultName
+    }
 
+    /// - Throws: `CryptoError` for a wrong passcode; for a passcode on the TPM, the TPM's own
+    ///   answers (`.authenticationFailed` with the tries left, `.tpmLockout`, `.tpmUnavailable`).
     public func open(_ slot: KeySlot, associatedData: [UInt8]) throws -> SecretBytes {
-        let kek = try PasswordKDF.deriveKey(password: passcode, parameters: try slot.passcodeParameters())
+        let a = try PasswordKDF.deriveKey(password: passcode, parameters: try slot.passcodeParameters())
+        guard let t = try slot.passcodeTPM() else {
+            return try AEAD.open(slot.wrapped, key: a, nonce: slot.nonce, associatedData: associatedData)
+        }
+        let s = try PasscodeTPM.unseal(t, a: a, vaultID: vaultID, tpm: tpm, what: "vault '\(vaultName)'")
+        let kek = try PasscodeTPM.kek(s, a, vaultID: vaultID)
         return try AEAD.open(slot.wrapped, key: kek, nonce: slot.nonce, associatedData: associatedData)
     }
 }

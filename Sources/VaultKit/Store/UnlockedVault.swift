@@ -52,18 +52,35 @@ public final class UnlockedVault {
     }
 
     /// Replaces the passcode slot (the other slots and every item stay as they are).
-    /// `kdf` nil keeps the current cost with a fresh salt.
-    public func changePasscode(to passcode: borrowing SecretBytes, kdf: KDFParameters?) throws {
+    /// `kdf` nil keeps the current cost with a fresh salt. `onTPM` nil keeps the passcode where it
+    /// is (on the TPM or not); true puts it on the TPM of the vault's location, false takes it off.
+    /// - Throws: `.tpmUnavailable` when the passcode is to be on a TPM and none is reachable.
+    public func changePasscode(to passcode: borrowing SecretBytes, kdf: KDFParameters?, onTPM: Bool? = nil) throws {
         var params = kdf ?? KDFParameters()
-        if kdf == nil, let old = try? store.slot(.passcode)?.passcodeParameters() {
+        let current = try store.slot(.passcode)
+        if kdf == nil, let old = try? current?.passcodeParameters() {
             params.memoryBytes = old.memoryBytes
             params.operations = old.operations
         }
-        let sealer = try PasscodeSealer(passcode: passcode, parameters: params)
+        let target = try passcodeTarget(onTPM: onTPM ?? current?.passcodeIsOnTPM ?? false)
+        let sealer = try PasscodeSealer(passcode: passcode, parameters: params, tpm: target)
         try writeTransaction {
             try db.query("DELETE FROM slots WHERE kind='passcode'")
             try insertSlot(sealer, generation: generation)
         }
+    }
+
+    /// Whether this vault's passcode is on the TPM (its slot's unseal is rate-limited by the TPM).
+    public var passcodeIsOnTPM: Bool { (try? store.slot(.passcode))??.passcodeIsOnTPM ?? false }
+
+    /// The TPM a new passcode slot seals to, when `onTPM`.
+    /// - Throws: `.tpmUnavailable` when none is reachable from the vault's location.
+    func passcodeTarget(onTPM: Bool) throws -> PasscodeTPMTarget? {
+        guard onTPM else { return nil }
+        guard let device = store.location.tpm else {
+            throw VaultError.tpmUnavailable("vault '\(store.location.name)' keeps its passcode on the TPM, and none is reachable here (VAULT_TPM_TCTI, /dev/tpmrm0)")
+        }
+        return PasscodeTPMTarget(device: device, vaultID: store.vaultID)
     }
 
     /// Binds (or re-binds) this vault's one fingerprint slot through `authority`: a new binding

@@ -11,6 +11,9 @@ public struct VaultLocation: Sendable, Equatable {
 
     /// The vault's folder (0700).
     public var folder: String { root + "/" + name }
+    /// The TPM a passcode on the TPM uses (`VAULT_TPM_TCTI`, else `/dev/tpmrm0`), nil when none.
+    public var tpm: TPMDevice?
+
     /// The database file (0600).
     public var databasePath: String { folder + "/vault.db" }
 
@@ -20,6 +23,7 @@ public struct VaultLocation: Sendable, Equatable {
         let name = explicit ?? environment["VAULT_NAME"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
         try VaultLocation.validate(name: name)
         self.name = name
+        tpm = TPMDevice.fromEnvironment(environment)
         if let home = environment["VAULT_HOME"], !home.isEmpty {
             root = home.hasPrefix("/") ? home : FileManager.default.currentDirectoryPath + "/" + home
         } else if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {

@@ -227,7 +227,8 @@ public final class VaultStore {
         let sequence = try slotSequence()
         guard let slot = try slot(.passcode) else { throw VaultError.passcodeNotSet }
         do {
-            return try open(slot, with: try PasscodeOpener(passcode: passcode), slotSequence: sequence, migrating: migrating)
+            return try open(slot, with: try PasscodeOpener(passcode: passcode, vaultID: vaultID, tpm: location.tpm, vaultName: location.name),
+                            slotSequence: sequence, migrating: migrating)
         } catch is CryptoError {
             throw VaultError.authenticationFailed("wrong passcode")
         }
