@@ -88,6 +88,8 @@ enum Auth {
             authority: try authority(for: store, inv, ctx), policy: policy,
             readPasscode: { prompt in
                 if let fd = passcodeFD { return try SecretInput.line(fd: fd, what: "passcode") }
+                // Typed at the fingerprint prompt (echo off) instead of touching the reader.
+                if let typed = ctx.typedPasscode.take() { return typed }
                 guard interactive else { return nil }
                 guard let s = try ctx.terminal.readSecret(prompt: prompt + ": ") else { throw VaultError.userCancel }
                 if ctx.interrupted() { throw VaultError.userCancel }
@@ -138,6 +140,10 @@ enum Auth {
     /// an unlock session, unless this very command just matched a finger.
     static func requireFreshMatch(_ access: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext, reuse: Int = 0, prompt: String) throws {
         let store = try VaultStore.open(try location(inv, ctx))
+        // No passcode is offered at this prompt: it could not stand in for the touch.
+        let offered = ctx.scanOffersPasscode
+        ctx.scanOffersPasscode = false
+        defer { ctx.scanOffersPasscode = offered }
         try context(store, inv, ctx).requireFreshMatch(store, unlocked: access as? UnlockedVault, reuse: reuse, prompt: prompt)
     }
 

@@ -118,8 +118,34 @@ public final class CommandContext {
                        environment: ProcessInfo.processInfo.environment, terminal: ControllingTerminal())
     }
 
-    /// Prints `vault: note` lines for people; silent for nothing.
-    func say(_ text: String) { stderr.write(text + "\n") }
+    /// `--no-color` was given.
+    public var noColor = false
+    /// A passcode typed at the fingerprint prompt (with echo off), kept until the passcode is asked for.
+    let typedPasscode = TypedPasscode()
+    /// Whether a scan now may end in the passcode (Enter, or a passcode typed at its prompt): not
+    /// for the fresh touch fingerprint login demands, nor during an enrolment.
+    var scanOffersPasscode = true
+
+    /// Prints a line for people on stderr: `vault: ...` (the prefix is added when missing), with
+    /// its label coloured on a terminal.
+    func say(_ text: String) {
+        let lead = text.prefix { $0 == "\r" || $0 == "\n" }
+        var body = String(text.dropFirst(lead.count))
+        if !body.hasPrefix("vault: ") { body = "vault: " + body }
+        if stderr.isTerminal { terminal.endLine() }
+        stderr.write(String(lead) + Style.of(stderr, self).line(body) + "\n")
+    }
+}
+
+/// The passcode a person typed at the fingerprint prompt instead of touching the reader.
+final class TypedPasscode {
+    private var value: SecretBytes?
+
+    /// Keeps `secret` for the next passcode request.
+    func keep(_ secret: consuming SecretBytes) { value = .some(secret) }
+
+    /// The kept passcode, once.
+    func take() -> SecretBytes? { value.take() }
 }
 
 /// The user's terminal: prompts go to it, never to stdout.
@@ -134,11 +160,20 @@ public protocol Terminal: AnyObject {
     func write(_ text: String)
     /// The descriptor to watch for a key press during a scan, or -1.
     var inputFD: Int32 { get }
+    /// Ends a line left open by a prompt or a progress bar, so the next line starts in column 0.
+    func endLine()
+}
+
+extension Terminal {
+    /// Terminals that track no lines.
+    public func endLine() {}
 }
 
 /// The controlling terminal (`/dev/tty`), opened lazily.
 public final class ControllingTerminal: Terminal {
     private var opened: Int32?
+    /// Whether the last text written left a line open (no newline at its end).
+    private var lineOpen = false
 
     /// A handle on /dev/tty.
     public init() {}
@@ -164,6 +199,12 @@ public final class ControllingTerminal: Terminal {
     public func write(_ text: String) {
         guard fd >= 0 else { return }
         try? writeAll(fd: fd, bytes: Array(text.utf8), label: "/dev/tty")
+        if let last = text.last { lineOpen = last != "\n" }
+    }
+
+    /// Writes a newline when a prompt or progress bar left the line open.
+    public func endLine() {
+        if lineOpen { write("\n") }
     }
 
     /// Reads a line with echo off; Ctrl-C while echo is off restores the terminal first.
@@ -171,7 +212,10 @@ public final class ControllingTerminal: Terminal {
         guard isAvailable else { return nil }
         write(prompt)
         let fd = self.fd
-        return try TerminalMode.withEchoOff(fd) { try SecretLine.read(fd: fd) }
+        guard let line = try TerminalMode.withEchoOff(fd, { try SecretLine.read(fd: fd) }) else { return nil }
+        // The terminal echoed the newline (ECHONL): the prompt's line is closed.
+        lineOpen = false
+        return line
     }
 
     /// Reads a line with echo on.
@@ -179,6 +223,7 @@ public final class ControllingTerminal: Terminal {
         guard isAvailable else { return nil }
         write(prompt)
         guard let s = try? SecretLine.read(fd: fd) else { return nil }
+        lineOpen = false
         return String(decoding: s.exposedBytes(), as: UTF8.self)
     }
 }

@@ -63,7 +63,7 @@ enum RotateCommand {
 
     /// What a rotation did; a new recovery key goes to stdout, once.
     static func report(_ result: RotationResult, of vault: UnlockedVault, _ ctx: CommandContext) {
-        ctx.say("vault: re-sealed \(result.items) items of vault '\(vault.store.location.name)' under new keys (generation \(result.vault.generation))"
+        ctx.say("vault: re-sealed \(result.items) item\(result.items == 1 ? "" : "s") of vault '\(vault.store.location.name)' under new keys (generation \(result.vault.generation))"
                 + (result.fingerprintBound ? "; fingerprint slot bound to the current prints" : "; no fingerprint slot (no reader or no prints): bind later with 'vault enroll --bind'"))
         if let key = result.recoveryKey {
             ctx.say("vault: your new recovery key (the old one no longer works; printed once on standard output):")

@@ -25,7 +25,7 @@ enum VaultCommands {
             _ = try scanTimeout(inv)
             if loc.exists {
                 throw VaultError.failure("a vault named '\(loc.name)' already exists at \(loc.folder)",
-                                         hint: "pick another name with --vault NAME")
+                                         hint: "'vault enroll' sets up its fingerprint; another vault needs another name (--vault NAME)")
             }
             let passcode: SecretBytes
             if let fd = try SecretInput.descriptor(inv, "--passcode-fd") {
@@ -40,12 +40,12 @@ enum VaultCommands {
                 if inv.has("--json") {
                     ctx.stdout.write(jsonText(["vault": loc.name, "path": loc.folder, "recovery_key": key]))
                 } else {
-                    ctx.say("your recovery key for vault '\(loc.name)' (printed once on standard output; write it down and keep it apart from this machine):")
+                    ctx.say("vault: your recovery key for vault '\(loc.name)' (printed once on standard output; write it down and keep it apart from this machine):")
                     ctx.stdout.write(key + "\n")
                 }
                 if let f = ctx.stdout.failure { throw VaultError.io(path: "standard output", f.reason + "; the vault was not created") }
             }
-            ctx.say("created vault '\(loc.name)' at \(loc.folder)")
+            ctx.say("vault: created vault '\(loc.name)' at \(loc.folder)")
             if !inv.has("--no-fingerprint") {
                 do {
                     try FingerprintCommands.setUpAtInit(created.vault, inv, ctx)
@@ -72,7 +72,7 @@ enum VaultCommands {
             let vault = try Auth.unlockWithPasscode(store, inv, ctx)
             let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
             try vault.changePasscode(to: new, kdf: kdf)
-            ctx.say("passcode changed (only the passcode slot was re-wrapped; 'vault rotate' replaces every key)")
+            ctx.say("vault: passcode changed (only the passcode slot was re-wrapped; 'vault rotate' replaces every key)")
         })
 
     static let recover = CommandSpec(
@@ -88,7 +88,7 @@ enum VaultCommands {
             let vault = try Auth.unlockWithRecoveryKey(store, inv, ctx)
             let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
             try vault.changePasscode(to: new, kdf: nil)
-            ctx.say("new passcode set for vault '\(store.location.name)'")
+            ctx.say("vault: new passcode set for vault '\(store.location.name)'")
         })
 
     static let status = CommandSpec(
@@ -129,26 +129,33 @@ enum VaultCommands {
     static let generate = CommandSpec(
         name: "generate", summary: "print a random password",
         usage: "vault generate [--length N] [--no-symbols] [--no-digits] [--no-upper] [--no-lower] | --words N [--separator S]",
-        options: [
-            .value("--length", "N", "characters (default 24)"),
-            .flag("--no-symbols", "no punctuation"), .flag("--no-digits", "no digits"),
-            .flag("--no-upper", "no upper case"), .flag("--no-lower", "no lower case"),
-            .value("--words", "N", "N pronounceable words instead of characters (about 19 bits each)"),
-            .value("--separator", "S", "between words (default -)"),
-        ],
-        examples: "vault generate --length 32\nvault generate --words 6",
+        options: passwordOptions,
+        examples: "vault generate --length 32\nvault generate --words 6\nvault add wifi --generate --length 20 --no-symbols",
         run: { inv, ctx in
-            if let w = try inv.int("--words") {
-                ctx.stdout.write(try PasswordGenerator.words(w, separator: inv.value("--separator") ?? "-") + "\n")
-                return
-            }
-            var g = PasswordGenerator(length: try inv.int("--length") ?? 24)
-            g.symbols = !inv.has("--no-symbols")
-            g.digits = !inv.has("--no-digits")
-            g.upper = !inv.has("--no-upper")
-            g.lower = !inv.has("--no-lower")
-            ctx.stdout.write(try g.generate() + "\n")
+            ctx.stdout.write(try password(inv) + "\n")
         })
+
+    /// The options of `generate`, which `add --generate` and `edit --generate` take too.
+    static let passwordOptions: [OptionSpec] = [
+        .value("--length", "N", "characters (default 24)"),
+        .flag("--no-symbols", "no punctuation"), .flag("--no-digits", "no digits"),
+        .flag("--no-upper", "no upper case"), .flag("--no-lower", "no lower case"),
+        .value("--words", "N", "N pronounceable words instead of characters (about 19 bits each)"),
+        .value("--separator", "S", "between words (default -)"),
+    ]
+
+    /// A password as `generate`'s options ask (never starting with `-`).
+    static func password(_ inv: Invocation) throws -> String {
+        if let w = try inv.int("--words") {
+            return try PasswordGenerator.words(w, separator: inv.value("--separator") ?? "-")
+        }
+        var g = PasswordGenerator(length: try inv.int("--length") ?? 24)
+        g.symbols = !inv.has("--no-symbols")
+        g.digits = !inv.has("--no-digits")
+        g.upper = !inv.has("--no-upper")
+        g.lower = !inv.has("--no-lower")
+        return try g.generate()
+    }
 
     static let version = CommandSpec(
         name: "version", summary: "print the version", usage: "vault version",
