@@ -98,6 +98,7 @@ enum Auth {
             say: { ctx.say($0) }, clock: ctx.clock)
         auth.reason = inv.value("--reason")
         auth.passcodeFirst = inv.has("--passcode") || passcodeFD != nil
+        auth.passcodeTries = passcodeFD == nil && interactive ? 3 : 1
         return auth
     }
 
@@ -110,10 +111,21 @@ enum Auth {
 
     /// Unlocks with the passcode only (enrolment, passcode change, settings): a finger never
     /// suffices there. Like every passcode unlock, it resets the lockout.
+    /// `why` starts the prompt (what needs the passcode); on a terminal a wrong passcode asks
+    /// again, three tries.
     static func unlockWithPasscode(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext,
-                                   reason: String = "no terminal and no --passcode-fd") throws -> UnlockedVault {
-        let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, reason: reason)
-        return try authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: waiting(ctx))
+                                   reason: String = "no terminal and no --passcode-fd", why: String? = nil) throws -> UnlockedVault {
+        let authority = try authority(for: store, inv, ctx)
+        let tries = inv.value("--passcode-fd") == nil && !inv.noInput && ctx.terminal.isAvailable ? 3 : 1
+        for attempt in 1...tries {
+            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, reason: reason, why: attempt == 1 ? why : nil)
+            do {
+                return try authority.unlock(store, passcode: passcode, waiting: waiting(ctx))
+            } catch VaultError.authenticationFailed(let m) where m == "wrong passcode" && attempt < tries {
+                ctx.say("vault: wrong passcode; \(tries - attempt) \(tries - attempt == 1 ? "try" : "tries") left")
+            }
+        }
+        throw VaultError.authenticationFailed("wrong passcode")
     }
 
     /// The wait after wrong passcodes, said, then slept.
@@ -183,6 +195,8 @@ enum Auth {
             o["fingerprint_bound"] = false
         }
         o["lockout"] = ["failures": s.failedMatches, "locked": s.failedMatches >= s.threshold, "threshold": s.threshold]
+        o["passcode_due"] = s.passcodeDue.map { $0 as Any } ?? NSNull()
+        o["passcode_after_reboot_due"] = s.passcodeAfterRebootDue
         return o
     }
 }

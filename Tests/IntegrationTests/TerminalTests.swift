@@ -456,3 +456,66 @@ private let bash = "/bin/bash", zsh = "/usr/bin/zsh", fish = "/usr/bin/fish"
         #expect(complete("vault get alp") == ["alpha", "alpine"])
     }
 }
+
+@Suite struct PersonAtTheTerminalTests {
+    @Test func threeTriesForTheCurrentPasscodeAndTheReasonIsSaid() {
+        let box = Sandbox()
+        box.initVault()
+        let t = TerminalRun(["settings", "--policy", "biometrics"], env: box.env)
+        t.waitFor("changing the settings needs the passcode; passcode for vault 'default': ")
+        #expect(t.waitForEcho(false))
+        t.type("wrong one\n")
+        t.waitFor("wrong passcode; 2 tries left")
+        t.waitFor("passcode for vault 'default': ")
+        #expect(t.waitForEcho(false))
+        t.type(Sandbox.passcode + "\n")
+        #expect(t.finish() == 0, "\(t.screen)")
+        #expect(!t.screen.contains("wrong one") && !t.screen.contains(Sandbox.passcode))
+        // The command unlock path too: three wrong ones end it with the recovery hint.
+        let u = TerminalRun(["ls", "--passcode"], env: box.env)
+        for _ in 1...3 {
+            u.waitFor("passcode for vault 'default': ")
+            u.waitForEcho(false)
+            u.type("nope\n")
+        }
+        #expect(u.finish() == 10)
+        #expect(u.screen.contains("1 try left"))
+        #expect(u.screen.contains("vault: hint: forgot it? 'vault recover'"), "\(u.screen)")
+    }
+
+    @Test func statusSaysWhatAPersonNeedsAndLeavesHashesToJSON() {
+        let box = Sandbox()
+        box.initVault()
+        var r = box.vault(["status"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.hasPrefix("vault 'default': locked\n"), "\(r.stdout)")
+        #expect(r.stdout.contains("fingers: none enrolled ('vault enroll')"), "\(r.stdout)")
+        #expect(r.stdout.contains("fingerprint unlock: not set up"), "\(r.stdout)")
+        #expect(r.stdout.contains("failed matches: 0 of 5"))
+        #expect(r.stdout.contains("passcode next asked: "))
+        #expect(r.stdout.contains("key authority: embedded"))
+        #expect(!r.stdout.contains("domain"), "\(r.stdout)")
+        r = box.vault(["unlock"], passcode: Sandbox.passcode)
+        r = box.vault(["status"])
+        #expect(r.stdout.hasPrefix("vault 'default': unlocked (session ends in "), "\(r.stdout)")
+        r = box.vault(["status", "--json"])
+        #expect(json(r.stdout)["domain_state"] != nil)
+    }
+
+    @Test func generatedPasswordsNeverStartWithADashAndAddTakesGeneratesOptions() {
+        let box = Sandbox()
+        for _ in 1...40 {
+            let r = box.vault(["generate", "--length", "4", "--no-upper", "--no-lower", "--no-digits"])
+            #expect(r.status == 0 && !r.stdout.hasPrefix("-"), "\(r.stdout)")
+        }
+        box.initVault()
+        var r = box.vault(["add", "w", "--generate", "--length", "40", "--no-symbols", "--no-digits"], passcode: Sandbox.passcode)
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["get", "w", "-f", "password"], passcode: Sandbox.passcode)
+        let pw = r.stdout.trimmingCharacters(in: .newlines)
+        #expect(pw.count == 40 && pw.allSatisfy(\.isLetter), "\(pw)")
+        r = box.vault(["add", "p", "--generate", "--words", "4", "--separator", "."], passcode: Sandbox.passcode)
+        r = box.vault(["get", "p", "-f", "password"], passcode: Sandbox.passcode)
+        #expect(r.stdout.split(separator: ".").count == 4, "\(r.stdout)")
+    }
+}

@@ -20,7 +20,7 @@ enum FingerprintCommands {
         run: { inv, ctx in
             let finger = try inv.value("--finger").map(parseFinger)
             let store = try VaultStore.open(try location(inv, ctx))
-            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "enrolling or binding needs the passcode")
             let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
             let authority = try Auth.ownerAuthority(vault, inv, ctx)
             if inv.has("--bind") && finger == nil {
@@ -89,7 +89,7 @@ enum FingerprintCommands {
         run: { inv, ctx in
             let finger = try parseFinger(inv.arguments[0])
             let store = try VaultStore.open(try location(inv, ctx))
-            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "removing a finger needs the passcode")
             let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
             let authority = try Auth.ownerAuthority(vault, inv, ctx)
             let result = try vault.unenrollAndRotate(finger: finger.rawValue, through: authority, passcode: passcode,
@@ -170,7 +170,7 @@ enum FingerprintCommands {
                 guard inv.has("--passcode") || inv.has("--passcode-fd") else {
                     throw VaultError.usage("--rotate needs the passcode", hint: "'vault unlock --passcode --rotate'")
                 }
-                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "re-binding needs the passcode")
                 let current = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
                 vault = try RotateCommand.rotate(current, passcode: passcode, kdf: nil, inv, ctx)
             } else {

@@ -74,7 +74,8 @@ enum LoginCommand {
     static func requirePasscode(_ vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext, item: String) throws {
         if (vault as? UnlockedVault)?.authentication == .passcode { return }
         let store = try VaultStore.open(try location(inv, ctx))
-        _ = try Auth.unlockWithPasscode(store, inv, ctx, reason: "'\(item)' has fingerprint login off; no terminal and no --passcode-fd")
+        _ = try Auth.unlockWithPasscode(store, inv, ctx, reason: "'\(item)' has fingerprint login off; no terminal and no --passcode-fd",
+                                   why: "'\(item)' has fingerprint login off")
     }
 }
 

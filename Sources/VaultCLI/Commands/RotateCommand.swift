@@ -27,7 +27,7 @@ enum RotateCommand {
                 let passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
                 try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
             } else {
-                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "rotating the keys needs the passcode")
                 let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
                 if inv.has("--new-passcode-fd") {
                     try rotate(vault, passcode: try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd"), kdf: kdf, inv, ctx)

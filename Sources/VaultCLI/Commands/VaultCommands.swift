@@ -69,7 +69,7 @@ enum VaultCommands {
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
             let kdf = try kdfParameters(inv)
-            let vault = try Auth.unlockWithPasscode(store, inv, ctx)
+            let vault = try Auth.unlockWithPasscode(store, inv, ctx, why: "current passcode")
             let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
             try vault.changePasscode(to: new, kdf: kdf)
             ctx.say("vault: passcode changed (only the passcode slot was re-wrapped; 'vault rotate' replaces every key)")
@@ -112,12 +112,66 @@ enum VaultCommands {
             if inv.has("--json") {
                 ctx.stdout.write(jsonText(o))
             } else {
-                let order = ["vault", "path", "items", "slots", "key_generation", "policy"] + o.keys.sorted().filter {
-                    !["vault", "path", "items", "slots", "key_generation", "policy"].contains($0)
-                }
-                for k in order { if let v = o[k] { ctx.stdout.write("\(k.replacingOccurrences(of: "_", with: " ")): \(describe(v))\n") } }
+                ctx.stdout.write(summary(o, now: ctx.clock()))
             }
         })
+
+    /// `vault status` for a person: locked or not and for how long, the fingers, whether a finger
+    /// unlocks now (and if not, the command that fixes it), the lockout count, when the passcode
+    /// is next asked for, the authority. Hashes and slot details are left to `--json`.
+    static func summary(_ o: [String: Any], now: Int64) -> String {
+        let name = o["vault"] as? String ?? "default"
+        let v = name == "default" ? "" : " --vault \(name)"
+        func span(_ seconds: Int) -> String {
+            seconds >= 7200 ? "\(seconds / 3600) h" : seconds >= 120 ? "\(seconds / 60) min" : "\(seconds) s"
+        }
+        var lines: [String] = []
+        let session = o["session"] as? [String: Any] ?? [:]
+        if session["open"] as? Bool == true, let idle = session["idle_left"] as? Int, let hard = session["hard_left"] as? Int {
+            lines.append("vault '\(name)': unlocked (session ends in \(span(idle)) idle, \(span(hard)) at most; 'vault lock\(v)')")
+        } else {
+            lines.append("vault '\(name)': locked")
+        }
+        let items = o["items"] as? Int ?? 0
+        lines.append("  items: \(items)")
+        let fingers = (o["enrolled_fingers"] as? [[String: Any]] ?? []).compactMap { $0["finger"] as? String }
+        lines.append("  fingers: " + (fingers.isEmpty ? "none enrolled ('vault enroll\(v)')" : fingers.joined(separator: ", ")))
+        let lockout = o["lockout"] as? [String: Any] ?? [:]
+        let failures = lockout["failures"] as? Int ?? 0, threshold = lockout["threshold"] as? Int ?? 5
+        let hasSlot = !(o["fingerprint_slot"] is NSNull) && o["fingerprint_slot"] != nil
+        let readers = (o["readers"] as? [Any] ?? []).count
+        let ready: String
+        if !hasSlot {
+            ready = fingers.isEmpty ? "not set up ('vault enroll\(v)')" : "not bound to the enrolled prints ('vault enroll --bind\(v)')"
+        } else if o["fingerprint_bound"] as? Bool != true {
+            ready = "no: the prints changed since it was bound ('\(VaultError.rebindCommand(vault: name))')"
+        } else if lockout["locked"] as? Bool == true {
+            ready = "no: locked out after \(failures) failed matches (the passcode unlocks and resets it)"
+        } else if readers == 0 && (o["authority"] as? [String: Any])?["kind"] as? String != "system" {
+            ready = "no reader found ('vault doctor')"
+        } else {
+            ready = "ready"
+        }
+        lines.append("  fingerprint unlock: " + ready)
+        lines.append("  failed matches: \(failures) of \(threshold)")
+        let passcode: String
+        if o["passcode_after_reboot_due"] as? Bool == true {
+            passcode = "at the next unlock (first since the machine started)"
+        } else if let due = o["passcode_due"] as? Int64 ?? (o["passcode_due"] as? Int).map(Int64.init) {
+            passcode = due <= now ? "at the next unlock (\(o["passcode_interval_hours"] ?? 48) h without one)" : "in \(span(Int(due - now)))"
+        } else {
+            passcode = "only when you choose it or after a lockout"
+        }
+        lines.append("  passcode next asked: " + passcode)
+        lines.append("  policy: \(o["policy"] ?? "biometrics-or-passcode")")
+        if let a = o["authority"] as? [String: Any], let kind = a["kind"] as? String {
+            lines.append("  key authority: \(kind)" + ((a["protects"] as? String).map { " (\($0))" } ?? ""))
+        }
+        if let hint = o["authority_hint"] as? String { lines.append("  note: " + hint) }
+        if let e = o["prints_error"] as? String { lines.append("  prints: " + e) }
+        lines.append("  path: \(o["path"] ?? "")  ('vault status --json' for slots, hashes and settings)")
+        return lines.joined(separator: "\n") + "\n"
+    }
 
     static func describe(_ v: Any) -> String {
         if let a = v as? [Any] { return a.isEmpty ? "none" : a.map(describe).joined(separator: ", ") }
