@@ -99,6 +99,7 @@ enum Auth {
         auth.reason = inv.value("--reason")
         auth.passcodeFirst = inv.has("--passcode") || passcodeFD != nil
         auth.passcodeTries = passcodeFD == nil && interactive ? 3 : 1
+        auth.timeoutFallsBack = interactive
         return auth
     }
 
@@ -106,7 +107,21 @@ enum Auth {
     static func unlock(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext, purpose: String) throws -> UnlockedVault {
         let auth = try context(store, inv, ctx)
         if auth.reason == nil { auth.reason = purpose }
-        return try auth.unlock(store)
+        return try quietTerminal(ctx) { try auth.unlock(store) }
+    }
+
+    /// Runs an evaluation with the terminal's echo off (passcode prompts still end their line):
+    /// whatever is typed while vault waits for a finger, in this process or in vault-authd,
+    /// never shows. Unread keys are dropped afterwards.
+    static func quietTerminal<T>(_ ctx: CommandContext, _ body: () throws -> T) throws -> T {
+        let fd = ctx.terminal.inputFD
+        guard fd >= 0, let saved = try? TerminalAttributes.get(fd) else { return try body() }
+        var quiet = saved
+        quiet.echo = false
+        quiet.echoNewline = false
+        try? quiet.set(fd, when: .now)
+        defer { try? saved.set(fd, when: .flush) }
+        return try body()
     }
 
     /// Unlocks with the passcode only (enrolment, passcode change, settings): a finger never
@@ -156,7 +171,8 @@ enum Auth {
         let offered = ctx.scanOffersPasscode
         ctx.scanOffersPasscode = false
         defer { ctx.scanOffersPasscode = offered }
-        try context(store, inv, ctx).requireFreshMatch(store, unlocked: access as? UnlockedVault, reuse: reuse, prompt: prompt)
+        let auth = try context(store, inv, ctx)
+        try quietTerminal(ctx) { try auth.requireFreshMatch(store, unlocked: access as? UnlockedVault, reuse: reuse, prompt: prompt) }
     }
 
     /// `--fingerprint-login on|off`: the value, checked before anything is unlocked.

@@ -137,15 +137,25 @@ public final class CommandContext {
     }
 }
 
-/// The passcode a person typed at the fingerprint prompt instead of touching the reader.
-final class TypedPasscode {
+/// The passcode a person typed at the fingerprint prompt instead of touching the reader (kept by
+/// the keyboard watch, which may run on another thread than the one asking for it).
+final class TypedPasscode: @unchecked Sendable {
     private var value: SecretBytes?
+    private let lock = NSLock()
 
     /// Keeps `secret` for the next passcode request.
-    func keep(_ secret: consuming SecretBytes) { value = .some(secret) }
+    func keep(_ secret: consuming SecretBytes) {
+        lock.lock()
+        value = .some(secret)
+        lock.unlock()
+    }
 
     /// The kept passcode, once.
-    func take() -> SecretBytes? { value.take() }
+    func take() -> SecretBytes? {
+        lock.lock()
+        defer { lock.unlock() }
+        return value.take()
+    }
 }
 
 /// The user's terminal: prompts go to it, never to stdout.

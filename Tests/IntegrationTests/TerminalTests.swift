@@ -519,3 +519,20 @@ private let bash = "/bin/bash", zsh = "/usr/bin/zsh", fish = "/usr/bin/fish"
         #expect(r.stdout.split(separator: ".").count == 4, "\(r.stdout)")
     }
 }
+
+extension PersonAtTheTerminalTests {
+    @Test func aScanTimeoutOnATerminalFallsBackToThePasscodeWhenThePolicyAllows() {
+        let box = fingerVault()
+        let t = TerminalRun(["get", "gh", "--field", "password", "--scan-timeout", "1"], env: box.env)
+        t.waitFor("no finger within the scan timeout; passcode for vault 'default': ")
+        #expect(t.waitForEcho(false))
+        t.type(pc + "\n")
+        #expect(t.finish() == 0, "\(t.screen)")
+        #expect(t.stdout == secret + "\n")
+        // Fingerprint only: the timeout is the end (18); so it is for a script.
+        let b = TerminalRun(["get", "gh", "--scan-timeout", "1", "--policy", "biometrics"], env: box.env)
+        #expect(b.finish() == 18, "\(b.screen)")
+        let r = box.vault(["get", "gh", "--scan-timeout", "1"], reader: [])
+        #expect(r.status == 18, "\(r.stderr)")
+    }
+}

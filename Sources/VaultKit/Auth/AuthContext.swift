@@ -100,6 +100,9 @@ public final class AuthContext {
     /// How many passcodes one evaluation reads before a wrong one ends it (3 for a person at a
     /// terminal, 1 for a descriptor).
     public var passcodeTries = 1
+    /// Whether a scan that timed out falls back to the passcode under `biometrics-or-passcode`
+    /// (a person at a terminal; a script gets exit 18).
+    public var timeoutFallsBack = false
 
     /// A context over the given authority and user interface.
     public init(authority: any KeyAuthority, policy: AuthPolicy, readPasscode: @escaping (String) throws -> SecretBytes?,
@@ -124,6 +127,8 @@ public final class AuthContext {
             switch e {
             case .biometryLockout, .biometryNotAvailable, .biometryNotEnrolled, .domainStateChanged, .passcodeNeeded:
                 why = e
+            case .appCancel where timeoutFallsBack && policy == .biometricsOrPasscode && e == ScanInterruption.timedOut.vaultError:
+                why = .passcodeNeeded("no finger within the scan timeout")
             default:
                 throw e
             }
