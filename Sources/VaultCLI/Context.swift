@@ -254,7 +254,14 @@ enum SecretLine {
         var sawAny = false
         var byte: [UInt8] = [0]
         defer { byte[0] = 0 }
+        // On a terminal, Ctrl-C pressed just before the read began must still end it: the
+        // read waits in short polls that look at the flag the SIGINT handler set.
+        let watchInterrupts = isTerminal(fd)
         while true {
+            if watchInterrupts {
+                if Interrupts.requested { throw VaultError.userCancel }
+                if (try? Poll.isReadable(fd, timeoutMilliseconds: 100)) != true { continue }
+            }
             let n: Int
             do {
                 n = try byte.withUnsafeMutableBytes { try readSome(fd: fd, into: $0, retryOnInterrupt: false) }

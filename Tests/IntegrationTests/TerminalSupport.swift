@@ -45,14 +45,18 @@ final class TerminalRun: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, slavePath, O_RDWR, 0)
         posix_spawn_file_actions_adddup2(&actions, stdoutOnTerminal ? 0 : p[1], 1)
         posix_spawn_file_actions_adddup2(&actions, 0, 2)
-        var writes: [(Int32, String)] = [], closeAfter: [Int32] = [p[1], s]
+        var closeAfter: [Int32] = [p[1], s]
         for (fd, content) in fds {
             var q: [Int32] = [0, 0]
             precondition(pipe(&q) == 0)
             _ = fcntl(q[0], F_SETFD, FD_CLOEXEC)
             _ = fcntl(q[1], F_SETFD, FD_CLOEXEC)
             posix_spawn_file_actions_adddup2(&actions, q[0], fd)
-            writes.append((q[1], content)); closeAfter.append(q[0])
+            // Written before the program starts (a pipe holds it): a program that ends without
+            // reading cannot turn this write into a SIGPIPE for the test process.
+            _ = content.withCString { write(q[1], $0, strlen($0)) }
+            close(q[1])
+            closeAfter.append(q[0])
         }
         var attr = childAttributes(newSession: true)
         defer { posix_spawnattr_destroy(&attr) }
@@ -65,10 +69,6 @@ final class TerminalRun: @unchecked Sendable {
         closeAfter.forEach { close($0) }
         precondition(rc == 0, "spawn failed: \(rc)")
         pid = child
-        for (fd, content) in writes {
-            _ = content.withCString { write(fd, $0, strlen($0)) }
-            close(fd)
-        }
         let outRead = p[0], masterFD = m, childPID = child
         Thread.detachNewThread { [self] in pump(masterFD, into: \.shown, end: \.ended) }
         Thread.detachNewThread { [self] in pump(outRead, into: \.out, end: \.outEnded); close(outRead) }
@@ -163,6 +163,20 @@ final class TerminalRun: @unchecked Sendable {
         var t = termios()
         guard tcgetattr(master, &t) == 0 else { return false }
         return t.c_lflag & tcflag_t(ECHO) != 0
+    }
+
+    /// Waits (at most `timeout` s) until a secret is being read: echo off with the newline still
+    /// echoed, as vault's passcode and password prompts set it (the fingerprint prompt echoes
+    /// nothing at all). Keys typed before that would be dropped by the prompt's flush.
+    @discardableResult
+    func waitForSecretPrompt(timeout: Double = 10) -> Bool {
+        let limit = Date(timeIntervalSinceNow: timeout)
+        while true {
+            var t = termios()
+            if tcgetattr(master, &t) == 0, t.c_lflag & tcflag_t(ECHO) == 0, t.c_lflag & tcflag_t(ECHONL) != 0 { return true }
+            if Date() > limit { return false }
+            usleep(20_000)
+        }
     }
 
     /// Waits (at most `timeout` s) until the echo setting is `on`.
