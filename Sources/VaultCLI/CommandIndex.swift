@@ -48,6 +48,11 @@ enum CommandIndex {
         "c": "--clip", "r": "--reveal", "t": "--tag", "F": "--force", "p": "--passcode",
     ]
 
+    /// How `o` is spelled short (`-f`): its own alias, else the table's short flag.
+    static func shortSpelling(_ o: OptionSpec) -> String? {
+        o.short ?? short(for: o.name).map { "-\($0)" }
+    }
+
     /// The short flag of `long`, if it has one.
     static func short(for long: String) -> Character? {
         shortFlags.first { $0.value == long }?.key

@@ -52,7 +52,7 @@ enum Help {
 
     /// An option's label: `-f, --field F`.
     static func label(_ o: OptionSpec) -> String {
-        let short = CommandIndex.short(for: o.name).map { "-\($0), " } ?? ""
+        let short = CommandIndex.shortSpelling(o).map { $0 + ", " } ?? ""
         return short + o.name + (o.value.map { " " + $0 } ?? "")
     }
 

@@ -6,6 +6,15 @@ struct OptionSpec: Sendable {
     let value: String?
     let help: String
     var repeatable = false
+    /// A one-letter alias (`-i`), for options other tools spell that way.
+    var short: String? = nil
+
+    /// This option with the alias `short`.
+    func alias(_ short: String) -> OptionSpec {
+        var o = self
+        o.short = short
+        return o
+    }
 
     static func flag(_ name: String, _ help: String) -> OptionSpec { OptionSpec(name: name, value: nil, help: help) }
     static func value(_ name: String, _ value: String, _ help: String, repeatable: Bool = false) -> OptionSpec {
@@ -70,16 +79,15 @@ enum Parser {
         while let first = rest.first, first.hasPrefix("-"), first != "--" {
             rest = rest.dropFirst()
             let (name, inline) = split(first)
+            // `vault --version` is the `version` command (one place prints the version).
+            if name == "--version", inline == nil, let v = table.first(where: { $0.name == "version" }) {
+                return Invocation(command: v)
+            }
             guard let spec = globalOptions.first(where: { $0.name == name }) else {
                 if name == "-h" { return nil }
                 throw unknownOption(name, known: globalOptions.map(\.name), command: nil)
             }
             if spec.name == "--help" { return nil }
-            if spec.name == "--version", let version = table.first(where: { $0.name == "version" }) {
-                var inv = Invocation(command: version)
-                for (n, v) in pre { if let v { inv.values[n, default: []].append(v) } else { inv.flags.insert(n) } }
-                return inv
-            }
             if spec.value != nil {
                 guard let v = inline ?? rest.first else { throw VaultError.usage("\(name) needs a value (\(spec.value!))") }
                 if inline == nil { rest = rest.dropFirst() }
@@ -97,8 +105,9 @@ enum Parser {
         var inv = Invocation(command: command)
         for (n, v) in pre { if let v { inv.values[n, default: []].append(v) } else { inv.flags.insert(n) } }
         let specs = command.options + globalOptions
-        while let arg = rest.first {
+        while let raw = rest.first {
             rest = rest.dropFirst()
+            let arg = specs.first { $0.short != nil && $0.short == raw }?.name ?? raw
             if arg == "--" { inv.trailing = Array(rest); break }
             if arg == "-h" { inv.flags.insert("--help"); continue }
             if arg.hasPrefix("--") || shortFlag(arg, specs) != nil {

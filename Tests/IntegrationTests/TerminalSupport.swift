@@ -22,6 +22,7 @@ final class TerminalRun: @unchecked Sendable {
     /// `NO_COLOR` is set unless `color`.
     init(_ args: [String], env: [String: String], program: String = vaultBinary, stdoutOnTerminal: Bool = false,
          fds: [Int32: String] = [:], color: Bool = false) {
+        ignoreBrokenPipes()
         var env = env
         if !color { env["NO_COLOR"] = "1" }
         env["TERM"] = env["TERM"] ?? "xterm"

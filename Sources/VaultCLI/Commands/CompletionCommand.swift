@@ -81,7 +81,7 @@ struct CompletionModel {
 
     /// Every option of `c` (short flags too), globals excluded.
     func words(_ c: CommandSpec) -> [String] {
-        c.options.map(\.name) + c.options.compactMap { CommandIndex.short(for: $0.name).map { "-\($0)" } }
+        c.options.map(\.name) + c.options.compactMap(CommandIndex.shortSpelling)
     }
 
     /// The command names a `case` arm matches (the command and its aliases).
@@ -90,7 +90,7 @@ struct CompletionModel {
     /// Options that take a value, with all their spellings.
     var valueOptions: [String] {
         var all = Set(globalsWithValue)
-        for c in commands { for o in c.options where o.value != nil { all.insert(o.name); if let s = CommandIndex.short(for: o.name) { all.insert("-\(s)") } } }
+        for c in commands { for o in c.options where o.value != nil { all.insert(o.name); if let s = CommandIndex.shortSpelling(o) { all.insert(s) } } }
         return all.sorted()
     }
 
@@ -251,7 +251,7 @@ struct CompletionModel {
         }
         func spec(_ o: OptionSpec) -> String {
             var line = " -l " + String(o.name.dropFirst(2))
-            if let sh = CommandIndex.short(for: o.name) { line += " -s \(sh)" }
+            if let sh = CommandIndex.shortSpelling(o) { line += " -s \(sh.dropFirst())" }
             if o.value != nil {
                 line += " -r"
                 if let values = CompletionModel.optionValues[o.name] { line += " -a " + q(values.joined(separator: " ")) }
@@ -279,7 +279,7 @@ enum ManualPage {
     }
 
     static func option(_ o: OptionSpec) -> String {
-        let short = CommandIndex.short(for: o.name).map { "\\fB\\-\($0)\\fR, " } ?? ""
+        let short = CommandIndex.shortSpelling(o).map { "\\fB\\-\($0.dropFirst())\\fR, " } ?? ""
         return ".TP\n" + short + "\\fB" + esc(o.name) + "\\fR" + (o.value.map { " \\fI" + esc($0) + "\\fR" } ?? "") + "\n" + esc(o.help) + "\n"
     }
 

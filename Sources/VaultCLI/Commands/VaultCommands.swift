@@ -168,6 +168,11 @@ enum VaultCommands {
             lines.append("  key authority: \(kind)" + ((a["protects"] as? String).map { " (\($0))" } ?? ""))
         }
         if let hint = o["authority_hint"] as? String { lines.append("  note: " + hint) }
+        if let m = o["migrated"] as? [String: Any], let from = m["from_schema"], let at = (m["at"] as? Int64) ?? (m["at"] as? Int).map(Int64.init) {
+            let when = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(at)))
+            lines.append("  migrated: from schema \(from) on \(when)")
+        }
+        if let m = o["migration"] as? String { lines.append("  migration: " + m) }
         if let e = o["prints_error"] as? String { lines.append("  prints: " + e) }
         lines.append("  path: \(o["path"] ?? "")  ('vault status --json' for slots, hashes and settings)")
         return lines.joined(separator: "\n") + "\n"
