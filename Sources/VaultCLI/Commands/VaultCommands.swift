@@ -155,7 +155,9 @@ enum VaultCommands {
         lines.append("  fingerprint unlock: " + ready)
         lines.append("  failed matches: \(failures) of \(threshold)")
         let passcode: String
-        if o["passcode_after_reboot_due"] as? Bool == true {
+        if ready != "ready" {
+            passcode = "at every unlock, until a finger can unlock"
+        } else if o["passcode_after_reboot_due"] as? Bool == true {
             passcode = "at the next unlock (first since the machine started)"
         } else if let due = o["passcode_due"] as? Int64 ?? (o["passcode_due"] as? Int).map(Int64.init) {
             passcode = due <= now ? "at the next unlock (\(o["passcode_interval_hours"] ?? 48) h without one)" : "in \(span(Int(due - now)))"
