@@ -88,6 +88,8 @@ enum Auth {
             authority: try authority(for: store, inv, ctx), policy: policy,
             readPasscode: { prompt in
                 if let fd = passcodeFD { return try SecretInput.line(fd: fd, what: "passcode") }
+                // Typed at the fingerprint prompt (echo off) instead of touching the reader.
+                if let typed = ctx.typedPasscode.take() { return typed }
                 guard interactive else { return nil }
                 guard let s = try ctx.terminal.readSecret(prompt: prompt + ": ") else { throw VaultError.userCancel }
                 if ctx.interrupted() { throw VaultError.userCancel }
@@ -96,6 +98,8 @@ enum Auth {
             say: { ctx.say($0) }, clock: ctx.clock)
         auth.reason = inv.value("--reason")
         auth.passcodeFirst = inv.has("--passcode") || passcodeFD != nil
+        auth.passcodeTries = passcodeFD == nil && interactive ? 3 : 1
+        auth.timeoutFallsBack = interactive
         return auth
     }
 
@@ -103,15 +107,40 @@ enum Auth {
     static func unlock(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext, purpose: String) throws -> UnlockedVault {
         let auth = try context(store, inv, ctx)
         if auth.reason == nil { auth.reason = purpose }
-        return try auth.unlock(store)
+        return try quietTerminal(ctx) { try auth.unlock(store) }
+    }
+
+    /// Runs an evaluation with the terminal's echo off (passcode prompts still end their line):
+    /// whatever is typed while vault waits for a finger, in this process or in vault-authd,
+    /// never shows. Unread keys are dropped afterwards.
+    static func quietTerminal<T>(_ ctx: CommandContext, _ body: () throws -> T) throws -> T {
+        let fd = ctx.terminal.inputFD
+        guard fd >= 0, let saved = try? TerminalAttributes.get(fd) else { return try body() }
+        var quiet = saved
+        quiet.echo = false
+        quiet.echoNewline = false
+        try? quiet.set(fd, when: .now)
+        defer { try? saved.set(fd, when: .flush) }
+        return try body()
     }
 
     /// Unlocks with the passcode only (enrolment, passcode change, settings): a finger never
     /// suffices there. Like every passcode unlock, it resets the lockout.
+    /// `why` starts the prompt (what needs the passcode); on a terminal a wrong passcode asks
+    /// again, three tries.
     static func unlockWithPasscode(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext,
-                                   reason: String = "no terminal and no --passcode-fd") throws -> UnlockedVault {
-        let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, reason: reason)
-        return try authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: waiting(ctx))
+                                   reason: String = "no terminal and no --passcode-fd", why: String? = nil) throws -> UnlockedVault {
+        let authority = try authority(for: store, inv, ctx)
+        let tries = inv.value("--passcode-fd") == nil && !inv.noInput && ctx.terminal.isAvailable ? 3 : 1
+        for attempt in 1...tries {
+            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, reason: reason, why: attempt == 1 ? why : nil)
+            do {
+                return try authority.unlock(store, passcode: passcode, waiting: waiting(ctx))
+            } catch VaultError.authenticationFailed(let m) where m == "wrong passcode" && attempt < tries {
+                ctx.say("vault: wrong passcode; \(tries - attempt) \(tries - attempt == 1 ? "try" : "tries") left")
+            }
+        }
+        throw VaultError.authenticationFailed("wrong passcode")
     }
 
     /// The wait after wrong passcodes, said, then slept.
@@ -138,7 +167,12 @@ enum Auth {
     /// an unlock session, unless this very command just matched a finger.
     static func requireFreshMatch(_ access: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext, reuse: Int = 0, prompt: String) throws {
         let store = try VaultStore.open(try location(inv, ctx))
-        try context(store, inv, ctx).requireFreshMatch(store, unlocked: access as? UnlockedVault, reuse: reuse, prompt: prompt)
+        // No passcode is offered at this prompt: it could not stand in for the touch.
+        let offered = ctx.scanOffersPasscode
+        ctx.scanOffersPasscode = false
+        defer { ctx.scanOffersPasscode = offered }
+        let auth = try context(store, inv, ctx)
+        try quietTerminal(ctx) { try auth.requireFreshMatch(store, unlocked: access as? UnlockedVault, reuse: reuse, prompt: prompt) }
     }
 
     /// `--fingerprint-login on|off`: the value, checked before anything is unlocked.
@@ -177,6 +211,8 @@ enum Auth {
             o["fingerprint_bound"] = false
         }
         o["lockout"] = ["failures": s.failedMatches, "locked": s.failedMatches >= s.threshold, "threshold": s.threshold]
+        o["passcode_due"] = s.passcodeDue.map { $0 as Any } ?? NSNull()
+        o["passcode_after_reboot_due"] = s.passcodeAfterRebootDue
         return o
     }
 }

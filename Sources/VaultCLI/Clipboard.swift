@@ -67,12 +67,24 @@ enum Clipboard {
         }
     }
 
+    /// Why no clipboard can be written here, checked before anything is unlocked (no touch is
+    /// spent on a copy that cannot be made): no graphical session, or no tool for the one there is.
+    /// - Throws: `.failure` saying which.
+    static func check(_ env: [String: String]) throws {
+        if tool(env) != nil { return }
+        let wayland = env["WAYLAND_DISPLAY"]?.isEmpty == false, x11 = env["DISPLAY"]?.isEmpty == false
+        if !wayland && !x11 {
+            throw VaultError.failure("no clipboard: no graphical session (neither DISPLAY nor WAYLAND_DISPLAY is set)",
+                                     hint: "print the value with --field, or run this in a desktop terminal")
+        }
+        throw VaultError.failure("no clipboard: \(wayland ? "wl-copy and wl-paste are" : "xclip is") not installed for this \(wayland ? "Wayland" : "X11") session",
+                                 hint: "install \(wayland ? "wl-clipboard" : "xclip"), or print the value with --field")
+    }
+
     /// Copies `value` and starts the clearer.
     static func copy(_ value: String, clearAfter seconds: Double, _ ctx: CommandContext) throws {
-        guard let tool = tool(ctx.environment) else {
-            throw VaultError.failure("no clipboard: neither a Wayland session with wl-copy nor an X11 session with xclip",
-                                     hint: "install wl-clipboard or xclip, or print the value with --field")
-        }
+        try check(ctx.environment)
+        guard let tool = tool(ctx.environment) else { return }
         let env = toolEnvironment(ctx.environment)
         let (status, _) = try run(tool.copy, input: Array(value.utf8), env: env)
         guard status == 0 else { throw VaultError.failure("\(tool.copy[0]) failed (exit \(status))") }

@@ -145,8 +145,44 @@ public final class CommandContext {
                        environment: ProcessInfo.processInfo.environment, terminal: ControllingTerminal())
     }
 
-    /// Prints `vault: note` lines for people; silent for nothing.
-    func say(_ text: String) { stderr.write(text + "\n") }
+    /// `--no-color` was given.
+    public var noColor = false
+    /// A passcode typed at the fingerprint prompt (with echo off), kept until the passcode is asked for.
+    let typedPasscode = TypedPasscode()
+    /// Whether a scan now may end in the passcode (Enter, or a passcode typed at its prompt): not
+    /// for the fresh touch fingerprint login demands, nor during an enrolment.
+    var scanOffersPasscode = true
+
+    /// Prints a line for people on stderr: `vault: ...` (the prefix is added when missing), with
+    /// its label coloured on a terminal.
+    func say(_ text: String) {
+        let lead = text.prefix { $0 == "\r" || $0 == "\n" }
+        var body = String(text.dropFirst(lead.count))
+        if !body.hasPrefix("vault: ") { body = "vault: " + body }
+        if stderr.isTerminal { terminal.endLine() }
+        stderr.write(String(lead) + Style.of(stderr, self).line(body) + "\n")
+    }
+}
+
+/// The passcode a person typed at the fingerprint prompt instead of touching the reader (kept by
+/// the keyboard watch, which may run on another thread than the one asking for it).
+final class TypedPasscode: @unchecked Sendable {
+    private var value: SecretBytes?
+    private let lock = NSLock()
+
+    /// Keeps `secret` for the next passcode request.
+    func keep(_ secret: consuming SecretBytes) {
+        lock.lock()
+        value = .some(secret)
+        lock.unlock()
+    }
+
+    /// The kept passcode, once.
+    func take() -> SecretBytes? {
+        lock.lock()
+        defer { lock.unlock() }
+        return value.take()
+    }
 }
 
 /// The user's terminal: prompts go to it, never to stdout.
@@ -161,11 +197,20 @@ public protocol Terminal: AnyObject {
     func write(_ text: String)
     /// The descriptor to watch for a key press during a scan, or -1.
     var inputFD: Int32 { get }
+    /// Ends a line left open by a prompt or a progress bar, so the next line starts in column 0.
+    func endLine()
+}
+
+extension Terminal {
+    /// Terminals that track no lines.
+    public func endLine() {}
 }
 
 /// The controlling terminal (`/dev/tty`), opened lazily.
 public final class ControllingTerminal: Terminal {
     private var opened: Int32?
+    /// Whether the last text written left a line open (no newline at its end).
+    private var lineOpen = false
 
     /// A handle on /dev/tty.
     public init() {}
@@ -191,6 +236,12 @@ public final class ControllingTerminal: Terminal {
     public func write(_ text: String) {
         guard fd >= 0 else { return }
         try? writeAll(fd: fd, bytes: Array(text.utf8), label: "/dev/tty")
+        if let last = text.last { lineOpen = last != "\n" }
+    }
+
+    /// Writes a newline when a prompt or progress bar left the line open.
+    public func endLine() {
+        if lineOpen { write("\n") }
     }
 
     /// Reads a line with echo off; Ctrl-C while echo is off restores the terminal first.
@@ -198,7 +249,10 @@ public final class ControllingTerminal: Terminal {
         guard isAvailable else { return nil }
         write(prompt)
         let fd = self.fd
-        return try TerminalMode.withEchoOff(fd) { try SecretLine.read(fd: fd) }
+        guard let line = try TerminalMode.withEchoOff(fd, { try SecretLine.read(fd: fd) }) else { return nil }
+        // The terminal echoed the newline (ECHONL): the prompt's line is closed.
+        lineOpen = false
+        return line
     }
 
     /// Reads a line with echo on.
@@ -206,6 +260,7 @@ public final class ControllingTerminal: Terminal {
         guard isAvailable else { return nil }
         write(prompt)
         guard let s = try? SecretLine.read(fd: fd) else { return nil }
+        lineOpen = false
         return String(decoding: s.exposedBytes(), as: UTF8.self)
     }
 }
@@ -226,7 +281,14 @@ enum SecretLine {
         var sawAny = false
         var byte: [UInt8] = [0]
         defer { byte[0] = 0 }
+        // On a terminal, Ctrl-C pressed just before the read began must still end it: the
+        // read waits in short polls that look at the flag the SIGINT handler set.
+        let watchInterrupts = isTerminal(fd)
         while true {
+            if watchInterrupts {
+                if Interrupts.requested { throw VaultError.userCancel }
+                if (try? Poll.isReadable(fd, timeoutMilliseconds: 100)) != true { continue }
+            }
             let n: Int
             do {
                 n = try byte.withUnsafeMutableBytes { try readSome(fd: fd, into: $0, retryOnInterrupt: false) }

@@ -27,7 +27,7 @@ enum Duration {
 /// Maps FingerprintKit's errors to the vault's exit codes.
 func vaultError(_ e: FingerprintError) -> VaultError {
     switch e {
-    case .noReader: .biometryNotAvailable("no fingerprint reader found")
+    case .noReader: .biometryNotAvailable("none found")
     case .readerBusy(let m): .systemCancel("the fingerprint reader is busy (\(m)); fprintd may hold it")
     case .permissionDenied(let m): .biometryNotAvailable("no permission to open the reader (\(m))")
     case .removed: .biometryNotAvailable("the reader was removed")
@@ -53,25 +53,42 @@ func openSensor(_ inv: Invocation, _ ctx: CommandContext, prefer: SensorIdentity
 }
 
 /// Runs a blocking fingerprint operation on a helper thread while this thread watches for Ctrl-C
-/// and, on a terminal, for Enter (the passcode fallback). Returns the operation's result.
+/// and, on a terminal, for a line typed (the passcode fallback). Returns the operation's result.
+///
+/// While it waits the terminal echoes nothing: a passcode typed there out of habit never shows.
+/// With `allowFallback` (and a scan that may end in the passcode, `ctx.scanOffersPasscode`), the
+/// line typed ends the scan: Enter alone asks for the passcode, text and Enter *is* the passcode
+/// (kept in `ctx.typedPasscode`). Where no passcode may be used, the line is dropped with a word.
 func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, cancellation: FingerprintCancellation,
                                    _ body: @escaping @Sendable () throws -> T) throws -> (result: T?, fallback: Bool) {
     let box = ResultBox<T>()
     let done = DispatchSemaphore(value: 0)
+    let screen = ctx.terminal.inputFD
+    let saved = screen >= 0 ? try? TerminalAttributes.get(screen) : nil
+    if var quiet = saved {
+        quiet.echo = false
+        quiet.echoNewline = false
+        try? quiet.set(screen, when: .now)
+    }
+    // Back as it was, unread keys dropped (half a passcode must not reach the shell).
+    defer { try? saved?.set(screen, when: .flush) }
     Thread.detachNewThread {
         do { box.set(.success(try body())) } catch { box.set(.failure(error)) }
         done.signal()
     }
     var fallback = false
-    let tty = allowFallback ? ctx.terminal.inputFD : -1
+    let tty = allowFallback ? screen : -1
+    let offersPasscode = ctx.scanOffersPasscode
     while done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
         if ctx.interrupted() { cancellation.cancel(.user) }
-        if tty >= 0 && !fallback {
-            if (try? Poll.isReadable(tty, timeoutMilliseconds: 0)) == true {
-                var buf = [UInt8](repeating: 0, count: 64)
-                _ = try? buf.withUnsafeMutableBytes { try readSome(fd: tty, into: $0, label: "the terminal") }
+        if tty >= 0 && !fallback && (try? Poll.isReadable(tty, timeoutMilliseconds: 0)) == true {
+            guard let line = try? SecretLine.read(fd: tty) else { continue }
+            if offersPasscode {
+                if line.count > 0 { ctx.typedPasscode.keep(line) }
                 fallback = true
                 cancellation.cancel(.program)
+            } else {
+                ctx.say("vault: only a finger is accepted here: touch the reader (Ctrl-C cancels)")
             }
         }
     }
@@ -114,7 +131,7 @@ final class LibfprintReader: FingerprintReader {
     }
 
     func scan(against prints: [[UInt8]], prompt: String) throws -> Int? {
-        ctx.say("vault: " + prompt + (interactive ? " (or press Enter for the passcode)" : ""))
+        ctx.say("vault: " + prompt + (interactive && ctx.scanOffersPasscode ? " (or press Enter for the passcode)" : ""))
         let cancellation = FingerprintCancellation()
         let sensor = self.sensor, timeout = self.timeout
         do {

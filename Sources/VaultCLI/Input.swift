@@ -31,9 +31,11 @@ enum SecretInput {
     }
 
     /// The current passcode: `--passcode-fd`, else the terminal.
-    static func passcode(_ ctx: CommandContext, _ inv: Invocation, vault: String, reason: String = "no terminal and no --passcode-fd") throws -> SecretBytes {
+    /// `why` starts the prompt: what needs the passcode.
+    static func passcode(_ ctx: CommandContext, _ inv: Invocation, vault: String, reason: String = "no terminal and no --passcode-fd",
+                         why: String? = nil) throws -> SecretBytes {
         if let fd = try descriptor(inv, "--passcode-fd") { return try line(fd: fd, what: "passcode") }
-        return try ask(ctx, inv, prompt: "passcode for vault '\(vault)': ", reason: reason)
+        return try ask(ctx, inv, prompt: (why.map { $0 + "; " } ?? "") + "passcode for vault '\(vault)': ", reason: reason)
     }
 
     /// A new passcode: read once from `fdOption`, or asked twice on the terminal.

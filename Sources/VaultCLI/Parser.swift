@@ -6,6 +6,15 @@ struct OptionSpec: Sendable {
     let value: String?
     let help: String
     var repeatable = false
+    /// A one-letter alias (`-i`), for options other tools spell that way.
+    var short: String? = nil
+
+    /// This option with the alias `short`.
+    func alias(_ short: String) -> OptionSpec {
+        var o = self
+        o.short = short
+        return o
+    }
 
     static func flag(_ name: String, _ help: String) -> OptionSpec { OptionSpec(name: name, value: nil, help: help) }
     static func value(_ name: String, _ value: String, _ help: String, repeatable: Bool = false) -> OptionSpec {
@@ -29,10 +38,12 @@ struct CommandSpec: Sendable {
 let globalOptions: [OptionSpec] = [
     .value("--vault", "NAME", "the vault to use (else VAULT_NAME, else 'default')"),
     .value("--passcode-fd", "N", "read the passcode from file descriptor N (first line)"),
-    .flag("--no-input", "never prompt; fail with the exit code that says what was missing"),
-    .value("--sensor", "ID", "the fingerprint reader to use (device id or driver; else VAULT_SENSOR)"),
-    .value("--authority", "KIND", "the key authority: system (vault-authd) or embedded (else VAULT_AUTHORITY, else system when it answers)"),
-    .flag("--help", "show help for the command"),
+    .flag("--no-input", "never prompt; fail with the exit code that says why"),
+    .value("--sensor", "ID", "the reader: device id or driver (else VAULT_SENSOR)"),
+    .value("--authority", "KIND", "system (vault-authd) or embedded (else VAULT_AUTHORITY)"),
+    .flag("--no-color", "no colour or bold, also on a terminal (else NO_COLOR)"),
+    .flag("--help", "show help for the command (-h)"),
+    .flag("--version", "print the version and exit"),
 ]
 
 /// A parsed command line.
@@ -68,6 +79,10 @@ enum Parser {
         while let first = rest.first, first.hasPrefix("-"), first != "--" {
             rest = rest.dropFirst()
             let (name, inline) = split(first)
+            // `vault --version` is the `version` command (one place prints the version).
+            if name == "--version", inline == nil, let v = table.first(where: { $0.name == "version" }) {
+                return Invocation(command: v)
+            }
             guard let spec = globalOptions.first(where: { $0.name == name }) else {
                 if name == "-h" { return nil }
                 throw unknownOption(name, known: globalOptions.map(\.name), command: nil)
@@ -83,19 +98,21 @@ enum Parser {
         }
         guard let verb = rest.first else { return nil }
         rest = rest.dropFirst()
-        guard let command = table.first(where: { $0.name == verb }) else {
-            let near = suggestion(verb, among: table.map(\.name))
+        guard let command = CommandIndex.resolve(verb, in: table) else {
+            let near = CommandIndex.suggestion(forVerb: verb, in: table)
             throw VaultError.usage("unknown command '\(verb)'", hint: near.map { "did you mean 'vault \($0)'?" } ?? "see 'vault help'")
         }
         var inv = Invocation(command: command)
         for (n, v) in pre { if let v { inv.values[n, default: []].append(v) } else { inv.flags.insert(n) } }
         let specs = command.options + globalOptions
-        while let arg = rest.first {
+        while let raw = rest.first {
             rest = rest.dropFirst()
+            let arg = specs.first { $0.short != nil && $0.short == raw }?.name ?? raw
             if arg == "--" { inv.trailing = Array(rest); break }
             if arg == "-h" { inv.flags.insert("--help"); continue }
-            if arg.hasPrefix("--") {
-                let (name, inline) = split(arg)
+            if arg.hasPrefix("--") || shortFlag(arg, specs) != nil {
+                var (name, inline) = split(arg)
+                if let long = shortFlag(arg, specs) { name = long; inline = nil }
                 guard let spec = specs.first(where: { $0.name == name }) else {
                     throw unknownOption(name, known: specs.map(\.name), command: command.name)
                 }
@@ -127,6 +144,13 @@ enum Parser {
         return inv
     }
 
+    /// The long option a short flag (`-f`) stands for, when the command has that option.
+    static func shortFlag(_ arg: String, _ specs: [OptionSpec]) -> String? {
+        guard arg.count == 2, arg.first == "-", let c = arg.last, let long = CommandIndex.shortFlags[c],
+              specs.contains(where: { $0.name == long }) else { return nil }
+        return long
+    }
+
     static func split(_ arg: String) -> (String, String?) {
         if let eq = arg.firstIndex(of: "=") { return (String(arg[..<eq]), String(arg[arg.index(after: eq)...])) }
         return (arg, nil)
@@ -138,54 +162,36 @@ enum Parser {
         return .usage("unknown option '\(name)'", hint: near.map { "did you mean '\($0)'? \(help)" } ?? help)
     }
 
-    /// The closest candidate within a small edit distance, or one that starts with the input.
+    /// The candidate meant by a mistyped `word`: one it is a prefix of (the shortest), else the
+    /// nearest within a small distance counting a swap of two neighbours as one edit (`lsit` is
+    /// one edit from `list`), else nil. Distance 1 for words up to 4 characters, 2 beyond.
     static func suggestion(_ word: String, among candidates: [String]) -> String? {
-        let scored = candidates.map { ($0, distance(word, $0)) }.sorted { $0.1 < $1.1 }
-        if let best = scored.first, best.1 <= max(2, word.count / 3) { return best.0 }
-        return candidates.first { $0.hasPrefix(word) && word.count >= 2 }
+        let bare = word.drop { $0 == "-" }
+        if bare.count >= 2 {
+            let prefixed = candidates.filter { $0.drop { $0 == "-" }.hasPrefix(bare) }
+            if let best = prefixed.min(by: { $0.count < $1.count }) { return best }
+        }
+        let limit = word.count <= 4 ? 1 : 2
+        let scored = candidates.map { ($0, distance(word, $0)) }.filter { $0.1 <= limit }
+        return scored.min { $0.1 < $1.1 || ($0.1 == $1.1 && $0.0.count < $1.0.count) }?.0
     }
 
+    /// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
+    /// neighbouring characters each count one.
     static func distance(_ a: String, _ b: String) -> Int {
         let a = Array(a), b = Array(b)
-        var prev = Array(0...b.count)
-        for i in 1...max(a.count, 1) where !a.isEmpty {
-            var cur = [i] + Array(repeating: 0, count: b.count)
-            for j in stride(from: 1, through: b.count, by: 1) {
-                cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        if a.isEmpty { return b.count }
+        if b.isEmpty { return a.count }
+        var d = Array(repeating: Array(repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { d[i][0] = i }
+        for j in 0...b.count { d[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1) }
             }
-            prev = cur
         }
-        return a.isEmpty ? b.count : prev[b.count]
-    }
-}
-
-/// Generated help text.
-enum Help {
-    static func overview(_ table: [CommandSpec]) -> String {
-        var s = "vault: a secrets vault unlocked by your fingerprint\n\nusage: vault [--vault NAME] COMMAND [OPTIONS]\n\ncommands:\n"
-        let width = (table.map(\.name.count).max() ?? 8) + 2
-        for c in table { s += "  " + c.name.padding(toLength: width, withPad: " ", startingAt: 0) + c.summary + "\n" }
-        s += "\nglobal options:\n" + options(globalOptions)
-        s += "\nenvironment: VAULT_HOME (root folder), VAULT_NAME (vault), VAULT_SENSOR (reader)\n"
-        s += "see 'vault help COMMAND' for a command, 'vault help exit-codes' for exit codes\n"
-        return s
-    }
-
-    static func command(_ c: CommandSpec) -> String {
-        var s = "usage: \(c.usage)\n\n\(c.summary)\n"
-        if !c.options.isEmpty { s += "\noptions:\n" + options(c.options) }
-        s += "\nglobal options:\n" + options(globalOptions)
-        if !c.examples.isEmpty { s += "\nexamples:\n" + c.examples.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") + "\n" }
-        return s
-    }
-
-    static func options(_ opts: [OptionSpec]) -> String {
-        let labels = opts.map { $0.name + ($0.value.map { " " + $0 } ?? "") }
-        let width = (labels.map(\.count).max() ?? 10) + 2
-        return zip(labels, opts).map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + $0.1.help + "\n" }.joined()
-    }
-
-    static var exitCodeText: String {
-        "exit codes:\n" + ExitCode.allCases.map { "  " + String($0.rawValue).padding(toLength: 5, withPad: " ", startingAt: 0) + $0.meaning + "\n" }.joined()
+        return d[a.count][b.count]
     }
 }

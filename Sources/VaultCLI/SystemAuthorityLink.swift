@@ -19,11 +19,18 @@ enum SystemAuthorityLink {
         }
         let tty = interactive ? ctx.terminal.inputFD : -1
         let interrupted = ctx.interrupted
+        // As at the embedded reader: the line typed (echo is off, see Auth.quietTerminal) ends the
+        // scan; Enter alone asks for the passcode, text and Enter is the passcode.
+        let offers = ctx.scanOffersPasscode, typed = ctx.typedPasscode, say = Unchecked(value: ctx.stderr)
         let control = ScanControl(watch: { purpose in
             if interrupted() { return .user }
             if purpose == .match, tty >= 0, (try? Poll.isReadable(tty, timeoutMilliseconds: 0)) == true {
-                var buf = [UInt8](repeating: 0, count: 64)
-                _ = try? buf.withUnsafeMutableBytes { try readSome(fd: tty, into: $0, label: "the terminal") }
+                guard let line = try? SecretLine.read(fd: tty) else { return nil }
+                guard offers else {
+                    say.value.write("vault: only a finger is accepted here: touch the reader (Ctrl-C cancels)\n")
+                    return nil
+                }
+                if line.count > 0 { typed.keep(line) }
                 return .fallback
             }
             return nil
@@ -32,7 +39,7 @@ enum SystemAuthorityLink {
         return SystemKeyAuthority(socketPath: socket, scanTimeout: timeout, control: control, notices: { notice in
             switch notice {
             case .touchReader(let prompt):
-                stderr.write("vault: " + prompt + (interactive ? " (or press Enter for the passcode)" : "") + "\n")
+                stderr.write("vault: " + prompt + (interactive && offers ? " (or press Enter for the passcode)" : "") + "\n")
             case .enrolling(let finger, let reader, let stages):
                 stderr.write("vault: enrolling \(finger) on \(reader): touch the reader \(stages) times\n")
             case .enrollProgress(let done, let total, let advice):

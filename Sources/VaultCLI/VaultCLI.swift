@@ -11,13 +11,14 @@ public enum VaultCLI {
         name: "help", summary: "show help for a command, or 'exit-codes'", usage: "vault help [COMMAND | exit-codes]",
         arguments: 0...1,
         run: { inv, ctx in
-            guard let topic = inv.arguments.first else { ctx.stdout.write(Help.overview(listed)); return }
+            let style = Style.of(ctx.stdout, ctx)
+            guard let topic = inv.arguments.first else { ctx.stdout.write(Help.overview(listed, style: style)); return }
             if topic == "exit-codes" { ctx.stdout.write(Help.exitCodeText); return }
-            guard let c = table.first(where: { $0.name == topic }) else {
+            guard let c = CommandIndex.resolve(topic, in: table) else {
                 let near = Parser.suggestion(topic, among: table.map(\.name) + ["exit-codes"])
                 throw VaultError.usage("no help for '\(topic)'", hint: near.map { "did you mean 'vault help \($0)'?" })
             }
-            ctx.stdout.write(Help.command(c))
+            ctx.stdout.write(Help.command(c, style: style))
         })
 
     /// Every command, in the order help lists them.
@@ -30,27 +31,33 @@ public enum VaultCLI {
             + RunLoginCommands.all
             + FingerprintCommands.all
             + [SessionCommands.lock, SessionCommands.agent]
-            + [helpCommand, VaultCommands.version, Clipboard.clearCommand]
+            + [helpCommand, VaultCommands.version, CompletionCommand.completion, CompletionCommand.manpage, Clipboard.clearCommand]
             + CredentialHelpers.commands
     }
 
     /// The commands the help overview lists (the credential helpers' verbs are for programs).
-    static var listed: [CommandSpec] { table.filter { !CredentialHelpers.unlistedNames.contains($0.name) } }
+    static var listed: [CommandSpec] {
+        table.filter { !CredentialHelpers.unlistedNames.contains($0.name) && $0.name != Clipboard.clearCommand.name }
+    }
 
     /// Runs one command line (without the program name) and returns the exit code. Nothing here
     /// exits the process: `main` does, with this code.
     public static func run(_ arguments: [String], context ctx: CommandContext) -> Int32 {
+        ctx.noColor = arguments.prefix { $0 != "--" }.contains("--no-color")
+        var command: CommandSpec?
         do {
-            guard let inv = try Parser.parse(arguments, table: table) else {
+            let parsed = try Parser.parse(arguments, table: table)
+            command = parsed?.command
+            guard let inv = parsed else {
                 if arguments.isEmpty {
-                    ctx.stderr.write(Help.overview(listed))
+                    ctx.stderr.write(Help.overview(listed, style: Style.of(ctx.stderr, ctx)))
                     return 2
                 }
-                ctx.stdout.write(Help.overview(listed))
+                ctx.stdout.write(Help.overview(listed, style: Style.of(ctx.stdout, ctx)))
                 return 0
             }
             if inv.flags.contains("--help") {
-                ctx.stdout.write(Help.command(inv.command))
+                ctx.stdout.write(Help.command(inv.command, style: Style.of(ctx.stdout, ctx)))
                 return 0
             }
             try inv.command.run(inv, ctx)
@@ -63,7 +70,7 @@ public enum VaultCLI {
             return 0
         } catch {
             let e = vaultError(error)
-            report(e, ctx, vault: vaultName(arguments, ctx))
+            report(e, ctx, vault: vaultName(arguments, ctx), command: command)
             return e.exitCode
         }
     }
@@ -85,10 +92,37 @@ public enum VaultCLI {
         }
     }
 
-    static func report(_ e: VaultError, _ ctx: CommandContext, vault: String? = nil) {
+    static func report(_ e: VaultError, _ ctx: CommandContext, vault: String? = nil, command: CommandSpec? = nil) {
         guard e.isPrinted else { return }
-        ctx.stderr.write("vault: error: \(e.message)\n")
-        if let h = e.hint(vault: vault) { ctx.stderr.write("vault: hint: \(h)\n") }
+        let style = Style.of(ctx.stderr, ctx)
+        // Ctrl-C at a prompt (echo off) or during a progress bar left the line open.
+        if ctx.stderr.isTerminal { ctx.terminal.endLine() }
+        ctx.stderr.write(style.line("vault: error: \(e.message)") + "\n")
+        guard var h = e.hint(vault: vault) else { return }
+        switch e {
+        case .usage, .failure: h = naming(vault, in: h)
+        case .alreadyExists(let name) where command.map({ c in !c.options.contains { $0.name == "--force" } }) == true:
+            // Only a command that can replace an item may suggest --force (not mv).
+            h = naming(vault, in: "choose another name, or delete that one first with 'vault rm \(name)'")
+        default: break
+        }
+        ctx.stderr.write(style.line("vault: hint: \(h)") + "\n")
+    }
+
+    /// `hint` with `--vault NAME` added to every quoted command (`'vault ls'`) that lacks it,
+    /// when `vault` is not the default: a hint typed as shown acts on the vault that failed.
+    static func naming(_ vault: String?, in hint: String) -> String {
+        guard let vault, vault != "default" else { return hint }
+        var out = "", rest = Substring(hint)
+        while let open = rest.range(of: "'vault ") {
+            out += rest[..<open.lowerBound]
+            let after = rest[open.lowerBound...].dropFirst()
+            guard let close = after.firstIndex(of: "'") else { out += rest[open.lowerBound...]; rest = ""; break }
+            let command = after[..<close]
+            out += "'" + command + (command.contains("--vault") ? "" : " --vault \(vault)") + "'"
+            rest = after[after.index(after: close)...]
+        }
+        return out + rest
     }
 
     /// Installs the SIGINT handler (a prompt or scan in progress ends as "cancelled by the user",

@@ -16,7 +16,7 @@ public struct PasswordGenerator: Sendable {
     static let digitSet = Array("0123456789")
     static let symbolSet = Array("!#$%&()*+,-./:;<=>?@[]^_{}~")
 
-    /// A password with at least one character of each enabled class.
+    /// A password with at least one character of each enabled class, never starting with `-`.
     /// - Throws: `VaultError.usage` for a length under 4 or over 1024, or no class enabled.
     public func generate() throws -> String {
         let classes = [(lower, Self.lowerSet), (upper, Self.upperSet), (digits, Self.digitSet), (symbols, Self.symbolSet)]
@@ -28,7 +28,8 @@ public struct PasswordGenerator: Sendable {
         let all = classes.flatMap { $0 }
         while true {
             let chars = (0..<length).map { _ in all[Int(randomUniform(UInt32(all.count)))] }
-            if classes.allSatisfy({ set in chars.contains(where: set.contains) }) { return String(chars) }
+            // Never a leading '-': pasted after a command, it would be read as an option.
+            if chars.first != "-", classes.allSatisfy({ set in chars.contains(where: set.contains) }) { return String(chars) }
         }
     }
 

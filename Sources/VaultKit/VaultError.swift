@@ -163,7 +163,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .newerFormat: "upgrade vault"
         case .io: nil
         case .insecurePermissions(let p, let dir): dir ? "chmod 700 \(p)" : "chmod 600 \(p)"
-        case .authenticationFailed: nil
+        case .authenticationFailed(let m): m == "wrong passcode" ? "forgot it? '\(command("recover"))' sets a new one with your recovery key" : nil
         case .userCancel: nil
         case .passcodeNeeded: "pass it with --passcode-fd N, or run on a terminal"
         case .systemCancel: "close the program holding the reader (fprintd) and try again"
@@ -173,7 +173,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .biometryLockout: "unlock with the passcode to reset it: \(command("unlock --passcode"))"
         case .appCancel: nil
         case .sessionInvalid: "unlock again with '\(command("unlock"))'"
-        case .domainStateChanged: "unlock with the passcode and re-bind: \(command("unlock --passcode --rotate")) (or '\(command("enroll --bind"))')"
+        case .domainStateChanged: "give its passcode once to re-bind it: \(VaultError.rebindCommand(vault: vault))"
         case .settingsDamaged(let v): "restore the vault from a backup, or set them again: vault settings\(v == "default" ? "" : " --vault \(v)") --policy P"
         case .commandNotExecutable: nil
         case .tpmUnavailable:
@@ -194,6 +194,13 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
 }
 
 extension VaultError {
+    /// The one fix for a vault whose fingerprint binding is stale (the prints changed since it was
+    /// bound, exit 20): its passcode, new keys, and a binding to the current prints. Every message
+    /// about a stale binding names this command.
+    public static func rebindCommand(vault: String?) -> String {
+        "vault unlock --passcode --rotate" + (vault.map { $0 == "default" ? "" : " --vault \($0)" } ?? "")
+    }
+
     /// Whether `main` prints this error: a child's exit status and an error already reported in
     /// another protocol are passed on silently.
     public var isPrinted: Bool {

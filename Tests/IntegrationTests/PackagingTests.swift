@@ -85,6 +85,8 @@ let stagedFiles: [String: String] = [
     "opt/vault/bin/git-credential-vault": "-> vault", "opt/vault/bin/docker-credential-vault": "-> vault",
     "etc/systemd/system/vault-authd.service": "644", "etc/systemd/user/vault-agent.service": "644",
     "etc/sysusers.d/vault-auth.conf": "644", "etc/udev/rules.d/70-vault-auth.rules": "644",
+    "opt/vault/share/man/man1/vault.1": "644", "opt/vault/share/bash-completion/completions/vault": "644",
+    "opt/vault/share/zsh/site-functions/_vault": "644", "opt/vault/share/fish/vendor_completions.d/vault.fish": "644",
 ]
 
 /// Every file and symlink under `root`, relative, with its mode ("755") or its link ("-> vault").

@@ -40,7 +40,7 @@ import Testing
         let generation = json(box.vault(["status", "--vault", "B", "--json"]).stdout)["key_generation"] as? Int
         r = box.vault(["unlock", "--vault", "B", "--passcode", "--rotate"], passcode: pcB)
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(r.stderr.contains("re-sealed 1 items"))
+        #expect(r.stderr.contains("re-sealed 1 item of"))
         let status = json(box.vault(["status", "--vault", "B", "--json"]).stdout)
         #expect(status["key_generation"] as? Int == (generation ?? 0) + 1)
         #expect(status["fingerprint_bound"] as? Bool == true)

@@ -31,7 +31,7 @@ let vaultBinary: String = {
 func spawn(_ path: String, _ args: [String], env: [String: String], stdin: String = "",
            fds: [Int32: String] = [:], argv0: String? = nil, stdoutFD: Int32? = nil,
            timeLimit: Double? = nil, onStderr: ((String) -> Void)? = nil) -> RunResult {
-    _ = brokenPipeIgnored
+    ignoreBrokenPipes()
     // O_CLOEXEC: tests run in parallel, and a pipe end leaked into another test's child (or an
     // agent it starts) would keep this test from ever seeing end of file.
     func makePipe() -> (Int32, Int32) {
@@ -183,15 +183,10 @@ func json(_ text: String) -> [String: Any] {
     (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
 }
 
-/// The test process ignores SIGPIPE: feeding a pipe to a child that a test killed (or that
-/// exited before reading) is then an EPIPE for the write, not the death of every test running in
-/// this process. Children start with SIGPIPE at its default (`childAttributes`).
-let brokenPipeIgnored: Void = { signal(SIGPIPE, SIG_IGN) }()
-
 /// Starts a program without waiting: stdout and stderr go to /dev/null, `fds` are fed from pipes.
 /// Returns its pid; reap it with `waitpid`.
 func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32: String] = [:]) -> pid_t {
-    _ = brokenPipeIgnored
+    ignoreBrokenPipes()
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -222,6 +217,13 @@ func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32:
         close(fd)
     }
     return pid
+}
+
+/// A program that ends before reading what a test feeds it (a usage error, a vault that exists)
+/// closes its end of the pipe: the test's write must fail with EPIPE, not kill the whole test
+/// process with SIGPIPE. Children get SIGPIPE back (`childAttributes`).
+func ignoreBrokenPipes() {
+    signal(SIGPIPE, SIG_IGN)
 }
 
 /// Spawn attributes that start a child as a shell would: no blocked signals, SIGINT, SIGTERM,
@@ -428,6 +430,7 @@ func concurrently(_ runs: [VaultRun], env: [String: String], timeLimit: Double =
 /// after `reap`. Returns its pid.
 func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32: String] = [:],
            output: String) -> pid_t {
+    ignoreBrokenPipes()
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }

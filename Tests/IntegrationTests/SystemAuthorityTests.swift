@@ -53,13 +53,35 @@ struct SystemAuthorityTests {
             all += ["--passcode-fd", "3"]
             shellFD = " 3<" + file
         }
-        let quoted = ([vaultBinary] + all).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
-        let env = "env -i HOME=\(home) PATH=/usr/bin:/bin VAULT_AUTHORITY=system VAULT_AUTHD_SOCKET=\(socket) LANG=C.UTF-8"
-        let line = "exec setpriv --reuid=\(Self.person) --regid=\(Self.person) --init-groups \(env) \(quoted)\(shellFD)"
+        let line = commandLine(all) + shellFD
         let feed = ReaderFeed(socket: reader, env: ["PATH": "/usr/bin:/bin"], steps: steps, log: "/tmp/vault-it-reader.log")
         var r = spawn("/bin/sh", ["-c", line], env: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"], timeLimit: 60, onStderr: { feed.stderrChanged($0) })
         r.reader = feed.finish(grace: steps.isEmpty ? 0 : 5)
         return r
+    }
+
+    /// The shell line that runs `vault args` as the ordinary user with the system authority.
+    func commandLine(_ args: [String]) -> String {
+        let quoted = ([vaultBinary] + args).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        let env = "env -i HOME=\(home) PATH=/usr/bin:/bin VAULT_AUTHORITY=system VAULT_AUTHD_SOCKET=\(socket) LANG=C.UTF-8 NO_COLOR=1"
+        return "exec setpriv --reuid=\(Self.person) --regid=\(Self.person) --init-groups \(env) \(quoted)"
+    }
+
+    @Test func aPasscodeTypedAtTheDaemonsFingerprintPromptIsNotShownAndUnlocks() throws {
+        defer { stop() }
+        let pc = "system authority pass"
+        var r = vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: pc,
+                      steps: Array(repeating: .device("SCAN alice"), count: 5))
+        #expect(r.status == 0, "init: \(r.stderr)")
+        r = vault(["add", "gh", "--username", "me"], passcode: pc)
+        #expect(r.status == 0, "add: \(r.stderr)")
+        let t = TerminalRun(["-c", commandLine(["ls"])], env: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"], program: "/bin/sh")
+        t.waitFor("touch the fingerprint reader")
+        #expect(t.waitForEcho(false), "echo is on while the daemon waits for a finger")
+        t.type(pc + "\n")
+        #expect(t.finish() == 0, "\(t.screen)")
+        #expect(t.stdout == "gh\n")
+        #expect(!t.screen.contains(pc), "the passcode was on the screen: \(t.screen)")
     }
 
     @Test func anOrdinaryUsersFingerUnlocksThroughTheDaemon() throws {

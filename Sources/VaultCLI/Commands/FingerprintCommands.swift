@@ -20,7 +20,7 @@ enum FingerprintCommands {
         run: { inv, ctx in
             let finger = try inv.value("--finger").map(parseFinger)
             let store = try VaultStore.open(try location(inv, ctx))
-            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "enrolling or binding needs the passcode")
             let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
             let authority = try Auth.ownerAuthority(vault, inv, ctx)
             if inv.has("--bind") && finger == nil {
@@ -34,8 +34,21 @@ enum FingerprintCommands {
             if result.fingerprintBound { _ = try? authority.recordPasscodeUnlock(try result.vault.proof(.passcodeUnlock, for: authority)) }
             ctx.say("vault: enrolled \(done.finger)")
             RotateCommand.report(result, of: vault, ctx)
-            ctx.say("vault: other vaults now need their passcode once: vault unlock --vault NAME --passcode --rotate")
+            sayStaleVaults(except: store.location, ctx)
         })
+
+    /// After the prints changed: names each other vault with a fingerprint slot (now stale, exit
+    /// 20) and the one command that re-binds it.
+    static func sayStaleVaults(except here: VaultLocation, _ ctx: CommandContext) {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: here.root)) ?? []).sorted().filter { name in
+            guard name != here.name, let loc = try? VaultLocation(name: name, environment: ["VAULT_HOME": here.root]),
+                  loc.exists, let store = try? VaultStore.open(loc) else { return false }
+            return (try? store.fingerprintSlot()) != nil
+        }
+        for name in names {
+            ctx.say("vault: vault '\(name)' now needs its passcode once: \(VaultError.rebindCommand(vault: name))")
+        }
+    }
 
     /// At `init`: with a reader present, enrol a first finger if none is enrolled on it, then bind
     /// the new vault. Without a reader the vault simply opens with the passcode.
@@ -47,7 +60,8 @@ enum FingerprintCommands {
         do {
             identity = try authority.reader(prefer: enrolled.first?.sensor)
         } catch let e as VaultError {
-            ctx.say("vault: \(e.message): the vault opens with the passcode; later run 'vault enroll --bind'")
+            let v = vault.store.location.name == "default" ? "" : " --vault \(vault.store.location.name)"
+            ctx.say("vault: \(e.message); the vault opens with the passcode until you run 'vault enroll --bind\(v)'")
             return
         }
         if !enrolled.contains(where: { $0.sensor == identity }) {
@@ -67,7 +81,7 @@ enum FingerprintCommands {
     /// Re-binds `vault` to the current prints.
     static func bind(_ vault: UnlockedVault, authority: any KeyAuthority, _ ctx: CommandContext) throws {
         try vault.bindFingerprint(authority: authority, sensor: nil)
-        ctx.say("vault: vault '\(vault.store.location.name)' is bound to the enrolled fingerprints; other vaults need their passcode and 'vault enroll --bind'")
+        ctx.say("vault: vault '\(vault.store.location.name)' is bound to the enrolled fingerprints")
     }
 
     static let unenroll = CommandSpec(
@@ -78,7 +92,7 @@ enum FingerprintCommands {
         run: { inv, ctx in
             let finger = try parseFinger(inv.arguments[0])
             let store = try VaultStore.open(try location(inv, ctx))
-            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "removing a finger needs the passcode")
             let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
             let authority = try Auth.ownerAuthority(vault, inv, ctx)
             let result = try vault.unenrollAndRotate(finger: finger.rawValue, through: authority, passcode: passcode,
@@ -189,9 +203,9 @@ enum FingerprintCommands {
             let vault: UnlockedVault
             if inv.has("--rotate") {
                 guard inv.has("--passcode") || inv.has("--passcode-fd") else {
-                    throw VaultError.usage("--rotate needs the passcode", hint: "vault unlock --passcode --rotate")
+                    throw VaultError.usage("--rotate needs the passcode", hint: "'vault unlock --passcode --rotate'")
                 }
-                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "re-binding needs the passcode")
                 let current = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
                 vault = try RotateCommand.rotate(current, passcode: passcode, kdf: nil, inv, ctx)
             } else {

@@ -21,7 +21,7 @@ enum ImportExport {
             }
             defer { wipe(&raw) }
             let items = try VaultJSON.items(from: raw)
-            let vault = try openAccess(inv, ctx, purpose: "import \(items.count) items")
+            let vault = try openAccess(inv, ctx, purpose: "import \(items.count) item\(items.count == 1 ? "" : "s")")
             if inv.has("--force") {
                 // Replacing an item with fingerprint login on changes what a touch protects: one touch.
                 let guarded = try CredentialHelpers.readableItems(vault).filter(\.fingerprintLogin).map(\.name)
@@ -30,7 +30,7 @@ enum ImportExport {
                 }
             }
             let n = try vault.add(contentsOf: items, replace: inv.has("--force"))
-            ctx.say("vault: imported \(n) items")
+            ctx.say("vault: imported \(n) item\(n == 1 ? "" : "s")")
         })
 
     static let exportCommand = CommandSpec(

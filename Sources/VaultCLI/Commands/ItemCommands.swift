@@ -1,5 +1,6 @@
 import Foundation
 import VaultKit
+import VaultSystem
 
 /// The location named by `--vault` and the environment.
 func location(_ inv: Invocation, _ ctx: CommandContext) throws -> VaultLocation {
@@ -58,10 +59,9 @@ enum ItemCommands {
             .value("--tag", "TAG", "a label (repeatable)", repeatable: true),
             .flag("--password-stdin", "read the password from the first line of standard input"),
             .flag("--totp-stdin", "read an otpauth:// URI from the next line of standard input"),
-            .flag("--generate", "generate a random password (see 'vault help generate')"),
-            .value("--length", "N", "length of the generated password (default 24)"),
+            .flag("--generate", "generate a random password (with generate's options below)"),
             .flag("--force", "replace an existing item of that name"),
-        ] + Auth.options,
+        ] + VaultCommands.passwordOptions + Auth.options,
         arguments: 1...1,
         examples: """
         printf '%s\\n' "$PW" | vault add github --username me --url https://github.com --password-stdin
@@ -82,21 +82,54 @@ enum ItemCommands {
             }
             var item = Item(name: name, username: inv.value("--username"), urls: inv.all("--url"),
                             notes: inv.value("--notes"), tags: inv.all("--tag"), now: ctx.clock())
-            item.password = try newPassword(inv, ctx, name: name)
+            item.password = try newPassword(inv, ctx, name: name, askWhenMissing: true)
             if inv.has("--totp-stdin") { item.totp = try totp(ctx) }
             try vault.add(item, replace: inv.has("--force"))
-            ctx.say("saved '\(name)'")
+            ctx.say("vault: saved '\(name)'")
+            if item.password == nil && item.totp == nil {
+                ctx.say("vault: warning: '\(name)' has no password; add one with 'vault edit \(name) --password-stdin' or '--generate'")
+            }
         })
 
-    /// The password for add/edit: stdin, generated, or asked on a terminal; nil when none is given.
-    static func newPassword(_ inv: Invocation, _ ctx: CommandContext, name: String) throws -> String? {
+    /// The password for add/edit: stdin (asked twice with echo off when standard input is the
+    /// terminal, as `pass insert` does), generated, or, for a new item on a terminal
+    /// (`askWhenMissing`), asked (Enter alone: none); nil when none is given.
+    static func newPassword(_ inv: Invocation, _ ctx: CommandContext, name: String, askWhenMissing: Bool = false) throws -> String? {
+        let person = !inv.noInput && ctx.terminal.isAvailable
         if inv.has("--password-stdin") {
+            if person && isTerminal(ctx.stdinFD) { return try typedPassword(ctx, inv, name: name, optional: false) }
             return try SecretInput.stdinText(ctx, what: "password")
         }
         if inv.has("--generate") {
-            return try PasswordGenerator(length: inv.int("--length") ?? 24).generate()
+            return try VaultCommands.password(inv)
+        }
+        if askWhenMissing && person && isTerminal(ctx.stdinFD) && !inv.has("--totp-stdin") {
+            return try typedPassword(ctx, inv, name: name, optional: true)
         }
         return nil
+    }
+
+    /// A password typed on the terminal: echo off, asked twice, three rounds; `optional`: Enter
+    /// alone at the first prompt gives none.
+    static func typedPassword(_ ctx: CommandContext, _ inv: Invocation, name: String, optional: Bool) throws -> String? {
+        for _ in 1...3 {
+            let first = try SecretInput.ask(ctx, inv, prompt: "password for '\(name)'\(optional ? " (Enter for none)" : ""): ", reason: "no terminal")
+            if first.count == 0 {
+                if optional { return nil }
+                ctx.say("vault: the password is empty; try again")
+                continue
+            }
+            let second = try SecretInput.ask(ctx, inv, prompt: "repeat the password: ", reason: "no terminal")
+            guard first.isEqual(to: second) else {
+                ctx.say("vault: the two passwords differ; try again")
+                continue
+            }
+            guard let text = first.withUnsafeBytes({ String(validating: $0, as: UTF8.self) }) else {
+                throw VaultError.usage("the password typed is not valid UTF-8")
+            }
+            return text
+        }
+        throw VaultError.usage("no password was given; nothing was saved")
     }
 
     static func totp(_ ctx: CommandContext) throws -> String {
@@ -115,13 +148,12 @@ enum ItemCommands {
             .value("--tag", "TAG", "replace the tags (repeatable)", repeatable: true),
             .flag("--password-stdin", "read the new password from standard input"),
             .flag("--totp-stdin", "read a new otpauth:// URI from standard input"),
-            .flag("--generate", "generate a new random password"),
-            .value("--length", "N", "length of the generated password (default 24)"),
+            .flag("--generate", "generate a new random password (with generate's options below)"),
             .value("--clear", "FIELD", "remove a field: username, url, notes, tags, totp, password, user-prompt, password-prompt", repeatable: true),
             .value("--user-prompt", "REGEX", "how 'vault login' recognises the program's username prompt"),
             .value("--password-prompt", "REGEX", "how 'vault login' recognises the program's password prompt"),
             .value("--fingerprint-login", "on|off", "let 'vault login' fill this login after a fresh finger scan (changing it needs a scan)"),
-        ] + Auth.options,
+        ] + VaultCommands.passwordOptions + Auth.options,
         arguments: 1...1,
         examples: """
         vault edit github --username new-me --url https://github.com/login
@@ -143,6 +175,11 @@ enum ItemCommands {
                 }
             }
             let fingerprintLogin = try Auth.parseSwitch(inv)
+            let changes = ["--username", "--url", "--notes", "--tag", "--password-stdin", "--generate", "--totp-stdin", "--clear",
+                           "--user-prompt", "--password-prompt", "--fingerprint-login"]
+            guard changes.contains(where: inv.has) else {
+                throw VaultError.usage("nothing to change for '\(name)'", hint: "usage: \(inv.command.usage)")
+            }
             let vault = try openAccess(inv, ctx, purpose: "edit '\(name)'")
             guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
             if let on = fingerprintLogin {
@@ -163,7 +200,7 @@ enum ItemCommands {
             change.passwordPrompt = inv.value("--password-prompt")
             change.fingerprintLogin = fingerprintLogin
             try vault.update(name, change)
-            ctx.say("updated '\(name)'")
+            ctx.say("vault: updated '\(name)'")
         })
 
     static let rm = CommandSpec(
@@ -184,7 +221,7 @@ enum ItemCommands {
                 guard ["y", "yes"].contains(answer.lowercased()) else { throw VaultError.userCancel }
             }
             try vault.remove(name)
-            ctx.say("deleted '\(name)'")
+            ctx.say("vault: deleted '\(name)'")
         })
 
     static let mv = CommandSpec(
@@ -200,7 +237,7 @@ enum ItemCommands {
             var change = ItemChange()
             change.rename = new
             try vault.update(old, change)
-            ctx.say("renamed '\(old)' to '\(new)'")
+            ctx.say("vault: renamed '\(old)' to '\(new)'")
         })
 
     static let ls = CommandSpec(
@@ -250,6 +287,8 @@ enum ItemCommands {
             let clearAfter = try SessionCommands.duration(inv, "--clear-after", default: 45)
             // The clearer waits at most an hour: a longer promise would not be kept.
             guard clearAfter <= 3600 else { throw VaultError.usage("--clear-after is at most 1h, not '\(inv.value("--clear-after") ?? "")'") }
+            // No touch is spent on a copy that cannot be made.
+            if inv.has("--clip") { try Clipboard.check(ctx.environment) }
             let vault = try openAccess(inv, ctx, purpose: "read '\(name)'")
             if inv.has("--clip") {
                 let field = inv.value("--field") ?? "password"
@@ -272,6 +311,12 @@ enum ItemCommands {
                 released = ItemField(rawValue: f)?.isSecret == true ? [f] : []
             } else {
                 released = inv.has("--reveal") ? ["password", "totp", "notes"] : []
+            }
+            if let f = released.first, inv.value("--field") != nil {
+                // A field the item does not have is not released, so not logged as released.
+                let overview = try vault.overview(named: name)
+                let present = f == "password" ? overview.hasPassword : f == "totp" ? overview.hasTOTP : true
+                if !present { throw VaultError.failure("item '\(overview.item.name)' has no \(f)") }
             }
             if !released.isEmpty {
                 try printItem(try Release.item(name, fields: released, command: "get", from: vault, inv, ctx), inv, ctx)

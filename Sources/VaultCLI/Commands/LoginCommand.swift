@@ -33,7 +33,7 @@ enum LoginCommand {
             var prompts = try LoginPrompts(inv)
             let program = inv.trailing.isEmpty ? nil : try ChildProgram(inv, ctx)
 
-            let login: LoginSecrets
+            let prompted: PromptedLogin
             do {
                 let vault = try openAccess(inv, ctx, purpose: "login '\(name)'")
                 let overview = try vault.overview(named: name)
@@ -47,14 +47,20 @@ enum LoginCommand {
                     try requirePasscode(vault, inv, ctx, item: item.name)
                 }
                 // The match (or the passcode) was just demanded above.
-                let released = try vault.release(named: item.name, fields: ["password"], command: "login", freshMatch: item.fingerprintLogin)
-                login = LoginSecrets(username: released.username, password: released.password ?? "", url: released.urls.first)
+                let release = { () throws -> Item in
+                    try vault.release(named: item.name, fields: ["password"], command: "login", freshMatch: item.fingerprintLogin)
+                }
+                guard program != nil else {
+                    let released = try release()
+                    let login = LoginSecrets(username: released.username, password: released.password ?? "", url: released.urls.first)
+                    ctx.stdout.write(try format.render(login, item: name))
+                    return
+                }
+                // Released (and logged) only when its prompt is answered: a program that never
+                // asks gets nothing and the log says nothing was handed out.
+                prompted = PromptedLogin(username: item.username, release: { try release().password ?? "" }, prompts: prompts, ctx: ctx)
             }
-            guard let program else {
-                ctx.stdout.write(try format.render(login, item: name))
-                return
-            }
-            let prompted = PromptedLogin(login: login, prompts: prompts, ctx: ctx)
+            guard let program else { return }
             let status = try prompted.run(program)
             if !prompted.typedAnything {
                 ctx.say("vault: warning: no prompt of '\(program.name)' matched; nothing was typed (see --user-prompt and --password-prompt)")
@@ -68,7 +74,8 @@ enum LoginCommand {
     static func requirePasscode(_ vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext, item: String) throws {
         if (vault as? UnlockedVault)?.authentication == .passcode { return }
         let store = try VaultStore.open(try location(inv, ctx))
-        _ = try Auth.unlockWithPasscode(store, inv, ctx, reason: "'\(item)' has fingerprint login off; no terminal and no --passcode-fd")
+        _ = try Auth.unlockWithPasscode(store, inv, ctx, reason: "'\(item)' has fingerprint login off; no terminal and no --passcode-fd",
+                                   why: "'\(item)' has fingerprint login off")
     }
 }
 
@@ -161,17 +168,17 @@ final class PromptedLogin: TerminalRelayDriver {
     let ctx: CommandContext
     private var answerer: PromptAnswerer
     private var username: [UInt8]?
-    private var password: [UInt8]
+    /// Releases the password from the vault (audited then); dropped once used, with the vault.
+    private var release: (() throws -> String)?
 
-    init(login: LoginSecrets, prompts: LoginPrompts, ctx: CommandContext) {
+    /// A driver typing `username` and the password `release` hands out when its prompt comes.
+    init(username: String?, release: @escaping () throws -> String, prompts: LoginPrompts, ctx: CommandContext) {
         self.ctx = ctx
-        username = login.username.map { Array($0.utf8) }
-        password = Array(login.password.utf8)
+        self.username = username.map { Array($0.utf8) }
+        self.release = release
         answerer = PromptAnswerer(userPrompt: prompts.user, passwordPrompt: prompts.password,
-                                  hasUsername: login.username != nil)
+                                  hasUsername: username != nil)
     }
-
-    deinit { wipe(&password) }
 
     /// Runs the command to its end.
     /// - Throws: `.io` when no pseudo-terminal opens, `.failure` when the command cannot start,
@@ -216,8 +223,16 @@ final class PromptedLogin: TerminalRelayDriver {
         case .username:
             if let username { _ = try? username.withUnsafeBytes { try keyboard.typeLine($0) } }
         case .password:
-            _ = try? password.withUnsafeBytes { try keyboard.typeLine($0) }
-            wipe(&password)
+            guard let release else { break }
+            self.release = nil
+            do {
+                var password = Array(try release().utf8)
+                _ = try? password.withUnsafeBytes { try keyboard.typeLine($0) }
+                wipe(&password)
+            } catch {
+                let e = VaultCLI.vaultError(error)
+                ctx.say("\r\nvault: warning: the password could not be released (\(e.message)); type it yourself\r")
+            }
         case .gaveUp:
             ctx.say("\r\nvault: warning: the program left echo on at its password prompt; the password was not typed (it would show)\r")
         }

@@ -19,7 +19,7 @@ enum RepairCommand {
                 throw VaultError.usage("refusing to delete rows without confirmation", hint: "pass --force")
             }
             // The passcode, not a finger: removing data is the owner's decision.
-            let vault = try Auth.unlockWithPasscode(store, inv, ctx)
+            let vault = try Auth.unlockWithPasscode(store, inv, ctx, why: "repair needs the passcode")
             let damaged = try vault.damagedRows()
             var removed = 0
             if inv.has("--remove"), !damaged.isEmpty {

@@ -27,7 +27,7 @@ enum RotateCommand {
                 let passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
                 try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
             } else {
-                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
+                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "rotating the keys needs the passcode")
                 let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
                 if inv.has("--new-passcode-fd") {
                     try rotate(vault, passcode: try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd"), kdf: kdf, inv, ctx)
@@ -63,7 +63,7 @@ enum RotateCommand {
 
     /// What a rotation did; a new recovery key goes to stdout, once.
     static func report(_ result: RotationResult, of vault: UnlockedVault, _ ctx: CommandContext) {
-        ctx.say("vault: re-sealed \(result.items) items of vault '\(vault.store.location.name)' under new keys (generation \(result.vault.generation))"
+        ctx.say("vault: re-sealed \(result.items) item\(result.items == 1 ? "" : "s") of vault '\(vault.store.location.name)' under new keys (generation \(result.vault.generation))"
                 + (result.fingerprintBound ? "; fingerprint slot bound to the current prints" : "; no fingerprint slot (no reader or no prints): bind later with 'vault enroll --bind'"))
         if let key = result.recoveryKey {
             ctx.say("vault: your new recovery key (the old one no longer works; printed once on standard output):")

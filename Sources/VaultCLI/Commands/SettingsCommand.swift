@@ -47,7 +47,7 @@ enum SettingsCommand {
                     s.passcodeAfterReboot = r == "on"
                 }
                 // The passcode, not a finger: these rules decide when a finger is enough.
-                let vault = try Auth.unlockWithPasscode(store, inv, ctx)
+                let vault = try Auth.unlockWithPasscode(store, inv, ctx, why: "changing the settings needs the passcode")
                 try store.setSettings(s)
                 ctx.say("vault: settings of vault '\(store.location.name)' saved")
                 // The key authority keeps the passcode rules with the binding (a request may only

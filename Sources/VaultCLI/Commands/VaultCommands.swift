@@ -25,7 +25,7 @@ enum VaultCommands {
             _ = try scanTimeout(inv)
             if loc.exists {
                 throw VaultError.failure("a vault named '\(loc.name)' already exists at \(loc.folder)",
-                                         hint: "pick another name with --vault NAME")
+                                         hint: "'vault enroll' sets up its fingerprint; another vault needs another name (--vault NAME)")
             }
             let passcode: SecretBytes
             if let fd = try SecretInput.descriptor(inv, "--passcode-fd") {
@@ -40,12 +40,12 @@ enum VaultCommands {
                 if inv.has("--json") {
                     ctx.stdout.write(jsonText(["vault": loc.name, "path": loc.folder, "recovery_key": key]))
                 } else {
-                    ctx.say("your recovery key for vault '\(loc.name)' (printed once on standard output; write it down and keep it apart from this machine):")
+                    ctx.say("vault: your recovery key for vault '\(loc.name)' (printed once on standard output; write it down and keep it apart from this machine):")
                     ctx.stdout.write(key + "\n")
                 }
                 if let f = ctx.stdout.failure { throw VaultError.io(path: "standard output", f.reason + "; the vault was not created") }
             }
-            ctx.say("created vault '\(loc.name)' at \(loc.folder)")
+            ctx.say("vault: created vault '\(loc.name)' at \(loc.folder)")
             if !inv.has("--no-fingerprint") {
                 do {
                     try FingerprintCommands.setUpAtInit(created.vault, inv, ctx)
@@ -69,10 +69,10 @@ enum VaultCommands {
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
             let kdf = try kdfParameters(inv)
-            let vault = try Auth.unlockWithPasscode(store, inv, ctx)
+            let vault = try Auth.unlockWithPasscode(store, inv, ctx, why: "current passcode")
             let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
             try vault.changePasscode(to: new, kdf: kdf)
-            ctx.say("passcode changed (only the passcode slot was re-wrapped; 'vault rotate' replaces every key)")
+            ctx.say("vault: passcode changed (only the passcode slot was re-wrapped; 'vault rotate' replaces every key)")
         })
 
     static let recover = CommandSpec(
@@ -94,7 +94,7 @@ enum VaultCommands {
                 ctx.say("vault: warning: no TPM here: the new passcode is not on a TPM; turn it on again with 'vault settings --passcode-on-tpm on'")
             }
             try vault.changePasscode(to: new, kdf: nil, onTPM: keepOnTPM)
-            ctx.say("new passcode set for vault '\(store.location.name)'")
+            ctx.say("vault: new passcode set for vault '\(store.location.name)'")
         })
 
     static let status = CommandSpec(
@@ -120,20 +120,73 @@ enum VaultCommands {
             if inv.has("--json") {
                 ctx.stdout.write(jsonText(o))
             } else {
-                let order = ["vault", "path", "items", "slots", "key_generation", "policy"] + o.keys.sorted().filter {
-                    !["vault", "path", "items", "slots", "key_generation", "policy"].contains($0)
-                }
-                for k in order {
-                    guard let v = o[k] else { continue }
-                    if k == "migrated", let m = try store.migration() {
-                        let when = Date(timeIntervalSince1970: TimeInterval(m.at)).formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false).timeSeparator(.colon))
-                        ctx.stdout.write("migrated: from schema \(m.fromSchema) on \(when)\n")
-                        continue
-                    }
-                    ctx.stdout.write("\(k.replacingOccurrences(of: "_", with: " ")): \(describe(v))\n")
-                }
+                ctx.stdout.write(summary(o, now: ctx.clock()))
             }
         })
+
+    /// `vault status` for a person: locked or not and for how long, the fingers, whether a finger
+    /// unlocks now (and if not, the command that fixes it), the lockout count, when the passcode
+    /// is next asked for, the authority. Hashes and slot details are left to `--json`.
+    static func summary(_ o: [String: Any], now: Int64) -> String {
+        let name = o["vault"] as? String ?? "default"
+        let v = name == "default" ? "" : " --vault \(name)"
+        func span(_ seconds: Int) -> String {
+            seconds >= 7200 ? "\(seconds / 3600) h" : seconds >= 120 ? "\(seconds / 60) min" : "\(seconds) s"
+        }
+        var lines: [String] = []
+        let session = o["session"] as? [String: Any] ?? [:]
+        if session["open"] as? Bool == true, let idle = session["idle_left"] as? Int, let hard = session["hard_left"] as? Int {
+            lines.append("vault '\(name)': unlocked (session ends in \(span(idle)) idle, \(span(hard)) at most; 'vault lock\(v)')")
+        } else {
+            lines.append("vault '\(name)': locked")
+        }
+        let items = o["items"] as? Int ?? 0
+        lines.append("  items: \(items)")
+        let fingers = (o["enrolled_fingers"] as? [[String: Any]] ?? []).compactMap { $0["finger"] as? String }
+        lines.append("  fingers: " + (fingers.isEmpty ? "none enrolled ('vault enroll\(v)')" : fingers.joined(separator: ", ")))
+        let lockout = o["lockout"] as? [String: Any] ?? [:]
+        let failures = lockout["failures"] as? Int ?? 0, threshold = lockout["threshold"] as? Int ?? 5
+        let hasSlot = !(o["fingerprint_slot"] is NSNull) && o["fingerprint_slot"] != nil
+        let readers = (o["readers"] as? [Any] ?? []).count
+        let ready: String
+        if !hasSlot {
+            ready = fingers.isEmpty ? "not set up ('vault enroll\(v)')" : "not bound to the enrolled prints ('vault enroll --bind\(v)')"
+        } else if o["fingerprint_bound"] as? Bool != true {
+            ready = "no: the prints changed since it was bound ('\(VaultError.rebindCommand(vault: name))')"
+        } else if lockout["locked"] as? Bool == true {
+            ready = "no: locked out after \(failures) failed matches (the passcode unlocks and resets it)"
+        } else if readers == 0 && (o["authority"] as? [String: Any])?["kind"] as? String != "system" {
+            ready = "no reader found ('vault doctor')"
+        } else {
+            ready = "ready"
+        }
+        lines.append("  fingerprint unlock: " + ready)
+        lines.append("  failed matches: \(failures) of \(threshold)")
+        let passcode: String
+        if ready != "ready" {
+            passcode = "at every unlock, until a finger can unlock"
+        } else if o["passcode_after_reboot_due"] as? Bool == true {
+            passcode = "at the next unlock (first since the machine started)"
+        } else if let due = o["passcode_due"] as? Int64 ?? (o["passcode_due"] as? Int).map(Int64.init) {
+            passcode = due <= now ? "at the next unlock (\(o["passcode_interval_hours"] ?? 48) h without one)" : "in \(span(Int(due - now)))"
+        } else {
+            passcode = "only when you choose it or after a lockout"
+        }
+        lines.append("  passcode next asked: " + passcode)
+        lines.append("  policy: \(o["policy"] ?? "biometrics-or-passcode")")
+        if let a = o["authority"] as? [String: Any], let kind = a["kind"] as? String {
+            lines.append("  key authority: \(kind)" + ((a["protects"] as? String).map { " (\($0))" } ?? ""))
+        }
+        if let hint = o["authority_hint"] as? String { lines.append("  note: " + hint) }
+        if let m = o["migrated"] as? [String: Any], let from = m["from_schema"], let at = (m["at"] as? Int64) ?? (m["at"] as? Int).map(Int64.init) {
+            let when = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(at)))
+            lines.append("  migrated: from schema \(from) on \(when)")
+        }
+        if let m = o["migration"] as? String { lines.append("  migration: " + m) }
+        if let e = o["prints_error"] as? String { lines.append("  prints: " + e) }
+        lines.append("  path: \(o["path"] ?? "")  ('vault status --json' for slots, hashes and settings)")
+        return lines.joined(separator: "\n") + "\n"
+    }
 
     static func describe(_ v: Any) -> String {
         if let a = v as? [Any] { return a.isEmpty ? "none" : a.map(describe).joined(separator: ", ") }
@@ -145,26 +198,33 @@ enum VaultCommands {
     static let generate = CommandSpec(
         name: "generate", summary: "print a random password",
         usage: "vault generate [--length N] [--no-symbols] [--no-digits] [--no-upper] [--no-lower] | --words N [--separator S]",
-        options: [
-            .value("--length", "N", "characters (default 24)"),
-            .flag("--no-symbols", "no punctuation"), .flag("--no-digits", "no digits"),
-            .flag("--no-upper", "no upper case"), .flag("--no-lower", "no lower case"),
-            .value("--words", "N", "N pronounceable words instead of characters (about 19 bits each)"),
-            .value("--separator", "S", "between words (default -)"),
-        ],
-        examples: "vault generate --length 32\nvault generate --words 6",
+        options: passwordOptions,
+        examples: "vault generate --length 32\nvault generate --words 6\nvault add wifi --generate --length 20 --no-symbols",
         run: { inv, ctx in
-            if let w = try inv.int("--words") {
-                ctx.stdout.write(try PasswordGenerator.words(w, separator: inv.value("--separator") ?? "-") + "\n")
-                return
-            }
-            var g = PasswordGenerator(length: try inv.int("--length") ?? 24)
-            g.symbols = !inv.has("--no-symbols")
-            g.digits = !inv.has("--no-digits")
-            g.upper = !inv.has("--no-upper")
-            g.lower = !inv.has("--no-lower")
-            ctx.stdout.write(try g.generate() + "\n")
+            ctx.stdout.write(try password(inv) + "\n")
         })
+
+    /// The options of `generate`, which `add --generate` and `edit --generate` take too.
+    static let passwordOptions: [OptionSpec] = [
+        .value("--length", "N", "characters (default 24)"),
+        .flag("--no-symbols", "no punctuation"), .flag("--no-digits", "no digits"),
+        .flag("--no-upper", "no upper case"), .flag("--no-lower", "no lower case"),
+        .value("--words", "N", "N pronounceable words instead of characters (about 19 bits each)"),
+        .value("--separator", "S", "between words (default -)"),
+    ]
+
+    /// A password as `generate`'s options ask (never starting with `-`).
+    static func password(_ inv: Invocation) throws -> String {
+        if let w = try inv.int("--words") {
+            return try PasswordGenerator.words(w, separator: inv.value("--separator") ?? "-")
+        }
+        var g = PasswordGenerator(length: try inv.int("--length") ?? 24)
+        g.symbols = !inv.has("--no-symbols")
+        g.digits = !inv.has("--no-digits")
+        g.upper = !inv.has("--no-upper")
+        g.lower = !inv.has("--no-lower")
+        return try g.generate()
+    }
 
     static let version = CommandSpec(
         name: "version", summary: "print the version", usage: "vault version",

@@ -97,6 +97,12 @@ public final class AuthContext {
     public var reason: String?
     /// Whether the caller asked for the passcode straight away (`--passcode`, or `--passcode-fd`).
     public var passcodeFirst = false
+    /// How many passcodes one evaluation reads before a wrong one ends it (3 for a person at a
+    /// terminal, 1 for a descriptor).
+    public var passcodeTries = 1
+    /// Whether a scan that timed out falls back to the passcode under `biometrics-or-passcode`
+    /// (a person at a terminal; a script gets exit 18).
+    public var timeoutFallsBack = false
 
     /// A context over the given authority and user interface.
     public init(authority: any KeyAuthority, policy: AuthPolicy, readPasscode: @escaping (String) throws -> SecretBytes?,
@@ -121,6 +127,8 @@ public final class AuthContext {
             switch e {
             case .biometryLockout, .biometryNotAvailable, .biometryNotEnrolled, .domainStateChanged, .passcodeNeeded:
                 why = e
+            case .appCancel where timeoutFallsBack && policy == .biometricsOrPasscode && e == ScanInterruption.timedOut.vaultError:
+                why = .passcodeNeeded("no finger within the scan timeout")
             default:
                 throw e
             }
@@ -142,8 +150,23 @@ public final class AuthContext {
         if !passcodeFirst {
             if case .passcodeNeeded(let m) = why { prompt = m + "; " + prompt } else { prompt = why.message + "; " + prompt }
         }
-        guard let passcode = try readPasscode(prompt) else { throw why }
-        return try authority.unlock(store, passcode: passcode, waiting: waitingMessage)
+        return try passcodeUnlock(store, prompt: prompt, otherwise: why)
+    }
+
+    /// Reads a passcode and unlocks, asking again after a wrong one up to ``passcodeTries``.
+    private func passcodeUnlock(_ store: VaultStore, prompt first: String, otherwise why: VaultError) throws -> UnlockedVault {
+        var prompt = first
+        let tries = max(1, passcodeTries)
+        for attempt in 1...tries {
+            guard let passcode = try readPasscode(prompt) else { throw why }
+            do {
+                return try authority.unlock(store, passcode: passcode, waiting: waitingMessage)
+            } catch VaultError.authenticationFailed(let m) where m == "wrong passcode" && attempt < tries {
+                say("vault: wrong passcode; \(tries - attempt) \(tries - attempt == 1 ? "try" : "tries") left")
+                prompt = "passcode for vault '\(store.location.name)'"
+            }
+        }
+        throw VaultError.authenticationFailed("wrong passcode")
     }
 
     /// Says how long the wait after wrong passcodes is, then waits.
@@ -172,10 +195,11 @@ public final class AuthContext {
                                        prompt: shown("touch the fingerprint reader to unlock vault '\(store.location.name)'"),
                                        events: { self.say($0.message) })
         } catch is RetryLimitExceeded {
-            if policy == .biometricsOrPasscode, let passcode = try readPasscode("retry limit exceeded; passcode for vault '\(store.location.name)'") {
-                return try authority.unlock(store, passcode: passcode, waiting: waitingMessage)
+            let noMatch = VaultError.authenticationFailed("no match: retry limit exceeded")
+            if policy == .biometricsOrPasscode {
+                return try passcodeUnlock(store, prompt: "retry limit exceeded; passcode for vault '\(store.location.name)'", otherwise: noMatch)
             }
-            throw VaultError.authenticationFailed("no match: retry limit exceeded")
+            throw noMatch
         }
         let vault = try store.unlock(fingerprintSlot: slot, kek: kek)
         vault.authentication = .fingerprint(at: clock())

@@ -1,0 +1,83 @@
+import VaultKit
+
+/// Generated help text: the overview (every listed command by group, in two columns, and the
+/// global options once: it fits an 80x40 terminal), one command's help, the exit codes. All of it
+/// comes from the command table; `style` adds bold headings on a terminal.
+enum Help {
+    /// The overview `vault help` prints.
+    static func overview(_ table: [CommandSpec], style: Style = .plain) -> String {
+        var s = "vault: a secrets vault unlocked by your fingerprint\n"
+        s += "usage: vault [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGUMENTS]\n"
+        for group in CommandIndex.grouped(table) {
+            s += "\n" + style.bold(group.title + ":") + "\n"
+            let cells = group.commands.map { c in "  " + c.name.padding(toLength: 11, withPad: " ", startingAt: 0) + (CommandIndex.briefs[c.name] ?? brief(c.summary, 26)) }
+            var i = 0
+            while i < cells.count {
+                let left = cells[i]
+                if i + 1 < cells.count {
+                    s += left.padding(toLength: 41, withPad: " ", startingAt: 0) + cells[i + 1] + "\n"
+                } else {
+                    s += left + "\n"
+                }
+                i += 2
+            }
+        }
+        s += "\n" + style.bold("global options:") + "\n" + options(globalOptions, width: 22)
+        s += "\nmore: 'vault help COMMAND' (or 'vault COMMAND -h'), 'vault help exit-codes'\n"
+        return s
+    }
+
+    /// The start of `summary` up to its first ':', ';', ',' or '(' and at most `width` characters:
+    /// the overview's column.
+    static func brief(_ summary: String, _ width: Int) -> String {
+        var text = String(summary.prefix { !":;,(".contains($0) }).trimmingCharacters(in: .whitespaces)
+        if text.count > width { text = String(text.prefix(width - 1)).trimmingCharacters(in: .whitespaces) + "~" }
+        return text
+    }
+
+    /// `vault help COMMAND`: usage, summary, options (with their short flags), aliases, examples.
+    static func command(_ c: CommandSpec, style: Style = .plain) -> String {
+        var s = style.bold("usage:") + " " + wrap(c.usage, width: 72).joined(separator: "\n       ") + "\n\n"
+            + wrap(c.summary, width: 79).joined(separator: "\n") + "\n"
+        let aliases = CommandIndex.aliases(of: c.name)
+        if !aliases.isEmpty { s += "also: " + aliases.map { "vault \($0)" }.joined(separator: ", ") + "\n" }
+        if !c.options.isEmpty { s += "\n" + style.bold("options:") + "\n" + options(c.options) }
+        s += "\n" + wrap("global options: " + globalOptions.map(\.name).joined(separator: " ") + " (see 'vault help')", width: 79)
+            .joined(separator: "\n  ") + "\n"
+        if !c.examples.isEmpty {
+            s += "\n" + style.bold("examples:") + "\n" + c.examples.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") + "\n"
+        }
+        return s
+    }
+
+    /// An option's label: `-f, --field F`.
+    static func label(_ o: OptionSpec) -> String {
+        let short = CommandIndex.shortSpelling(o).map { $0 + ", " } ?? ""
+        return short + o.name + (o.value.map { " " + $0 } ?? "")
+    }
+
+    /// Options, one a line, help aligned.
+    static func options(_ opts: [OptionSpec], width fixed: Int? = nil) -> String {
+        let labels = opts.map(label)
+        let width = fixed ?? min(26, (labels.map(\.count).max() ?? 10) + 2)
+        let indent = String(repeating: " ", count: width + 2)
+        return zip(labels, opts).map { l, o in
+            let pad = l.count + 2 > width ? "\n" + indent : String(repeating: " ", count: width - l.count)
+            return "  " + l + pad + wrap(o.help, width: 79 - indent.count).joined(separator: "\n" + indent) + "\n"
+        }.joined()
+    }
+
+    /// `text` in lines of at most `width` characters, broken at spaces.
+    static func wrap(_ text: String, width: Int) -> [String] {
+        var lines: [String] = [], line = ""
+        for word in text.split(separator: " ") {
+            if !line.isEmpty && line.count + 1 + word.count > width { lines.append(line); line = "" }
+            line += (line.isEmpty ? "" : " ") + word
+        }
+        return lines + [line]
+    }
+
+    static var exitCodeText: String {
+        "exit codes:\n" + ExitCode.allCases.map { "  " + String($0.rawValue).padding(toLength: 5, withPad: " ", startingAt: 0) + $0.meaning + "\n" }.joined()
+    }
+}
