@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "vault", targets: ["vault"]),
         .executable(name: "vault-agent", targets: ["vault-agent"]),
         .executable(name: "vault-authd", targets: ["vault-authd"]),
+        .executable(name: "vault-reader", targets: ["vault-reader"]),
         .executable(name: "virtual-reader", targets: ["virtual-reader"]),
         .library(name: "VaultKit", targets: ["VaultKit"]),
         .library(name: "FingerprintKit", targets: ["FingerprintKit"]),
@@ -27,20 +28,22 @@ let package = Package(
         .target(name: "FingerprintKit", dependencies: ["CFprint", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(
-            name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem", "FingerprintKit"],
+            name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem"],
             swiftSettings: upcoming),
+        .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(
-            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "FingerprintKit"],
+            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink"],
             swiftSettings: upcoming),
         .executableTarget(name: "vault", dependencies: ["VaultCLI", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-agent", dependencies: ["VaultAgent", "VaultSystem"], swiftSettings: upcoming),
-        .executableTarget(name: "vault-authd", dependencies: ["VaultAuthority"], swiftSettings: upcoming),
+        .executableTarget(name: "vault-authd", dependencies: ["VaultAuthority", "FingerprintKit"], swiftSettings: upcoming),
+        .executableTarget(name: "vault-reader", dependencies: ["ReaderLink", "FingerprintKit", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "virtual-reader", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
         .testTarget(
             name: "VaultKitTests", dependencies: ["VaultKit"],
             resources: [.copy("Vectors")], swiftSettings: upcoming),
         .testTarget(
-            name: "FingerprintKitTests", dependencies: ["FingerprintKit"], exclude: ["Fixtures"],
+            name: "FingerprintKitTests", dependencies: ["FingerprintKit", "ReaderLink"], exclude: ["Fixtures"],
             swiftSettings: upcoming),
         .testTarget(name: "VaultSystemTests", dependencies: ["VaultSystem"], swiftSettings: upcoming),
         .testTarget(

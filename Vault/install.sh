@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs vault the Linux way: the release binaries, the credential helpers, the system unit of the
-# key authority (vault-authd) and the user unit of the agent, the vault-auth system user and the udev
-# rule that gives it the fingerprint readers. Safe to run again.
+# Installs vault the Linux way: the release binaries (vault-reader, the reader process vault starts, goes
+# next to vault), the credential helpers, the system unit of the key authority (vault-authd) and the user
+# unit of the agent, the vault-auth system user and the udev rule that gives it the readers. Safe to rerun.
 #
 #   sudo ./Vault/install.sh [--dry-run] [--from DIR]
 #
@@ -79,12 +79,12 @@ else
   fi
 fi
 if ((!dry_run)); then
-  for b in vault vault-agent vault-authd; do
+  for b in vault vault-agent vault-authd vault-reader; do
     [ -x "$bin/$b" ] || { echo "vault install: error: no $b in $bin" >&2; exit 1; }
   done
 fi
 
-for b in vault vault-agent vault-authd; do
+for b in vault vault-agent vault-authd vault-reader; do
   run install -D -m 0755 "$bin/$b" "$dest$bindir/$b"
 done
 # The credential helpers are the same binary under another name.

@@ -50,7 +50,9 @@ public enum AuthorityDaemon {
     /// Parses the arguments (the program name first), hardens the process and serves; returns
     /// the exit code. Help goes to standard output; errors to standard error as
     /// `vault-authd: error: ...` (a usage error adds the usage line and a pointer to the help).
-    public static func run(_ arguments: [String], environment: [String: String]) -> Int32 {
+    /// `readers` makes the reader source (its argument: `--test-mode`, which allows virtual readers).
+    public static func run(_ arguments: [String], environment: [String: String],
+                           readers: (_ testMode: Bool) -> any ReaderSource) -> Int32 {
         ProcessHardening.closeInheritedDescriptors()
         do {
             guard let options = try parse(Array(arguments.dropFirst()), environment: environment) else {
@@ -61,7 +63,7 @@ public enum AuthorityDaemon {
             try checkEnvironment(environment, testMode: options.testMode)
             try prepareState(options.stateFolder)
             let handler = try AuthorityRequestHandler(stateFolder: options.stateFolder, testMode: options.testMode,
-                                                      readers: LibfprintReaders(allowVirtual: options.testMode))
+                                                      readers: readers(options.testMode))
             let server = AuthorityServer(socketPath: options.socketPath, handler: handler)
             if ProcessIdentity.effectiveUID == 0 {
                 log("warning: running as root; run vault-authd as its own user (vault-auth)")

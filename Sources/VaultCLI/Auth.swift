@@ -1,5 +1,4 @@
 import Foundation
-import FingerprintKit
 import VaultKit
 import VaultSystem
 
@@ -155,7 +154,7 @@ enum Auth {
     static func statusFields(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> [String: Any] {
         let authority = try authority(for: store, inv, ctx)
         let slot = try store.fingerprintSlot()
-        let readers = (try? FingerprintService.shared.sensors()) ?? []
+        let readers = (try? RemoteSensor.sensors(ctx)) ?? []
         let s = try authority.status(slot: slot?.reference, sensor: nil, rules: try store.settings().passcodeRules)
         var o: [String: Any] = [:]
         if let e = s.printsError { o["prints_error"] = e }

@@ -2,4 +2,6 @@ import Foundation
 import VaultAuthority
 
 // The system key authority: runs as its own user (vault-auth), normally from its systemd unit.
-exit(AuthorityDaemon.run(CommandLine.arguments, environment: ProcessInfo.processInfo.environment))
+// The readers are libfprint's, linked here only (vault itself never loads libfprint).
+exit(AuthorityDaemon.run(CommandLine.arguments, environment: ProcessInfo.processInfo.environment,
+                         readers: { testMode in LibfprintReaders(allowVirtual: testMode) }))

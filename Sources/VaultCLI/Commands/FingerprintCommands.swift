@@ -1,5 +1,5 @@
 import Foundation
-import FingerprintKit
+import ReaderLink
 import VaultKit
 
 enum FingerprintCommands {
@@ -9,7 +9,7 @@ enum FingerprintCommands {
         name: "enroll", summary: "enrol a finger (needs the passcode of the vault named), or --bind the vault",
         usage: "vault enroll [--finger F] [--bind] [--scan-timeout D]",
         options: [
-            .value("--finger", "F", "which finger: \(Finger.allCases.map(\.rawValue).joined(separator: ", "))"),
+            .value("--finger", "F", "which finger: \(FingerNames.all.joined(separator: ", "))"),
             .flag("--bind", "bind this vault to the enrolled prints (no new finger unless --finger)"),
             .value("--scan-timeout", "D", "how long to wait for each touch (default 30s)"),
         ],
@@ -54,9 +54,18 @@ enum FingerprintCommands {
         try bind(vault, authority: authority, ctx)
     }
 
-    static func parseFinger(_ s: String) throws -> Finger {
-        guard let f = Finger(rawValue: s) else {
-            throw VaultError.usage("unknown finger '\(s)'", hint: "fingers: \(Finger.allCases.map(\.rawValue).joined(separator: ", "))")
+    /// A finger's CLI name, checked against ``FingerNames/all``.
+    struct FingerName {
+        let rawValue: String
+        init?(rawValue: String) {
+            guard FingerNames.all.contains(rawValue) else { return nil }
+            self.rawValue = rawValue
+        }
+    }
+
+    static func parseFinger(_ s: String) throws -> FingerName {
+        guard let f = FingerName(rawValue: s) else {
+            throw VaultError.usage("unknown finger '\(s)'", hint: "fingers: \(FingerNames.all.joined(separator: ", "))")
         }
         return f
     }
@@ -106,17 +115,17 @@ enum FingerprintCommands {
         options: [.flag("--json", "print JSON")],
         examples: "vault doctor",
         run: { inv, ctx in
-            let readers: [SensorInfo]
-            do { readers = try FingerprintService.shared.sensors() } catch let e as FingerprintError { throw vaultError(e) }
+            let readers: [ReaderInfo]
+            do { readers = try RemoteSensor.sensors(ctx) } catch let e as ReaderFault { throw vaultError(e) }
             var rows: [[String: Any]] = []
             for r in readers {
                 var row: [String: Any] = ["driver": r.driver, "device_id": r.deviceID, "name": r.name, "scan_type": r.scanType,
                                           "match_on_chip": r.matchOnChip, "identify": r.supportsIdentify, "enroll_stages": r.enrollStages]
                 do {
-                    let s = try FingerprintService.shared.open(selector: r.driver)
+                    let s = try RemoteSensor.open(selector: r.driver, ctx)
                     s.close()
                     row["status"] = "ok"
-                } catch let e as FingerprintError {
+                } catch let e as ReaderFault {
                     row["status"] = e.message
                     if let h = e.hint { row["hint"] = h }
                 }
