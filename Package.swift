@@ -47,7 +47,7 @@ let package = Package(
             swiftSettings: upcoming),
         .testTarget(name: "VaultSystemTests", dependencies: ["VaultSystem"], swiftSettings: upcoming),
         .testTarget(
-            name: "VaultAuthorityTests", dependencies: ["VaultAuthority", "VaultKit", "VaultSystem"],
+            name: "VaultAuthorityTests", dependencies: ["VaultAuthority", "VaultKit", "VaultSystem"], exclude: ["Fixtures"],
             swiftSettings: upcoming),
         .testTarget(name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit", "VaultSystem"], swiftSettings: upcoming),

@@ -9,7 +9,7 @@ public enum AuthorityDaemon {
     /// The state folder when neither `--state` nor `STATE_DIRECTORY` names one.
     public static let defaultState = "/var/lib/vault-auth"
 
-    static let usage = "usage: vault-authd [--socket PATH] [--state DIR] [--test-mode]"
+    static let usage = "usage: vault-authd [--socket PATH] [--state DIR] [--backend auto|fprintd|libfprint] [--fprintd-state DIR] [--test-mode]"
 
     static let help = """
         vault-authd: the system key authority of vault
@@ -27,6 +27,11 @@ public enum AuthorityDaemon {
                           it is made 0666 in a 0755 folder: any local user may connect
           --state DIR     the state folder, made 0700 (default: $STATE_DIRECTORY, else \(defaultState));
                           each user's state is in DIR/uid-N (0700)
+          --backend B     the reader: fprintd (over the system bus: the fingers the desktop enrolled), libfprint
+                          (the reader directly), or auto (default: fprintd when it is on the system bus)
+          --fprintd-state DIR
+                          fprintd's state folder, whose prints of each user the domain state covers
+                          (default \(defaultFprintdState); reading it needs CAP_DAC_READ_SEARCH)
           --test-mode     for tests only: a request may then set the boot id and the clock the daemon
                           uses for its own uid, and libfprint's virtual readers (FP_VIRTUAL_DEVICE,
                           FP_VIRTUAL_DEVICE_STORAGE, FP_VIRTUAL_IMAGE) are served. Without it such
@@ -40,19 +45,34 @@ public enum AuthorityDaemon {
         \(Int(AuthorityLimits.busyWaitSeconds)) s, then fails as busy (vault exits 13). A client that goes away cancels its scan.
         """
 
+    /// fprintd's state folder when `--fprintd-state` does not name one.
+    public static let defaultFprintdState = "/var/lib/fprint"
+
+    /// What the reader source is made from.
+    public struct ReaderSettings: Equatable, Sendable {
+        /// `--test-mode`: libfprint's virtual readers are allowed.
+        public var testMode: Bool
+        /// `--backend`: auto, fprintd or libfprint.
+        public var backend: String
+        /// `--fprintd-state`.
+        public var fprintdState: String
+    }
+
     /// The options of one run.
     struct Options: Equatable {
         var socketPath: String
         var stateFolder: String
         var testMode = false
+        var backend = "auto"
+        var fprintdState = AuthorityDaemon.defaultFprintdState
     }
 
     /// Parses the arguments (the program name first), hardens the process and serves; returns
     /// the exit code. Help goes to standard output; errors to standard error as
     /// `vault-authd: error: ...` (a usage error adds the usage line and a pointer to the help).
-    /// `readers` makes the reader source (its argument: `--test-mode`, which allows virtual readers).
+    /// `readers` makes the reader source from `--backend`, `--fprintd-state` and `--test-mode`.
     public static func run(_ arguments: [String], environment: [String: String],
-                           readers: (_ testMode: Bool) -> any ReaderSource) -> Int32 {
+                           readers: (ReaderSettings) -> any ReaderSource) -> Int32 {
         ProcessHardening.closeInheritedDescriptors()
         do {
             guard let options = try parse(Array(arguments.dropFirst()), environment: environment) else {
@@ -63,12 +83,13 @@ public enum AuthorityDaemon {
             try checkEnvironment(environment, testMode: options.testMode)
             try prepareState(options.stateFolder)
             let handler = try AuthorityRequestHandler(stateFolder: options.stateFolder, testMode: options.testMode,
-                                                      readers: readers(options.testMode))
+                                                      readers: readers(ReaderSettings(testMode: options.testMode, backend: options.backend,
+                                                                                      fprintdState: options.fprintdState)))
             let server = AuthorityServer(socketPath: options.socketPath, handler: handler)
             if ProcessIdentity.effectiveUID == 0 {
                 log("warning: running as root; run vault-authd as its own user (vault-auth)")
             }
-            log("serving \(options.socketPath), state in \(options.stateFolder)\(options.testMode ? ", TEST MODE" : "")")
+            log("serving \(options.socketPath), state in \(options.stateFolder), readers: --backend \(options.backend)\(options.testMode ? ", TEST MODE" : "")")
             try server.run()
             return 0
         } catch let e as VaultError {
@@ -91,7 +112,7 @@ public enum AuthorityDaemon {
         }
         var options = Options(socketPath: firstPath("RUNTIME_DIRECTORY").map { $0 + "/socket" } ?? defaultSocket,
                               stateFolder: firstPath("STATE_DIRECTORY") ?? defaultState)
-        let known = ["--socket", "--state", "--test-mode", "--help"]
+        let known = ["--socket", "--state", "--backend", "--fprintd-state", "--test-mode", "--help"]
         var i = 0
         while i < args.count {
             var option = args[i], value: String?
@@ -106,7 +127,17 @@ public enum AuthorityDaemon {
             case "--test-mode":
                 guard value == nil else { throw VaultError.usage("--test-mode takes no value") }
                 options.testMode = true
-            case "--socket", "--state":
+            case "--backend":
+                if value == nil {
+                    guard i < args.count else { throw VaultError.usage("--backend needs a value", hint: "see 'vault-authd --help'") }
+                    value = args[i]
+                    i += 1
+                }
+                guard let b = value, ["auto", "fprintd", "libfprint"].contains(b) else {
+                    throw VaultError.usage("--backend expects auto, fprintd or libfprint, not '\(value ?? "")'")
+                }
+                options.backend = b
+            case "--socket", "--state", "--fprintd-state":
                 if value == nil {
                     guard i < args.count else { throw VaultError.usage("\(option) needs a value", hint: "see 'vault-authd --help'") }
                     value = args[i]
@@ -115,7 +146,9 @@ public enum AuthorityDaemon {
                 guard let path = value, path.hasPrefix("/"), !path.hasSuffix("/") || path == "/" else {
                     throw VaultError.usage("\(option) expects an absolute path, not '\(value ?? "")'", hint: "see 'vault-authd --help'")
                 }
-                if option == "--socket" {
+                if option == "--fprintd-state" {
+                    options.fprintdState = path
+                } else if option == "--socket" {
                     guard path.utf8.count <= maximumSocketPathLength else {
                         throw VaultError.usage("--socket: the path is longer than \(maximumSocketPathLength) bytes")
                     }
