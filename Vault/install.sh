@@ -109,6 +109,12 @@ unit "$here/vault-agent.service" "$dest/etc/systemd/user/vault-agent.service"
 # 3. The system user and the readers.
 run install -D -m 0644 "$here/vault-auth.sysusers" "$dest/etc/sysusers.d/vault-auth.conf"
 run install -D -m 0644 "$here/70-vault-auth.rules" "$dest/etc/udev/rules.d/70-vault-auth.rules"
+# fprintd: polkit lets vault-auth claim the reader for a user's name (inert without fprintd); with
+# fprintd installed, the unit's drop-in gives the daemon CAP_DAC_READ_SEARCH to read fprintd's prints.
+run install -D -m 0644 "$here/50-vault-auth-fprintd.rules" "$dest/etc/polkit-1/rules.d/50-vault-auth-fprintd.rules"
+if [ -x /usr/libexec/fprintd ] || [ "${FPRINTD:-}" = 1 ]; then
+  unit "$here/vault-authd.service.d/fprintd.conf" "$dest/etc/systemd/system/vault-authd.service.d/fprintd.conf"
+fi
 
 if [ -n "$dest" ]; then
   say "staged under $dest: the vault-auth user, udev and systemd are left to the machine that installs it"

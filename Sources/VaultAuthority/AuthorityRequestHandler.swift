@@ -133,6 +133,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
             case .status(let slot, let sensor, let rules):
                 var status = try authority.status(slot: slot, sensor: sensor, rules: rules)
                 status.kind = .system
+                status.readerBackend = readers.backendDescription
                 return AuthorityResponse(.status(status: status))
             case .ping, .cancel, .testSettings:
                 preconditionFailure("answered above")

@@ -42,11 +42,13 @@ final class BackendReaders: ReaderSource, @unchecked Sendable {
         }
     }
 
+    var backendDescription: String { Self.describe(backend) }
+
     /// Which backend `auto` would pick now, and why (the daemon's log, `vault doctor`).
     static func describe(_ backend: ReaderBackend) -> String {
         switch backend {
-        case .fprintd: "fprintd (--backend fprintd)"
-        case .libfprint: "libfprint (--backend libfprint)"
+        case .fprintd: "fprintd (vault-authd --backend fprintd)"
+        case .libfprint: "libfprint (vault-authd --backend libfprint)"
         case .auto: FprintdSession.isRunning() ? "fprintd (it owns net.reactivated.Fprint on the system bus)"
             : "libfprint (fprintd is not on the system bus)"
         }

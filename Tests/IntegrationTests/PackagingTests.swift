@@ -86,7 +86,9 @@ let stagedFiles: [String: String] = [
     "opt/vault/bin/git-credential-vault": "-> vault", "opt/vault/bin/docker-credential-vault": "-> vault",
     "etc/systemd/system/vault-authd.service": "644", "etc/systemd/user/vault-agent.service": "644",
     "etc/sysusers.d/vault-auth.conf": "644", "etc/udev/rules.d/70-vault-auth.rules": "644",
-]
+    "etc/polkit-1/rules.d/50-vault-auth-fprintd.rules": "644",
+].merging(FileManager.default.isExecutableFile(atPath: "/usr/libexec/fprintd")
+          ? ["etc/systemd/system/vault-authd.service.d/fprintd.conf": "644"] : [:]) { $1 }
 
 /// Every file and symlink under `root`, relative, with its mode ("755") or its link ("-> vault").
 func listing(_ root: String) -> [String: String] {

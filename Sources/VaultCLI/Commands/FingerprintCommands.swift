@@ -131,12 +131,19 @@ enum FingerprintCommands {
                 }
                 rows.append(row)
             }
-            let kind = try Auth.authority(inv, ctx).kind
+            let authority = try Auth.authority(inv, ctx)
+            let kind = authority.kind
+            // The system authority's own reader: its backend (fprintd or libfprint) and why.
+            let backend = kind == .system
+                ? (try? authority.status(slot: nil, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0)))?.readerBackend
+                : "libfprint (vault-reader, in this user's processes)"
             if inv.has("--json") {
-                ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection]]))
+                ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection,
+                                                                         "reader_backend": backend.map { $0 as Any } ?? NSNull()] as [String: Any]]))
                 return
             }
             ctx.stdout.write("key authority: \(kind.rawValue) (\(kind.protection))\n")
+            if let backend { ctx.stdout.write("reader backend: \(backend)\n") }
             if rows.isEmpty {
                 ctx.stdout.write("no fingerprint reader found\n")
                 ctx.say("vault: hint: check that the reader is plugged in and supported by libfprint (lsusb); vault works with the passcode meanwhile")

@@ -177,6 +177,9 @@ public struct AuthorityStatus: Codable, Equatable, Sendable {
     public var passcodeDue: Int64?
     /// Whether the reboot rule already asks for the passcode.
     public var passcodeAfterRebootDue: Bool
+    /// The system authority's reader backend and why it is in use ("fprintd (it owns
+    /// net.reactivated.Fprint on the system bus)"); nil for the embedded authority.
+    public var readerBackend: String? = nil
 }
 
 /// The seam that holds the device secret, the enrolled prints, the bindings and the lockout
