@@ -102,6 +102,29 @@ public final class FprintdSession {
         return (try? probe.owner()) != nil
     }
 
+    /// fprintd's names of `user`'s enrolled fingers on the default device, without claiming it
+    /// (`vault fingers`, `vault status`).
+    /// - Throws: `.notRunning`, `.permissionDenied`, `.failed`.
+    public static func enrolledFingers(of user: String) throws(FprintdError) -> [String] {
+        let bus = try FprintdBus()
+        let connection = bus.take()
+        defer {
+            g_dbus_connection_close_sync(connection, nil, nil)
+            g_object_unref(UnsafeMutableRawPointer(connection))
+        }
+        let owner = try FprintdBus.owner(on: connection)
+        let path = try call(connection, owner, "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Manager",
+                            "GetDefaultDevice", []) { (v: GVariantRef) throws(FprintdError) in try v.child(0).string() }
+        do {
+            return try call(connection, owner, path, deviceInterface, "ListEnrolledFingers", [.string(user)]) {
+                (v: GVariantRef) throws(FprintdError) in try v.child(0).strings()
+            }
+        } catch {
+            if error == .noEnrolledPrints { return [] }
+            throw error
+        }
+    }
+
     /// Connects, finds the default device and claims it for `user` (`""`: the caller's own name;
     /// another name needs polkit's `net.reactivated.fprint.device.setusername`).
     /// - Throws: `.notRunning`, `.busy`, `.permissionDenied`, `.failed`.

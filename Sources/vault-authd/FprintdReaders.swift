@@ -44,6 +44,12 @@ final class BackendReaders: ReaderSource, @unchecked Sendable {
 
     var backendDescription: String { Self.describe(backend) }
 
+    func backendFingers(uid: UInt32) -> [String]? {
+        guard backend == .fprintd || (backend == .auto && FprintdSession.isRunning()),
+              let user = ProcessIdentity.userName(of: uid) else { return nil }
+        return (try? FprintdSession.enrolledFingers(of: user))?.map(FprintdFinger.vaultName)
+    }
+
     /// Which backend `auto` would pick now, and why (the daemon's log, `vault doctor`).
     static func describe(_ backend: ReaderBackend) -> String {
         switch backend {

@@ -112,6 +112,8 @@ struct FprintdFlowTests {
         #expect(r.status == 0 && r.stdout.contains("gh"), "the system's finger opens the vault: \(r.stderr)")
         // Another finger added in the settings: 20, with the way out.
         #expect(systemEnroll("left-thumb", "person-2") == 0)
+        r = vault(["fingers"])
+        #expect(r.stdout.contains("right-index\tfprintd") && r.stdout.contains("left-thumb\tfprintd (not used by vault yet"), "\(r.stdout)")
         r = vault(["ls", "--no-input"], steps: [.device("SCAN person-1")])
         #expect(r.status == 20 && r.stderr.contains("vault: hint:"), "\(r.status) \(r.stderr)")
         // The passcode re-binds; the finger opens it again.

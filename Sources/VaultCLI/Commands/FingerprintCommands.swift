@@ -99,14 +99,23 @@ enum FingerprintCommands {
         options: [.flag("--json", "print JSON")],
         examples: "vault fingers",
         run: { inv, ctx in
-            let prints = try Auth.authority(inv, ctx).fingers()
+            let authority = try Auth.authority(inv, ctx)
+            let prints = try authority.fingers()
+            // fprintd's fingers of this user (the system's settings) that vault does not use yet.
+            let system = authority.kind == .system
+                ? ((try? authority.status(slot: nil, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0)))?.backendFingers ?? [])
+                    .filter { f in !prints.contains { $0.finger == f && $0.sensor.driver == "fprintd" } }
+                : []
             if inv.has("--json") {
-                ctx.stdout.write(jsonText(["fingers": prints.map { ["finger": $0.finger, "sensor": $0.sensor.canonical, "enrolled": $0.enrolled] }]))
-            } else if prints.isEmpty {
-                ctx.say("no fingers enrolled; add one with 'vault enroll'")
-            } else {
-                for p in prints { ctx.stdout.write("\(p.finger)\t\(p.sensor.canonical)\n") }
+                ctx.stdout.write(jsonText(["fingers": prints.map { ["finger": $0.finger, "sensor": $0.sensor.canonical, "enrolled": $0.enrolled] },
+                                           "fprintd_fingers": system]))
+                return
             }
+            if prints.isEmpty && system.isEmpty {
+                ctx.say("no fingers enrolled; add one with 'vault enroll'")
+            }
+            for p in prints { ctx.stdout.write("\(p.finger)\t\(p.sensor.canonical)\n") }
+            for f in system { ctx.stdout.write("\(f)\tfprintd (not used by vault yet: 'vault enroll --finger \(f)' takes it without a scan)\n") }
         })
 
     static let doctor = CommandSpec(

@@ -180,6 +180,9 @@ public struct AuthorityStatus: Codable, Equatable, Sendable {
     /// The system authority's reader backend and why it is in use ("fprintd (it owns
     /// net.reactivated.Fprint on the system bus)"); nil for the embedded authority.
     public var readerBackend: String? = nil
+    /// The fingers the reader backend itself keeps for this user (fprintd's, vault's names), which
+    /// `vault enroll --finger F` takes without a scan; nil when the backend keeps none.
+    public var backendFingers: [String]? = nil
 }
 
 /// The seam that holds the device secret, the enrolled prints, the bindings and the lockout
