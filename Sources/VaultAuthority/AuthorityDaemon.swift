@@ -38,8 +38,9 @@ public enum AuthorityDaemon {
                           requests are refused and the daemon does not start with those variables set
           -h, --help      this help
 
-        environment: RUNTIME_DIRECTORY, STATE_DIRECTORY (set by systemd); nothing else is read
-        except, with --test-mode, libfprint's FP_VIRTUAL_* variables.
+        environment: RUNTIME_DIRECTORY, STATE_DIRECTORY (set by systemd), DBUS_SYSTEM_BUS_ADDRESS
+        (GDBus, for fprintd; the default system bus otherwise); nothing else is read except, with
+        --test-mode, libfprint's FP_VIRTUAL_* variables.
 
         One scan at a time: a request that needs the reader while another scans waits up to
         \(Int(AuthorityLimits.busyWaitSeconds)) s, then fails as busy (vault exits 13). A client that goes away cancels its scan.
