@@ -3,7 +3,7 @@
 # Sourced by demo.sh and test.sh; safe to run again.
 set -euo pipefail
 packages=(libsodium-dev libfprint-2-dev libglib2.0-dev libsqlite3-dev pkg-config python3 git xvfb xclip
-          fprintd dbus python3-dbusmock)
+          fprintd dbus python3-dbusmock polkitd)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -97,4 +97,41 @@ import Testing
             for lib in Self.readerLibraries { #expect(!run.stderr.contains(lib), "loaded \(lib)") }
         }
     }
+
+    /// vault killed during a scan: its `vault-reader` sees the link close, cancels the scan and
+    /// exits (nothing keeps the reader open behind a dead vault).
+    @Test func theReaderProcessEndsWithAVaultKilledMidScan() throws {
+        let box = Sandbox()
+        box.useVirtualReader("virtual_device")
+        let made = box.vault(["init", "--vault", "f", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: pc,
+                             reader: Array(repeating: .device("SCAN alice"), count: 5))
+        #expect(made.status == 0, "\(made.stderr)")
+        unlink(box.readerSocket)   // a leftover of init's reader; the scan's open makes it anew
+        let vault = start(vaultBinary, ["ls", "--vault", "f", "--no-input", "--policy", "biometrics"], env: box.env)
+        var reader: Int32?
+        let deadline = Date().addingTimeInterval(15)
+        while reader == nil && Date() < deadline {
+            let kids = (try? String(contentsOfFile: "/proc/\(vault)/task/\(vault)/children", encoding: .utf8)) ?? ""
+            reader = kids.split(separator: " ").compactMap { Int32($0) }.first { pid in
+                ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) ?? "").hasSuffix("/vault-reader")
+            }
+            if reader == nil { usleep(10_000) }
+        }
+        let child = try #require(reader, "vault ls started vault-reader for the scan")
+        // Wait until the scan runs (the virtual reader's socket exists while the device is open).
+        let open = Date().addingTimeInterval(15)
+        while !FileManager.default.fileExists(atPath: box.readerSocket) && Date() < open { usleep(10_000) }
+        #expect(FileManager.default.fileExists(atPath: box.readerSocket), "the reader process opened the reader")
+        usleep(200_000)
+        kill(vault, SIGKILL)
+        _ = reap(vault)
+        var gone = false
+        let end = Date().addingTimeInterval(5)
+        while !gone && Date() < end {
+            let stat = (try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8)) ?? ""
+            gone = stat.isEmpty || stat.contains(") Z ")
+            if !gone { usleep(10_000) }
+        }
+        #expect(gone, "vault-reader \(child) outlived the vault that started it")
+    }
 }

@@ -30,8 +30,10 @@ final class PrivateFprintd: @unchecked Sendable {
     private let polkit: ChildProcess
     private var fprintd: ChildProcess?
 
-    /// Bus, polkit allowing `allowed`, fprintd on `driver` (`virtual_device` or `virtual_image`).
-    init(driver: String = "virtual_device",
+    /// Bus, polkit, fprintd on `driver` (`virtual_device` or `virtual_image`). polkit is the
+    /// stand-in allowing `allowed`, or, with `realPolkitRules` (rules files; `[]` for none),
+    /// Debian's polkitd with exactly those files in /etc/polkit-1/rules.d (a private mount).
+    init(driver: String = "virtual_device", realPolkitRules: [String]? = nil,
          allowed: [String] = ["net.reactivated.fprint.device.verify", "net.reactivated.fprint.device.enroll",
                               "net.reactivated.fprint.device.setusername"]) throws {
         self.driver = driver
@@ -55,14 +57,22 @@ final class PrivateFprintd: @unchecked Sendable {
             if found.isEmpty { MonotonicClock.sleep(seconds: 0.01) }
         }
         address = found
-        polkit = try ChildProcess.spawn(path: Self.python, arguments: [Self.python, "-m", "dbusmock", "--system", "--template", "polkitd"],
-                                        environment: ["DBUS_SYSTEM_BUS_ADDRESS": address, "PYTHONUNBUFFERED": "1", "PATH": "/usr/bin:/bin"],
-                                        fileActions: [.open(0, "/dev/null", .readOnly), .open(1, base + "/polkit.log", .writeOnly, [.create, .append]),
-                                                      .dup2(from: 1, to: 2)])
+        let output: [FileAction] = [.open(0, "/dev/null", .readOnly), .open(1, base + "/polkit.log", .writeOnly, [.create, .append]),
+                                    .dup2(from: 1, to: 2)]
+        if let rules = realPolkitRules {
+            let copies = rules.map { "cp '\($0)' /etc/polkit-1/rules.d/ && " }.joined()
+            polkit = try ChildProcess.spawn(path: "/usr/bin/unshare", arguments: ["unshare", "-m", "/bin/sh", "-c",
+                                            "mount -t tmpfs tmpfs /etc/polkit-1/rules.d && \(copies)exec /usr/lib/polkit-1/polkitd --no-debug"],
+                                            environment: ["DBUS_SYSTEM_BUS_ADDRESS": address, "PATH": "/usr/bin:/bin"], fileActions: output)
+        } else {
+            polkit = try ChildProcess.spawn(path: Self.python, arguments: [Self.python, "-m", "dbusmock", "--system", "--template", "polkitd"],
+                                            environment: ["DBUS_SYSTEM_BUS_ADDRESS": address, "PYTHONUNBUFFERED": "1", "PATH": "/usr/bin:/bin"],
+                                            fileActions: output)
+        }
         guard !address.isEmpty, waitForName("org.freedesktop.PolicyKit1") else {
             throw VaultError.failure("the private bus or polkit did not start: \(log("bus.log")) \(log("polkit.log"))")
         }
-        try setAllowed(allowed)
+        if realPolkitRules == nil { try setAllowed(allowed) }
         try startFprintd()
     }
 

@@ -166,6 +166,30 @@ struct FprintdTests {
         #expect(r.exitCode == 6 && r.message?.contains("net.reactivated.fprint.device.setusername") == true, "\(r)")
     }
 
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/lib/polkit-1/polkitd"), "Debian's polkitd is not installed (package polkitd)"))
+    func theShippedPolkitRuleLetsVaultAuthAloneClaimForTheCaller() throws {
+        let rule = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+            + "/Vault/50-vault-auth-fprintd.rules"
+        let fprintd = try PrivateFprintd(realPolkitRules: [rule])
+        let daemon = try daemon(fprintd)
+        let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        #expect(try enroll(alice, fprintd, finger: "right-index", print: "alice-1").0.ok, "real polkitd with the shipped rule")
+        let vault = FakeVault()
+        let kek = try #require(try alice.bind(vault).key)
+        #expect(try unlock(alice, vault, fprintd, scans: ["alice-1"]).key == kek)
+        // The rule is for vault-auth alone: an ordinary user may not claim for another name.
+        let pkcheck = try runProgram("/usr/bin/setpriv", ["--reuid=\(TestUsers.alice)", "--regid=\(TestUsers.alice)", "--init-groups",
+                                                          "/usr/bin/env", "DBUS_SYSTEM_BUS_ADDRESS=\(fprintd.address)", "/bin/sh", "-c",
+                                                          "exec pkcheck --action-id net.reactivated.fprint.device.setusername --process $$"])
+        #expect(pkcheck.code != 0, "\(pkcheck.stdout) \(pkcheck.stderr)")
+
+        // Without the rule, Debian's polkitd refuses vault-auth: 6, naming the action.
+        let bare = try PrivateFprintd(realPolkitRules: [])
+        let bareDaemon = try self.daemon(bare)
+        let refused = try ClientProcess(user: TestUsers.alice, daemon: bareDaemon).run(.enroll(finger: "right-index", vaultID: nil, proofKey: nil))
+        #expect(refused.exitCode == 6 && refused.message?.contains("net.reactivated.fprint.device") == true, "\(refused)")
+    }
+
     @Test func virtualImageEnrolsAndMatchesRealMinutiaeThroughFprintd() throws {
         let fprintd = try PrivateFprintd(driver: "virtual_image")
         let daemon = try daemon(fprintd)
