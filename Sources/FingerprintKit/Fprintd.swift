@@ -197,6 +197,7 @@ public final class FprintdSession {
     /// - Throws: `.retry`, `.timedOut`, `.cancelled`, `.cancelledByProgram`, `.vanished`,
     ///   `.noEnrolledPrints`, `.removed`, `.failed`.
     public func verify(timeout: Double, cancellation: FingerprintCancellation) throws(FprintdError) -> Bool {
+        drain()
         inbox.clear()
         try call("VerifyStart", [.string("any")])
         defer { _ = try? call("VerifyStop", []) }
@@ -223,6 +224,7 @@ public final class FprintdSession {
     ///   `.vanished`, `.removed`, `.failed`.
     public func enroll(finger: String, timeout: Double, cancellation: FingerprintCancellation,
                        progress: (Int, Int, String?) -> Void) throws(FprintdError) {
+        drain()
         inbox.clear()
         try call("EnrollStart", [.string(finger)])
         defer { _ = try? call("EnrollStop", []) }

@@ -46,9 +46,15 @@ public final class ReaderProcess: @unchecked Sendable {
     }
 
     deinit {
-        // End of input tells the child to stop; it exits at once when idle.
+        // End of input tells the child to stop: it cancels a running scan and exits. A child
+        // stuck in the reader's driver gets 2 s, then SIGKILL: vault never hangs on its reader.
         try? link.close()
-        _ = try? child.wait()
+        let end = MonotonicClock.seconds() + 2
+        while (try? child.waitNonBlocking()) == nil && MonotonicClock.seconds() < end { MonotonicClock.sleep(seconds: 0.005) }
+        if MonotonicClock.seconds() >= end {
+            try? child.send(.kill)
+            _ = try? child.wait()
+        }
     }
 
     /// Sends `request` and waits for its final reply; `progress` sees enrolment progress replies.
