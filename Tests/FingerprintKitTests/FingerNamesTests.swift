@@ -9,3 +9,12 @@ import Testing
         #expect(FingerNames.all == Finger.allCases.map(\.rawValue))
     }
 }
+
+/// fprintd names fingers `right-index-finger` and `left-thumb`; vault `right-index`.
+@Suite struct FprintdFingerNameTests {
+    @Test func vaultAndFprintdNamesRoundTrip() {
+        #expect(FprintdFinger.fprintdName("right-index") == "right-index-finger")
+        #expect(FprintdFinger.fprintdName("left-thumb") == "left-thumb")
+        for name in FingerNames.all { #expect(FprintdFinger.vaultName(FprintdFinger.fprintdName(name)) == name) }
+    }
+}

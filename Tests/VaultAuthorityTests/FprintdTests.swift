@@ -101,9 +101,14 @@ struct FprintdTests {
         var kek = try #require(try alice.bind(vault).key)
         #expect(try unlock(alice, vault, fprintd, scans: ["alice-1"]).key == kek)
 
-        // Another finger enrolled outside vault: 20 until re-bound.
+        let other = FakeVault()
+        #expect(try alice.bind(other).key != nil)
+
+        // Another finger enrolled outside vault: every binding of the user is 20 until re-bound.
         #expect(try fprintdEnroll("left-thumb", "alice-2") == 0)
         #expect(try unlock(alice, vault, fprintd, scans: ["alice-1"]).exitCode == 20)
+        #expect(try unlock(alice, other, fprintd, scans: ["alice-1"]).exitCode == 20)
+        #expect(try alice.status(other).bindingCurrent == false)
         kek = try #require(try alice.bind(vault).key)
         #expect(try unlock(alice, vault, fprintd, scans: ["alice-2"]).key == kek)
 
@@ -201,6 +206,10 @@ struct FprintdTests {
             if case .enrolling(_, _, let stages) = notice { try fprintd.images(Array(repeating: prints + "/probe.pgm", count: stages)) }
         })
         #expect(enrolled.ok, "\(enrolled)")
+        // fprintd's own verify accepts the print vault enrolled: another impression matches.
+        #expect(try fprintd.tool("fprintd-verify", [TestUsers.alice], ready: "Verify started") {
+            try fprintd.images([prints + "/matching.pgm"])
+        } == 0)
         let vault = FakeVault()
         let kek = try #require(try alice.bind(vault).key)
         func unlockWith(_ image: String) throws -> ClientResult {
