@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs vault the Linux way: the release binaries, the credential helpers, vault(1) and the bash, zsh
-# and fish completions, the system unit of the key authority (vault-authd) and the user unit of the
-# agent, the vault-auth system user and the udev rule that gives it the fingerprint readers. Safe to run again.
+# Installs vault the Linux way: the release binaries (vault-reader, the reader process vault starts, goes
+# next to vault), the credential helpers, vault(1) and the bash, zsh and fish completions, the system
+# unit of the key authority (vault-authd) and the user unit of the agent, the vault-auth system user
+# and the udev rule that gives it the readers. Safe to run again.
 #
 #   sudo ./Vault/install.sh [--dry-run] [--from DIR]
 #
@@ -79,12 +80,12 @@ else
   fi
 fi
 if ((!dry_run)); then
-  for b in vault vault-agent vault-authd; do
+  for b in vault vault-agent vault-authd vault-reader; do
     [ -x "$bin/$b" ] || { echo "vault install: error: no $b in $bin" >&2; exit 1; }
   done
 fi
 
-for b in vault vault-agent vault-authd; do
+for b in vault vault-agent vault-authd vault-reader; do
   run install -D -m 0755 "$bin/$b" "$dest$bindir/$b"
 done
 # The credential helpers are the same binary under another name.
@@ -126,6 +127,12 @@ unit "$here/vault-agent.service" "$dest/etc/systemd/user/vault-agent.service"
 # 3. The system user and the readers.
 run install -D -m 0644 "$here/vault-auth.sysusers" "$dest/etc/sysusers.d/vault-auth.conf"
 run install -D -m 0644 "$here/70-vault-auth.rules" "$dest/etc/udev/rules.d/70-vault-auth.rules"
+# fprintd: polkit lets vault-auth claim the reader for a user's name (inert without fprintd); with
+# fprintd installed, the unit's drop-in gives the daemon CAP_DAC_READ_SEARCH to read fprintd's prints.
+run install -D -m 0644 "$here/50-vault-auth-fprintd.rules" "$dest/etc/polkit-1/rules.d/50-vault-auth-fprintd.rules"
+if [ -x /usr/libexec/fprintd ] || [ "${FPRINTD:-}" = 1 ]; then
+  unit "$here/vault-authd.service.d/fprintd.conf" "$dest/etc/systemd/system/vault-authd.service.d/fprintd.conf"
+fi
 
 if [ -n "$dest" ]; then
   say "staged under $dest: the vault-auth user, udev and systemd are left to the machine that installs it"

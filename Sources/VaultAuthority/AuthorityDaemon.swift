@@ -9,7 +9,7 @@ public enum AuthorityDaemon {
     /// The state folder when neither `--state` nor `STATE_DIRECTORY` names one.
     public static let defaultState = "/var/lib/vault-auth"
 
-    static let usage = "usage: vault-authd [--socket PATH] [--state DIR] [--tpm auto|none|TCTI] [--tpm-pcr7] [--test-mode]"
+    static let usage = "usage: vault-authd [--socket PATH] [--state DIR] [--tpm auto|none|TCTI] [--tpm-pcr7] [--backend auto|fprintd|libfprint] [--fprintd-state DIR] [--test-mode]"
 
     static let help = """
         vault-authd: the system key authority of vault
@@ -34,24 +34,45 @@ public enum AuthorityDaemon {
           --tpm-pcr7      with a TPM: the secrets open only while PCR 7 (Secure Boot state) holds
                           its present value; after a firmware update the owner gives the passcode
                           and enrols again ('vault enroll')
+          --backend B     the reader: fprintd (over the system bus: the fingers the desktop enrolled), libfprint
+                          (the reader directly), or auto (default: fprintd when it is on the system bus)
+          --fprintd-state DIR
+                          fprintd's state folder, whose prints of each user the domain state covers
+                          (default \(defaultFprintdState); reading it needs CAP_DAC_READ_SEARCH)
           --test-mode     for tests only: a request may then set the boot id and the clock the daemon
                           uses for its own uid, and libfprint's virtual readers (FP_VIRTUAL_DEVICE,
                           FP_VIRTUAL_DEVICE_STORAGE, FP_VIRTUAL_IMAGE) are served. Without it such
                           requests are refused and the daemon does not start with those variables set
           -h, --help      this help
 
-        environment: RUNTIME_DIRECTORY, STATE_DIRECTORY (set by systemd); nothing else is read
-        except, with --test-mode, libfprint's FP_VIRTUAL_* variables.
+        environment: RUNTIME_DIRECTORY, STATE_DIRECTORY (set by systemd), DBUS_SYSTEM_BUS_ADDRESS
+        (GDBus, for fprintd; the default system bus otherwise); nothing else is read except, with
+        --test-mode, libfprint's FP_VIRTUAL_* variables.
 
         One scan at a time: a request that needs the reader while another scans waits up to
         \(Int(AuthorityLimits.busyWaitSeconds)) s, then fails as busy (vault exits 13). A client that goes away cancels its scan.
         """
+
+    /// fprintd's state folder when `--fprintd-state` does not name one.
+    public static let defaultFprintdState = "/var/lib/fprint"
+
+    /// What the reader source is made from.
+    public struct ReaderSettings: Equatable, Sendable {
+        /// `--test-mode`: libfprint's virtual readers are allowed.
+        public var testMode: Bool
+        /// `--backend`: auto, fprintd or libfprint.
+        public var backend: String
+        /// `--fprintd-state`.
+        public var fprintdState: String
+    }
 
     /// The options of one run.
     struct Options: Equatable {
         var socketPath: String
         var stateFolder: String
         var testMode = false
+        var backend = "auto"
+        var fprintdState = AuthorityDaemon.defaultFprintdState
         /// `auto`, `none` or a TCTI string.
         var tpm = "auto"
         var pcr7 = false
@@ -79,7 +100,9 @@ public enum AuthorityDaemon {
     /// Parses the arguments (the program name first), hardens the process and serves; returns
     /// the exit code. Help goes to standard output; errors to standard error as
     /// `vault-authd: error: ...` (a usage error adds the usage line and a pointer to the help).
-    public static func run(_ arguments: [String], environment: [String: String]) -> Int32 {
+    /// `readers` makes the reader source from `--backend`, `--fprintd-state` and `--test-mode`.
+    public static func run(_ arguments: [String], environment: [String: String],
+                           readers: (ReaderSettings) -> any ReaderSource) -> Int32 {
         ProcessHardening.closeInheritedDescriptors()
         do {
             guard let options = try parse(Array(arguments.dropFirst()), environment: environment) else {
@@ -91,7 +114,8 @@ public enum AuthorityDaemon {
             try prepareState(options.stateFolder)
             let sealing = try sealing(options)
             let handler = try AuthorityRequestHandler(stateFolder: options.stateFolder, testMode: options.testMode,
-                                                      readers: LibfprintReaders(allowVirtual: options.testMode),
+                                                      readers: readers(ReaderSettings(testMode: options.testMode, backend: options.backend,
+                                                                                      fprintdState: options.fprintdState)),
                                                       busyWait: AuthorityLimits.busyWaitSeconds, sealing: sealing)
             let server = AuthorityServer(socketPath: options.socketPath, handler: handler)
             if ProcessIdentity.effectiveUID == 0 {
@@ -101,7 +125,7 @@ public enum AuthorityDaemon {
             if case .tpm(let d, let pcr7) = sealing { where_ = "sealed by the TPM at \(d.tcti)\(pcr7 ? ", bound to PCR 7" : "")" } else {
                 where_ = "protected by file permissions only (no TPM)"
             }
-            log("serving \(options.socketPath), state in \(options.stateFolder), secrets \(where_)\(options.testMode ? ", TEST MODE" : "")")
+            log("serving \(options.socketPath), state in \(options.stateFolder), secrets \(where_), readers: --backend \(options.backend)\(options.testMode ? ", TEST MODE" : "")")
             try server.run()
             return 0
         } catch let e as VaultError {
@@ -124,7 +148,7 @@ public enum AuthorityDaemon {
         }
         var options = Options(socketPath: firstPath("RUNTIME_DIRECTORY").map { $0 + "/socket" } ?? defaultSocket,
                               stateFolder: firstPath("STATE_DIRECTORY") ?? defaultState)
-        let known = ["--socket", "--state", "--tpm", "--tpm-pcr7", "--test-mode", "--help"]
+        let known = ["--socket", "--state", "--tpm", "--tpm-pcr7", "--backend", "--fprintd-state", "--test-mode", "--help"]
         var i = 0
         while i < args.count {
             var option = args[i], value: String?
@@ -150,7 +174,17 @@ public enum AuthorityDaemon {
                 }
                 guard let t = value, !t.isEmpty, t.utf8.count <= 512 else { throw VaultError.usage("--tpm expects auto, none or a TCTI string") }
                 options.tpm = t
-            case "--socket", "--state":
+            case "--backend":
+                if value == nil {
+                    guard i < args.count else { throw VaultError.usage("--backend needs a value", hint: "see 'vault-authd --help'") }
+                    value = args[i]
+                    i += 1
+                }
+                guard let b = value, ["auto", "fprintd", "libfprint"].contains(b) else {
+                    throw VaultError.usage("--backend expects auto, fprintd or libfprint, not '\(value ?? "")'")
+                }
+                options.backend = b
+            case "--socket", "--state", "--fprintd-state":
                 if value == nil {
                     guard i < args.count else { throw VaultError.usage("\(option) needs a value", hint: "see 'vault-authd --help'") }
                     value = args[i]
@@ -159,7 +193,9 @@ public enum AuthorityDaemon {
                 guard let path = value, path.hasPrefix("/"), !path.hasSuffix("/") || path == "/" else {
                     throw VaultError.usage("\(option) expects an absolute path, not '\(value ?? "")'", hint: "see 'vault-authd --help'")
                 }
-                if option == "--socket" {
+                if option == "--fprintd-state" {
+                    options.fprintdState = path
+                } else if option == "--socket" {
                     guard path.utf8.count <= maximumSocketPathLength else {
                         throw VaultError.usage("--socket: the path is longer than \(maximumSocketPathLength) bytes")
                     }

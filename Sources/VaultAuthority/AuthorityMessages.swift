@@ -74,7 +74,7 @@ public enum ScanCancelReason: String, Codable, Sendable, CaseIterable {
     case program
 
     /// The interruption the scan ends with.
-    var interruption: ScanInterruption {
+    public var interruption: ScanInterruption {
         switch self {
         case .user: .userCancelled
         case .fallback: .fallbackRequested

@@ -168,6 +168,8 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
                 var status = try authority.status(slot: slot, sensor: sensor, rules: rules)
                 status.kind = .system
                 status.secrets = sealing.protection
+                status.readerBackend = readers.backendDescription
+                status.backendFingers = readers.backendFingers(uid: session.uid)
                 return AuthorityResponse(.status(status: status))
             case .ping, .cancel, .testSettings:
                 preconditionFailure("answered above")

@@ -86,6 +86,17 @@ public protocol ReaderSource: Sendable {
     /// what it holds is given back through `session.onEnd`.
     /// - Throws: `VaultError.biometryNotAvailable` (15), `.systemCancel` (13, busy).
     func open(prefer: SensorIdentity?, session: ScanSession) throws -> any SessionReader
+    /// Which backend serves the readers and why (`vault doctor`, `vault status`).
+    var backendDescription: String { get }
+    /// The fingers the backend itself keeps for `uid` (fprintd's), nil when it keeps none.
+    func backendFingers(uid: UInt32) -> [String]?
+}
+
+extension ReaderSource {
+    /// A reader source that does not say.
+    public var backendDescription: String { "libfprint" }
+    /// A reader source whose prints are all vault's.
+    public func backendFingers(uid: UInt32) -> [String]? { nil }
 }
 
 /// One scan at a time in the daemon (libfprint runs one operation at a time anyway): a request

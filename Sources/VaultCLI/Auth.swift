@@ -1,5 +1,4 @@
 import Foundation
-import FingerprintKit
 import VaultKit
 import VaultSystem
 
@@ -189,10 +188,11 @@ enum Auth {
     static func statusFields(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> [String: Any] {
         let authority = try authority(for: store, inv, ctx)
         let slot = try store.fingerprintSlot()
-        let readers = (try? FingerprintService.shared.sensors()) ?? []
+        let readers = (try? RemoteSensor.sensors(ctx)) ?? []
         let s = try authority.status(slot: slot?.reference, sensor: nil, rules: try store.settings().passcodeRules)
         var o: [String: Any] = [:]
         if let e = s.printsError { o["prints_error"] = e }
+        if let b = s.readerBackend { o["reader_backend"] = b }
         o["authority"] = ["kind": s.kind.rawValue, "protects": s.kind.protection]
         o["enrolled_fingers"] = s.fingers.map { ["finger": $0.finger, "sensor": $0.sensor.canonical] }
         o["readers"] = readers.map { ["driver": $0.driver, "device_id": $0.deviceID, "name": $0.name, "match_on_chip": $0.matchOnChip] }

@@ -1,5 +1,5 @@
 import Foundation
-import FingerprintKit
+import ReaderLink
 import VaultKit
 import VaultSystem
 
@@ -24,31 +24,84 @@ enum Duration {
     }
 }
 
-/// Maps FingerprintKit's errors to the vault's exit codes.
-func vaultError(_ e: FingerprintError) -> VaultError {
-    switch e {
+/// Maps the reader process's faults (FingerprintKit's errors) to the vault's exit codes.
+func vaultError(_ e: ReaderFault) -> VaultError {
+    switch e.kind {
     case .noReader: .biometryNotAvailable("none found")
-    case .readerBusy(let m): .systemCancel("the fingerprint reader is busy (\(m)); fprintd may hold it")
-    case .permissionDenied(let m): .biometryNotAvailable("no permission to open the reader (\(m))")
+    case .busy: .systemCancel("the fingerprint reader is busy (\(e.detail)); fprintd may hold it")
+    case .permission: .biometryNotAvailable("no permission to open the reader (\(e.detail))")
     case .removed: .biometryNotAvailable("the reader was removed")
     case .cancelled: .userCancel
     case .cancelledByProgram: .appCancel("the scan was cancelled")
     case .timedOut: .appCancel("no finger within the scan timeout")
-    case .retry(let r): .failure("the scan did not work: \(r.advice)")
+    case .retry: .failure("the scan did not work: \(e.detail)")
     case .duplicate: .failure("this finger is already enrolled on the reader")
     case .noEnrolledPrints: .biometryNotEnrolled
-    default: .biometryNotAvailable(e.message)
+    case .other: .biometryNotAvailable(e.message)
     }
 }
 
-/// Opens the selected reader.
+/// One reader opened in a `vault-reader` process of this command (libfprint is loaded there,
+/// never in vault itself); the process ends when this value goes.
+final class RemoteSensor: @unchecked Sendable {
+    let process: ReaderProcess
+    let info: ReaderInfo
+
+    init(process: ReaderProcess, info: ReaderInfo) {
+        self.process = process
+        self.info = info
+    }
+
+    /// Starts a reader process and lists the readers, without opening them.
+    static func sensors(_ ctx: CommandContext) throws -> [ReaderInfo] {
+        let process = try ReaderProcess(environment: ctx.environment)
+        guard case .sensors(let readers) = try call(process, .sensors) else { throw unexpected }
+        return readers
+    }
+
+    /// Starts a reader process and opens the reader `selector` names (else the first usable one).
+    static func open(selector: String?, _ ctx: CommandContext) throws -> RemoteSensor {
+        let process = try ReaderProcess(environment: ctx.environment)
+        guard case .opened(let info) = try call(process, .open(selector: selector)) else { throw unexpected }
+        return RemoteSensor(process: process, info: info)
+    }
+
+    /// One request, its fault as a `ReaderFault`.
+    static func call(_ process: ReaderProcess, _ request: ReaderRequest,
+                     progress: (Int, Int, String?) -> Void = { _, _, _ in }) throws -> ReaderReply {
+        try process.call(request, progress: progress)
+    }
+
+    static let unexpected = VaultError.biometryNotAvailable("the fingerprint reader program sent an unexpected reply")
+
+    func close() {
+        _ = try? process.call(.close)
+    }
+}
+
 /// Opens the reader named by `--sensor`/`VAULT_SENSOR`, else the one `prefer` names (the reader a
 /// vault is bound to, or the prints were enrolled on), else the first usable one.
-func openSensor(_ inv: Invocation, _ ctx: CommandContext, prefer: SensorIdentity? = nil) throws -> FingerprintSensor {
+func openSensor(_ inv: Invocation, _ ctx: CommandContext, prefer: SensorIdentity? = nil) throws -> RemoteSensor {
     do {
-        return try FingerprintService.shared.open(selector: sensorSelector(inv, ctx) ?? prefer?.driver)
-    } catch {
-        throw vaultError(error)
+        return try RemoteSensor.open(selector: sensorSelector(inv, ctx) ?? prefer?.driver, ctx)
+    } catch let e as ReaderFault {
+        throw vaultError(e)
+    }
+}
+
+/// Cancels the reader process's running scan: Ctrl-C (`user`), Enter for the passcode (`program`).
+/// The first reason is sent, once.
+final class FingerprintCancellation: @unchecked Sendable {
+    enum Reason { case user, program }
+    private let process: ReaderProcess
+    private let lock = NSLock()
+    private var sent = false
+
+    init(_ process: ReaderProcess) { self.process = process }
+
+    func cancel(_ reason: Reason) {
+        guard lock.withLock({ defer { sent = true }; return !sent }) else { return }
+        process.cancel(reason == .user ? .user : .program)
     }
 }
 
@@ -108,15 +161,16 @@ final class ResultBox<T: Sendable>: @unchecked Sendable {
     func get() -> Result<T, any Error>? { lock.lock(); defer { lock.unlock() }; return value }
 }
 
-/// FingerprintKit's sensor as VaultKit's `FingerprintReader`.
+/// The reader in `vault-reader` as VaultKit's `FingerprintReader`: prompts and the progress bar
+/// here, on the terminal; libfprint in the child.
 final class LibfprintReader: FingerprintReader {
-    let sensor: FingerprintSensor
+    let sensor: RemoteSensor
     let identity: SensorIdentity
     let ctx: CommandContext
     let timeout: Double
     let interactive: Bool
 
-    init(sensor: FingerprintSensor, ctx: CommandContext, timeout: Double, interactive: Bool) {
+    init(sensor: RemoteSensor, ctx: CommandContext, timeout: Double, interactive: Bool) {
         self.sensor = sensor
         identity = SensorIdentity(driver: sensor.info.driver, deviceID: sensor.info.deviceID)
         self.ctx = ctx
@@ -127,72 +181,81 @@ final class LibfprintReader: FingerprintReader {
     deinit { sensor.close() }
 
     func chipPrints() throws -> [String] {
-        do { return try sensor.storedPrintIdentities() } catch { throw vaultError(error) }
+        do {
+            guard case .prints(let ids) = try sensor.process.call(.chipPrints) else { throw RemoteSensor.unexpected }
+            return ids
+        } catch let e as ReaderFault {
+            throw vaultError(e)
+        }
     }
 
     func scan(against prints: [[UInt8]], prompt: String) throws -> Int? {
         ctx.say("vault: " + prompt + (interactive && ctx.scanOffersPasscode ? " (or press Enter for the passcode)" : ""))
-        let cancellation = FingerprintCancellation()
-        let sensor = self.sensor, timeout = self.timeout
+        let process = sensor.process
+        let cancellation = FingerprintCancellation(process)
+        let request = ReaderRequest.match(prints: prints.map { Data($0) }, timeout: timeout)
         do {
-            let r = try watchingKeyboard(ctx, allowFallback: interactive, cancellation: cancellation) {
-                try sensor.match(prints: prints, timeout: timeout, cancellation: cancellation)
+            let r = try watchingKeyboard(ctx, allowFallback: interactive, cancellation: cancellation) { () throws -> Int? in
+                guard case .matched(let index) = try process.call(request) else { throw RemoteSensor.unexpected }
+                return index
             }
             if r.fallback { throw ScanInterruption.fallbackRequested }
             return r.result ?? nil
-        } catch let e as FingerprintError {
+        } catch let e as ReaderFault {
             throw LibfprintReader.interruption(e)
         } catch VaultError.userCancel {
             throw ScanInterruption.userCancelled
         }
     }
 
-    static func interruption(_ e: FingerprintError) -> ScanInterruption {
-        switch e {
-        case .retry(let reason): .retry(advice: reason.advice)
+    static func interruption(_ e: ReaderFault) -> ScanInterruption {
+        switch e.kind {
+        case .retry: .retry(advice: e.detail)
         case .timedOut: .timedOut
         case .cancelled: .userCancelled
         case .cancelledByProgram: .programCancelled
         case .removed: .removed
-        case .readerBusy(let m): .busy(m)
+        case .busy: .busy(e.message)
         default: .failed(e.message)
         }
     }
 
     /// Enrols with a progress bar on the terminal (narration lines otherwise).
     func enroll(finger: String) throws -> [UInt8] {
-        guard let f = Finger(rawValue: finger) else {
-            throw VaultError.usage("unknown finger '\(finger)'", hint: "fingers: \(Finger.allCases.map(\.rawValue).joined(separator: ", "))")
+        guard FingerNames.all.contains(finger) else {
+            throw VaultError.usage("unknown finger '\(finger)'", hint: "fingers: \(FingerNames.all.joined(separator: ", "))")
         }
         let onTerminal = interactive
         let total = sensor.info.enrollStages
         ctx.say("vault: enrolling \(finger) on \(sensor.info.name): touch the reader \(total) times")
-        let cancellation = FingerprintCancellation()
+        let process = sensor.process
+        let cancellation = FingerprintCancellation(process)
         let out = Unchecked(value: (terminal: ctx.terminal, stderr: ctx.stderr))
-        let progress: @Sendable (EnrollProgress) -> Void = { p in
-            let bar = String(repeating: "#", count: p.completedStages) + String(repeating: "-", count: max(0, p.totalStages - p.completedStages))
-            let note = p.retry.map { "\($0.advice)" } ?? (p.completedStages < p.totalStages ? "lift and touch again" : "done")
-            let line = "[\(bar)] \(p.completedStages)/\(p.totalStages) - \(note)"
-            if onTerminal { out.value.terminal.write("\r\u{1b}[K" + line + (p.completedStages == p.totalStages ? "\n" : "")) }
+        let progress: @Sendable (Int, Int, String?) -> Void = { completed, total, advice in
+            let bar = String(repeating: "#", count: completed) + String(repeating: "-", count: max(0, total - completed))
+            let note = advice ?? (completed < total ? "lift and touch again" : "done")
+            let line = "[\(bar)] \(completed)/\(total) - \(note)"
+            if onTerminal { out.value.terminal.write("\r\u{1b}[K" + line + (completed == total ? "\n" : "")) }
             else { out.value.stderr.write("vault: enrol " + line + "\n") }
         }
-        let sensor = self.sensor, timeout = self.timeout
+        let request = ReaderRequest.enroll(finger: finger, username: NSUserName(), timeout: timeout)
         do {
-            let r = try watchingKeyboard(ctx, allowFallback: false, cancellation: cancellation) {
-                try sensor.enroll(finger: f, username: NSUserName(), timeout: timeout, cancellation: cancellation, progress: progress)
+            let r = try watchingKeyboard(ctx, allowFallback: false, cancellation: cancellation) { () throws -> [UInt8] in
+                guard case .enrolled(let print) = try process.call(request, progress: progress) else { throw RemoteSensor.unexpected }
+                return Array(print)
             }
             return r.result ?? []
-        } catch let e as FingerprintError {
+        } catch let e as ReaderFault {
             throw vaultError(e)
         }
     }
 
     func deletePrint(_ data: [UInt8]) throws {
-        do { try sensor.deletePrint(data) } catch { throw vaultError(error) }
+        do { _ = try sensor.process.call(.deletePrint(print: Data(data))) } catch let e as ReaderFault { throw vaultError(e) }
     }
 }
 
-/// Hands a value to the libfprint thread's callbacks; the sinks it carries write with `write(2)`,
+/// Hands a value to the reader's progress callback; the sinks it carries write with `write(2)`,
 /// which is safe from any thread.
 struct Unchecked<T>: @unchecked Sendable {
     let value: T

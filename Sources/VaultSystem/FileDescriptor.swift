@@ -181,6 +181,12 @@ public struct FileStatus: Equatable, Sendable {
     public let owner: UInt32
     /// The size in bytes.
     public let size: Int64
+    /// The inode number.
+    public let inode: UInt64
+    /// The last modification, in nanoseconds since 1970.
+    public let modifiedNanoseconds: Int64
+    /// The last status change, in nanoseconds since 1970.
+    public let changedNanoseconds: Int64
 
     init(_ st: stat) {
         switch st.st_mode & S_IFMT {
@@ -195,6 +201,9 @@ public struct FileStatus: Equatable, Sendable {
         permissions = UInt32(st.st_mode & 0o7777)
         owner = st.st_uid
         size = Int64(st.st_size)
+        inode = UInt64(st.st_ino)
+        modifiedNanoseconds = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+        changedNanoseconds = Int64(st.st_ctim.tv_sec) * 1_000_000_000 + Int64(st.st_ctim.tv_nsec)
     }
 
     /// `lstat(2)`: the path itself, a symbolic link not followed.

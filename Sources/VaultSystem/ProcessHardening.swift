@@ -47,6 +47,15 @@ public enum ProcessIdentity {
     /// The parent's process id.
     public static var parentPID: Int32 { getppid() }
 
+    /// The login name of `uid` (`getpwuid_r`), nil when the user database has none.
+    public static func userName(of uid: UInt32) -> String? {
+        var entry = passwd()
+        var found: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16384)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &found) == 0, found != nil, let name = entry.pw_name else { return nil }
+        return String(cString: name)
+    }
+
     /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`, a UUID that changes on every boot).
     /// - Throws: ``SystemError`` for `open`/`read`; `EPROTO` when the file is empty.
     public static func bootID() throws(SystemError) -> String {

@@ -82,12 +82,15 @@ func libfprintSupportedReaders(_ hwdb: String) -> Set<String> {
 /// target of a symlink.
 let stagedFiles: [String: String] = [
     "opt/vault/bin/vault": "755", "opt/vault/bin/vault-agent": "755", "opt/vault/bin/vault-authd": "755",
+    "opt/vault/bin/vault-reader": "755",
     "opt/vault/bin/git-credential-vault": "-> vault", "opt/vault/bin/docker-credential-vault": "-> vault",
     "etc/systemd/system/vault-authd.service": "644", "etc/systemd/user/vault-agent.service": "644",
     "etc/sysusers.d/vault-auth.conf": "644", "etc/udev/rules.d/70-vault-auth.rules": "644",
     "opt/vault/share/man/man1/vault.1": "644", "opt/vault/share/bash-completion/completions/vault": "644",
     "opt/vault/share/zsh/site-functions/_vault": "644", "opt/vault/share/fish/vendor_completions.d/vault.fish": "644",
-]
+    "etc/polkit-1/rules.d/50-vault-auth-fprintd.rules": "644",
+].merging(FileManager.default.isExecutableFile(atPath: "/usr/libexec/fprintd")
+          ? ["etc/systemd/system/vault-authd.service.d/fprintd.conf": "644"] : [:]) { $1 }
 
 /// Every file and symlink under `root`, relative, with its mode ("755") or its link ("-> vault").
 func listing(_ root: String) -> [String: String] {
@@ -220,7 +223,7 @@ func runInstall(_ args: [String], destdir: String) -> RunResult {
         #expect(first.status == 0, "\(first.stdout)\n\(first.stderr)")
         #expect(first.stdout.contains("staged under \(destdir)"), "\(first.stdout)")
         #expect(listing(destdir) == stagedFiles)
-        for b in ["vault", "vault-agent", "vault-authd"] {
+        for b in ["vault", "vault-agent", "vault-authd", "vault-reader"] {
             #expect(FileManager.default.contentsEqual(atPath: destdir + "/opt/vault/bin/" + b, andPath: builtFolder + "/" + b), "\(b)")
         }
         for (staged, source) in [("etc/systemd/system/vault-authd.service", "vault-authd.service"),
@@ -525,7 +528,7 @@ struct PackagingRootTests {
     @Test(.enabled(if: SystemdSandbox.unavailable == nil, "\(SystemdSandbox.unavailable ?? "")"))
     func theUnitsSandboxRunsTheVaultsEnrolmentAndFingerprintUnlock() throws {
         let uid = try ensureDaemonUser()
-        // The vault binary's own libfprint enrolment and match, Argon2id, SQLite and libsodium, as
+        // The vault binary's own libfprint enrolment and match (in its vault-reader), Argon2id, SQLite and libsodium, as
         // vault-auth inside every sandbox setting of the unit.
         let flow = """
             #!/bin/sh
@@ -539,7 +542,7 @@ struct PackagingRootTests {
             printf 'tok-1\\n' | $v add gh --vault p --password-stdin --passcode-fd 3 3<$RUNTIME_DIRECTORY/passcode
             echo "by finger: $($v get gh --vault p --field password --no-input)"
             """
-        let box = try SystemdSandbox(units: sandboxUnits(execStart: "/run/probe/flow.sh"), probe: ["flow.sh": flow], binaries: ["vault"])
+        let box = try SystemdSandbox(units: sandboxUnits(execStart: "/run/probe/flow.sh"), probe: ["flow.sh": flow], binaries: ["vault", "vault-reader"])
         defer { box.stop() }
         #expect(box.ctl(["systemctl", "start", "--no-block", "vault-authd.service"]).status == 0)
         for _ in 0..<5 { #expect(scan(box, "alice") == 0) }

@@ -9,9 +9,12 @@ import VaultSystem
     @Test func helpGoesToStandardOutputAndUsageErrorsToStandardError() throws {
         let help = try runProgram(daemonBinary, ["--help"])
         #expect(help.code == 0)
-        #expect(help.stdout.contains("usage: vault-authd [--socket PATH] [--state DIR] [--test-mode]"))
+        #expect(help.stdout.contains("usage: vault-authd [--socket PATH] [--state DIR] [--backend auto|fprintd|libfprint] [--fprintd-state DIR] [--test-mode]"))
+        #expect(help.stdout.contains("--backend B") && help.stdout.contains("CAP_DAC_READ_SEARCH"))
         #expect(help.stdout.contains("--test-mode") && help.stdout.contains("refused"))
         #expect(help.stderr.isEmpty)
+        let backend = try runProgram(daemonBinary, ["--backend", "pam"])
+        #expect(backend.code == 2 && backend.stderr.contains("--backend expects auto, fprintd or libfprint, not 'pam'"), "\(backend.stderr)")
 
         let typo = try runProgram(daemonBinary, ["--sockt", "/x"])
         #expect(typo.code == 2)

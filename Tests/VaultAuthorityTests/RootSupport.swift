@@ -61,7 +61,9 @@ final class SystemDaemon: @unchecked Sendable {
     let daemon: RunningDaemon
     var socketPath: String { run + "/socket" }
 
-    init(testMode: Bool = true) throws {
+    /// `environment` and `arguments` are added to the daemon's; `capabilities` (e.g.
+    /// `+dac_read_search`) become its ambient capabilities, as the unit's `AmbientCapabilities=`.
+    init(testMode: Bool = true, environment: [String] = [], arguments: [String] = [], capabilities: String? = nil) throws {
         try TestUsers.ensure()
         base = "/tmp/authd-root-" + hexString(randomBytes(5))
         run = base + "/run"
@@ -72,9 +74,11 @@ final class SystemDaemon: @unchecked Sendable {
             let r = try runProgram("/usr/bin/install", ["-d", "-o", TestUsers.daemon, "-g", TestUsers.daemon, "-m", mode, folder])
             guard r.code == 0 else { throw VaultError.failure("install -d \(folder): \(r.stderr)") }
         }
-        let command = ["/usr/bin/setpriv", "--reuid=\(TestUsers.daemon)", "--regid=\(TestUsers.daemon)", "--init-groups", "--inh-caps=-all",
-                       "/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "RUNTIME_DIRECTORY=\(run)", "STATE_DIRECTORY=\(state)",
-                       "FP_VIRTUAL_DEVICE=\(readerSocket)", "FP_DRIVERS_WHITELIST=virtual_device", daemonBinary] + (testMode ? ["--test-mode"] : [])
+        let caps = capabilities.map { ["--inh-caps=-all,\($0)", "--ambient-caps=\($0)"] } ?? ["--inh-caps=-all"]
+        let command = ["/usr/bin/setpriv", "--reuid=\(TestUsers.daemon)", "--regid=\(TestUsers.daemon)", "--init-groups"] + caps
+            + ["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "RUNTIME_DIRECTORY=\(run)", "STATE_DIRECTORY=\(state)",
+               "FP_VIRTUAL_DEVICE=\(readerSocket)", "FP_DRIVERS_WHITELIST=virtual_device"] + environment
+            + [daemonBinary] + (testMode ? ["--test-mode"] : []) + arguments
         daemon = try RunningDaemon(command: command, environment: [:], socketPath: run + "/socket", stateFolder: state, log: base + "/daemon.log")
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-import FingerprintKit
+import ReaderLink
 import VaultAgent
 import VaultKit
 
@@ -70,7 +70,7 @@ struct CompletionModel {
     /// Fixed values an option takes, by option name.
     static let optionValues: [String: [String]] = [
         "--field": Item.fieldNames, "--clear": ["username", "url", "notes", "tags", "totp", "password", "user-prompt", "password-prompt"],
-        "--finger": Finger.allCases.map(\.rawValue), "--policy": AuthPolicy.allCases.map(\.rawValue),
+        "--finger": FingerNames.all, "--policy": AuthPolicy.allCases.map(\.rawValue),
         "--format": ["env", "json", "netrc"], "--authority": ["system", "embedded"], "--fingerprint-login": ["on", "off"],
         "--passcode-after-reboot": ["on", "off"],
     ]

@@ -1,5 +1,5 @@
 import Foundation
-import FingerprintKit
+import ReaderLink
 import VaultKit
 
 enum FingerprintCommands {
@@ -9,7 +9,7 @@ enum FingerprintCommands {
         name: "enroll", summary: "enrol a finger (needs the passcode of the vault named), or --bind the vault",
         usage: "vault enroll [--finger F] [--bind] [--scan-timeout D]",
         options: [
-            .value("--finger", "F", "which finger: \(Finger.allCases.map(\.rawValue).joined(separator: ", "))"),
+            .value("--finger", "F", "which finger: \(FingerNames.all.joined(separator: ", "))"),
             .flag("--bind", "bind this vault to the enrolled prints (no new finger unless --finger)"),
             .value("--scan-timeout", "D", "how long to wait for each touch (default 30s)"),
         ],
@@ -71,9 +71,18 @@ enum FingerprintCommands {
         try bind(vault, authority: authority, ctx)
     }
 
-    static func parseFinger(_ s: String) throws -> Finger {
-        guard let f = Finger(rawValue: s) else {
-            throw VaultError.usage("unknown finger '\(s)'", hint: "fingers: \(Finger.allCases.map(\.rawValue).joined(separator: ", "))")
+    /// A finger's CLI name, checked against ``FingerNames/all``.
+    struct FingerName {
+        let rawValue: String
+        init?(rawValue: String) {
+            guard FingerNames.all.contains(rawValue) else { return nil }
+            self.rawValue = rawValue
+        }
+    }
+
+    static func parseFinger(_ s: String) throws -> FingerName {
+        guard let f = FingerName(rawValue: s) else {
+            throw VaultError.usage("unknown finger '\(s)'", hint: "fingers: \(FingerNames.all.joined(separator: ", "))")
         }
         return f
     }
@@ -107,14 +116,23 @@ enum FingerprintCommands {
         options: [.flag("--json", "print JSON")],
         examples: "vault fingers",
         run: { inv, ctx in
-            let prints = try Auth.authority(inv, ctx).fingers()
+            let authority = try Auth.authority(inv, ctx)
+            let prints = try authority.fingers()
+            // fprintd's fingers of this user (the system's settings) that vault does not use yet.
+            let system = authority.kind == .system
+                ? ((try? authority.status(slot: nil, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0)))?.backendFingers ?? [])
+                    .filter { f in !prints.contains { $0.finger == f && $0.sensor.driver == "fprintd" } }
+                : []
             if inv.has("--json") {
-                ctx.stdout.write(jsonText(["fingers": prints.map { ["finger": $0.finger, "sensor": $0.sensor.canonical, "enrolled": $0.enrolled] }]))
-            } else if prints.isEmpty {
-                ctx.say("no fingers enrolled; add one with 'vault enroll'")
-            } else {
-                for p in prints { ctx.stdout.write("\(p.finger)\t\(p.sensor.canonical)\n") }
+                ctx.stdout.write(jsonText(["fingers": prints.map { ["finger": $0.finger, "sensor": $0.sensor.canonical, "enrolled": $0.enrolled] },
+                                           "fprintd_fingers": system]))
+                return
             }
+            if prints.isEmpty && system.isEmpty {
+                ctx.say("no fingers enrolled; add one with 'vault enroll'")
+            }
+            for p in prints { ctx.stdout.write("\(p.finger)\t\(p.sensor.canonical)\n") }
+            for f in system { ctx.stdout.write("\(f)\tfprintd (not used by vault yet: 'vault enroll --finger \(f)' takes it without a scan)\n") }
         })
 
     static let doctor = CommandSpec(
@@ -123,17 +141,17 @@ enum FingerprintCommands {
         options: [.flag("--json", "print JSON")],
         examples: "vault doctor",
         run: { inv, ctx in
-            let readers: [SensorInfo]
-            do { readers = try FingerprintService.shared.sensors() } catch let e as FingerprintError { throw vaultError(e) }
+            let readers: [ReaderInfo]
+            do { readers = try RemoteSensor.sensors(ctx) } catch let e as ReaderFault { throw vaultError(e) }
             var rows: [[String: Any]] = []
             for r in readers {
                 var row: [String: Any] = ["driver": r.driver, "device_id": r.deviceID, "name": r.name, "scan_type": r.scanType,
                                           "match_on_chip": r.matchOnChip, "identify": r.supportsIdentify, "enroll_stages": r.enrollStages]
                 do {
-                    let s = try FingerprintService.shared.open(selector: r.driver)
+                    let s = try RemoteSensor.open(selector: r.driver, ctx)
                     s.close()
                     row["status"] = "ok"
-                } catch let e as FingerprintError {
+                } catch let e as ReaderFault {
                     row["status"] = e.message
                     if let h = e.hint { row["hint"] = h }
                 }
@@ -169,12 +187,18 @@ enum FingerprintCommands {
                     tpmLine = "\(device.tcti): \(e.message)"
                 }
             }
+            // The system authority's own reader: its backend (fprintd or libfprint) and why.
+            let backend = kind == .system
+                ? (try? authority.status(slot: nil, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0)))?.readerBackend
+                : "libfprint (vault-reader, in this user's processes)"
             if inv.has("--json") {
-                ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets],
+                ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
+                                                                         "reader_backend": backend.map { $0 as Any } ?? NSNull()] as [String: Any],
                                            "tpm": tpm]))
                 return
             }
             ctx.stdout.write("key authority: \(kind.rawValue) (\(kind.protection))\n")
+            if let backend { ctx.stdout.write("reader backend: \(backend)\n") }
             ctx.stdout.write("authority secrets: \(secretsLine)\n")
             ctx.stdout.write("TPM (for --passcode-on-tpm): \(tpmLine)\n")
             if rows.isEmpty {

@@ -1,5 +1,4 @@
 import Foundation
-import FingerprintKit
 import VaultKit
 
 enum RotateCommand {

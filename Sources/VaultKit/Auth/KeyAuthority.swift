@@ -179,6 +179,12 @@ public struct AuthorityStatus: Codable, Equatable, Sendable {
     public var passcodeAfterRebootDue: Bool
     /// What protects the authority's device secret at rest (nil: an authority that does not say).
     public var secrets: SecretProtection? = nil
+    /// The system authority's reader backend and why it is in use ("fprintd (it owns
+    /// net.reactivated.Fprint on the system bus)"); nil for the embedded authority.
+    public var readerBackend: String? = nil
+    /// The fingers the reader backend itself keeps for this user (fprintd's, vault's names), which
+    /// `vault enroll --finger F` takes without a scan; nil when the backend keeps none.
+    public var backendFingers: [String]? = nil
 }
 
 /// The seam that holds the device secret, the enrolled prints, the bindings and the lockout

@@ -1,21 +1,23 @@
-public import VaultKit
-internal import FingerprintKit
-internal import Foundation
+import FingerprintKit
+import Foundation
+import VaultAuthority
+import VaultKit
 
-/// The daemon's readers, through FingerprintKit: a reader is opened when a request first needs
+/// The daemon's readers, through FingerprintKit (only this executable links libfprint, not the
+/// VaultAuthority module that vault's client side shares): a reader is opened when a request first needs
 /// it, shared by the requests running at that moment, and closed when the last of them ends (so
 /// the daemon does not hold the reader between requests, and a request that was cancelled or
 /// whose client went away frees it). libfprint's virtual readers are refused unless
 /// `allowVirtual` (`--test-mode`).
-public final class LibfprintReaders: ReaderSource, @unchecked Sendable {
+final class LibfprintReaders: ReaderSource, @unchecked Sendable {
     /// Whether libfprint's `virtual_*` drivers may be used.
-    public let allowVirtual: Bool
+    let allowVirtual: Bool
     private let lock = NSLock()
     private let opening = NSLock()
     private var pool: [PooledSensor] = []
 
     /// The readers of this machine.
-    public init(allowVirtual: Bool) {
+    init(allowVirtual: Bool) {
         self.allowVirtual = allowVirtual
     }
 
@@ -27,7 +29,7 @@ public final class LibfprintReaders: ReaderSource, @unchecked Sendable {
     }
 
     /// Opens (or shares) the reader `prefer` names by driver, else the first usable one.
-    public func open(prefer: SensorIdentity?, session: ScanSession) throws -> any SessionReader {
+    func open(prefer: SensorIdentity?, session: ScanSession) throws -> any SessionReader {
         let pooled = try acquire(prefer)
         session.onEnd { [self] in release(pooled) }
         return SensorSessionReader(pooled.sensor, session: session)
@@ -72,7 +74,7 @@ public final class LibfprintReaders: ReaderSource, @unchecked Sendable {
     }
 
     /// Whether any reader is open (tests, status).
-    public var openReaders: Int { lock.withLock { pool.count } }
+    var openReaders: Int { lock.withLock { pool.count } }
 }
 
 /// Maps FingerprintKit's errors to the vault's exit codes (as the CLI does for the embedded authority).
