@@ -87,7 +87,10 @@ enum Auth {
         let auth = AuthContext(
             authority: try authority(for: store, inv, ctx), policy: policy,
             readPasscode: { prompt in
-                if let fd = passcodeFD { return try SecretInput.line(fd: fd, what: "passcode") }
+                if let fd = passcodeFD {
+                    if let once = inv.passcodeOnce { return try once.passcode(fd: fd) }
+                    return try SecretInput.line(fd: fd, what: "passcode")
+                }
                 guard interactive else { return nil }
                 guard let s = try ctx.terminal.readSecret(prompt: prompt + ": ") else { throw VaultError.userCancel }
                 if ctx.interrupted() { throw VaultError.userCancel }

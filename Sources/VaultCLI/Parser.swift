@@ -6,6 +6,15 @@ struct OptionSpec: Sendable {
     let value: String?
     let help: String
     var repeatable = false
+    /// A one-letter alias (`-i`), for options other tools spell that way.
+    var short: String? = nil
+
+    /// This option with the alias `short`.
+    func alias(_ short: String) -> OptionSpec {
+        var o = self
+        o.short = short
+        return o
+    }
 
     static func flag(_ name: String, _ help: String) -> OptionSpec { OptionSpec(name: name, value: nil, help: help) }
     static func value(_ name: String, _ value: String, _ help: String, repeatable: Bool = false) -> OptionSpec {
@@ -43,6 +52,9 @@ struct Invocation {
     var flags: Set<String> = []
     /// Everything after `--`.
     var trailing: [String] = []
+    /// When set, the `--passcode-fd` passcode is read once and lent to every vault the command
+    /// opens (secret references to several vaults).
+    var passcodeOnce: PasscodeOnce?
 
     func value(_ name: String) -> String? { values[name]?.last }
     func all(_ name: String) -> [String] { values[name] ?? [] }
@@ -68,6 +80,10 @@ enum Parser {
         while let first = rest.first, first.hasPrefix("-"), first != "--" {
             rest = rest.dropFirst()
             let (name, inline) = split(first)
+            // `vault --version` is the `version` command (one place prints the version).
+            if name == "--version", inline == nil, let v = table.first(where: { $0.name == "version" }) {
+                return Invocation(command: v)
+            }
             guard let spec = globalOptions.first(where: { $0.name == name }) else {
                 if name == "-h" { return nil }
                 throw unknownOption(name, known: globalOptions.map(\.name), command: nil)
@@ -90,8 +106,9 @@ enum Parser {
         var inv = Invocation(command: command)
         for (n, v) in pre { if let v { inv.values[n, default: []].append(v) } else { inv.flags.insert(n) } }
         let specs = command.options + globalOptions
-        while let arg = rest.first {
+        while let raw = rest.first {
             rest = rest.dropFirst()
+            let arg = specs.first { $0.short != nil && $0.short == raw }?.name ?? raw
             if arg == "--" { inv.trailing = Array(rest); break }
             if arg == "-h" { inv.flags.insert("--help"); continue }
             if arg.hasPrefix("--") {
@@ -180,7 +197,7 @@ enum Help {
     }
 
     static func options(_ opts: [OptionSpec]) -> String {
-        let labels = opts.map { $0.name + ($0.value.map { " " + $0 } ?? "") }
+        let labels = opts.map { o in (o.short.map { $0 + ", " } ?? "") + o.name + (o.value.map { " " + $0 } ?? "") }
         let width = (labels.map(\.count).max() ?? 10) + 2
         return zip(labels, opts).map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + $0.1.help + "\n" }.joined()
     }
