@@ -66,6 +66,24 @@ import Testing
         #expect(r.status == 2 && r.stderr.contains("%2F"), "\(r.stderr)")
     }
 
+    @Test func referencesResolveThroughAnUnlockSession() {
+        vaultsWithItems()
+        var r = box.vault(["unlock", "--timeout", "60"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        defer { box.vault(["lock", "--all"]) }
+        // No passcode, no finger, no terminal: the session's agent releases (and audits) them.
+        r = vault(["read", "vault://team%2Fapi/password", "--no-input"], passcode: false)
+        #expect(r.status == 0 && r.stdout == "tok-ABCDEFG\n", "\(r.stdout) \(r.stderr)")
+        r = vault(["inject", "--no-input"], stdin: "{{ vault://db/password }}|{{ vault://db/username }}", passcode: false)
+        #expect(r.status == 0 && r.stdout == "s3cr'et pw$1|admin", "\(r.stdout) \(r.stderr)")
+        r = vault(["run", "--no-input", "--env", "P=vault://db/password", "--", "sh", "-c", #"printf %s "$P""#], passcode: false)
+        #expect(r.status == 0 && r.stdout == "<concealed by vault>", "\(r.stdout) \(r.stderr)")
+        // `work` has no session: the reference to it needs its own unlock, and there is none here.
+        r = vault(["read", "vault://work/deploy/password", "--no-input"], passcode: false)
+        #expect(r.status == 12, "\(r.stderr)")
+        #expect(audit() == ["read team/api password", "inject db password", "run db password"], "\(audit())")
+    }
+
     @Test func runResolvesReferencesInItsEnvironmentAndInAnEnvFile() {
         vaultsWithItems()
         let env = write(".env", """
@@ -149,7 +167,9 @@ import Testing
         // SIGTERM sent to vault reaches the child, whose own exit status then passes through.
         let ready = box.home + "/ready"
         let script = write("trap.sh", "#!/bin/sh\ntrap 'exit 9' TERM\ntouch '\(ready)'\nwhile :; do sleep 0.1; done\n", mode: 0o700)
-        let pid = start(vaultBinary, ["run", "--passcode-fd", "3", "--env", "P=db", "--", script], env: box.env, fds: [3: pc + "\n"])
+        // Run by sh rather than exec'd: a just-written script can be ETXTBSY while a parallel
+        // test's child still holds a descriptor inherited from the write.
+        let pid = start(vaultBinary, ["run", "--passcode-fd", "3", "--env", "P=db", "--", "/bin/sh", script], env: box.env, fds: [3: pc + "\n"])
         for _ in 0..<200 where !FileManager.default.fileExists(atPath: ready) { usleep(50_000) }
         #expect(FileManager.default.fileExists(atPath: ready), "the script did not start")
         kill(pid, SIGTERM)

@@ -57,10 +57,27 @@ final class ReferenceResolver {
         }
     }
 
-    /// Every reference's value, keyed by its text; secrets (released fields) marked so.
+    /// One secret field of an item into guarded memory (`VaultAccess.releaseSecret`: one audit
+    /// record), after the fresh match its fingerprint login asks for (one per vault and command).
+    func releaseSecret(_ item: String, field: String, vault: String?) throws -> SecretBox {
+        let name = try vaultName(vault)
+        let a = try access(vault)
+        do {
+            return SecretBox(try a.releaseSecret(named: item, field: field, command: command, freshMatch: matched.contains(name)))
+        } catch VaultError.freshMatchNeeded(let guarded) {
+            var i = inv
+            i.values["--vault"] = [name]
+            try Release.freshMatch(for: guarded, a, i, ctx)
+            matched.insert(name)
+            return SecretBox(try a.releaseSecret(named: item, field: field, command: command, freshMatch: true))
+        }
+    }
+
+    /// Every reference's value, keyed by its text; secrets (released fields) marked so. A
+    /// secret goes from its record to guarded memory without becoming a String.
     /// - Throws: `.referenceNotFound` (exit 3) naming the first reference with no such field
     ///   name, vault, item or value: then nothing is released.
-    func resolve(_ references: [SecretReference]) throws -> [(key: String, bytes: [UInt8], secret: Bool)] {
+    func resolve(_ references: [SecretReference]) throws -> [(key: String, part: SecretValues.Part, secret: Bool)] {
         var seen = Set<SecretReference>()
         let references = references.filter { seen.insert($0).inserted }
         var readers: [SecretReference: ReferenceField.Reader] = [:]
@@ -90,25 +107,21 @@ final class ReferenceResolver {
             }
             overviews[r] = overview
         }
-        // One release per item, with every secret field named for it.
-        struct ItemKey: Hashable { let vault: String; let item: String }
-        var fields: [ItemKey: [String]] = [:], order: [ItemKey] = [], vaults: [ItemKey: String?] = [:]
-        for r in references {
-            let key = ItemKey(vault: try vaultName(r.vault), item: overviews[r]!.item.name)
-            if fields[key] == nil { order.append(key); fields[key] = []; vaults[key] = r.vault }
-            if let f = readers[r]!.released(overviews[r]!.item), !fields[key]!.contains(f) { fields[key]!.append(f) }
-        }
-        var released: [ItemKey: Item] = [:]
-        for key in order where !fields[key]!.isEmpty {
-            released[key] = try release(key.item, fields: fields[key]!, vault: vaults[key]!)
-        }
+        // One release per secret (vault, item, field), however often it is named.
+        struct SecretKey: Hashable { let vault: String; let item: String; let field: String }
+        var released: [SecretKey: SecretBox] = [:]
         return try references.map { r in
-            let key = ItemKey(vault: try vaultName(r.vault), item: overviews[r]!.item.name)
+            let overview = overviews[r]!.item
             let reader = readers[r]!
-            guard let value = try reader.value(released[key] ?? overviews[r]!.item) else {
-                throw VaultError.referenceNotFound(reference: r.text, "item '\(key.item)' has no \(r.field)")
+            guard let field = reader.released(overview) else {
+                guard let value = try reader.value(overview) else {
+                    throw VaultError.referenceNotFound(reference: r.text, "item '\(overview.name)' has no \(r.field)")
+                }
+                return (r.text, .bytes(Array(value.utf8)), false)
             }
-            return (r.text, Array(value.utf8), reader.released(overviews[r]!.item) != nil)
+            let key = SecretKey(vault: try vaultName(r.vault), item: overview.name, field: field)
+            if released[key] == nil { released[key] = try releaseSecret(overview.name, field: field, vault: r.vault) }
+            return (r.text, .secret(released[key]!), true)
         }
     }
 }
@@ -146,8 +159,7 @@ enum ReferenceCommands {
         run: { inv, ctx in
             let reference = try SecretReference(parsing: inv.arguments[0])
             let resolver = ReferenceResolver(inv, ctx, command: "read", purpose: "read \(reference.text)")
-            var resolved = try resolver.resolve([reference])
-            let values = try SecretValues(&resolved)
+            let values = try SecretValues(try resolver.resolve([reference]))
             values.withValue(reference.text) { v in
                 if ctx.stdout.isTerminal {
                     ctx.stdout.write(terminalSafe(String(decoding: v, as: UTF8.self), onTerminal: true))
@@ -175,8 +187,7 @@ enum ReferenceCommands {
             let template = try SecretTemplate(parsing: input)
             let references = template.references
             let resolver = ReferenceResolver(inv, ctx, command: "inject", purpose: "fill a template")
-            var resolved = try resolver.resolve(references)
-            let values = try SecretValues(&resolved)
+            let values = try SecretValues(try resolver.resolve(references))
             var size = 0
             for piece in template.pieces {
                 switch piece {

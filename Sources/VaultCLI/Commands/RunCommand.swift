@@ -86,10 +86,10 @@ enum RunCommand {
                     guard let value = try item.field(field) else {
                         throw VaultError.failure("item '\(item.name)' has no \(field) (for \(b.variable))")
                     }
-                    resolved.append(("--env " + b.variable, Array(value.utf8), ItemField(rawValue: field)?.isSecret ?? false))
+                    resolved.append(("--env " + b.variable, .bytes(Array(value.utf8)), ItemField(rawValue: field)?.isSecret ?? false))
                 }
             }
-            let values = try SecretValues(&resolved)
+            let values = try SecretValues(resolved)
             var env = ctx.environment
             for v in layered { env[v.key] = v.fromReference.map { values.string($0.text) } ?? v.value }
             for b in bindings { env[b.variable] = values.string("--env " + b.variable) }

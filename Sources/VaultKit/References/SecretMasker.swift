@@ -7,6 +7,39 @@ public final class SecretValues {
     /// The ranges of the values that are secrets (released fields): what masking looks for.
     let secretRanges: [Range<Int>]
 
+    /// One value as it was resolved: ordinary bytes (a username, or a value already decoded into
+    /// a String), or a secret released into guarded memory (`VaultAccess.releaseSecret`).
+    public enum Part {
+        /// Bytes in ordinary memory (wiped once copied).
+        case bytes([UInt8])
+        /// A secret in guarded memory, never a String on its way here.
+        case secret(SecretBox)
+    }
+
+    /// Copies `values` into one block of guarded memory: the bytes (then wiped) and the guarded
+    /// secrets (guarded memory to guarded memory). `secret` says which values are masked in
+    /// `vault run`'s output.
+    public convenience init(_ values: [(key: String, part: Part, secret: Bool)]) throws {
+        var flat: [(key: String, bytes: [UInt8], secret: Bool)] = []
+        var boxes: [String: SecretBox] = [:]
+        for v in values {
+            switch v.part {
+            case .bytes(let b): flat.append((v.key, b, v.secret))
+            case .secret(let box):
+                // A placeholder of the right length: the bytes are copied in after, from the box.
+                flat.append((v.key, [UInt8](repeating: 0, count: box.bytes.count), v.secret))
+                boxes[v.key] = box
+            }
+        }
+        try self.init(&flat)
+        storage.withUnsafeMutableBytes { dst in
+            for (key, box) in boxes {
+                guard let r = ranges[key], !r.isEmpty else { continue }
+                box.bytes.withUnsafeBytes { src in dst.baseAddress!.advanced(by: r.lowerBound).copyMemory(from: src.baseAddress!, byteCount: r.count) }
+            }
+        }
+    }
+
     /// Copies `values` into guarded memory and wipes the arrays given. `secret` says which
     /// values are secrets (masked in `vault run`'s output); the others (a username, a URL) are not.
     public init(_ values: inout [(key: String, bytes: [UInt8], secret: Bool)]) throws {
@@ -57,6 +90,14 @@ public final class SecretValues {
 
     /// The length of the longest secret (0 without any).
     public var longestSecret: Int { secretRanges.first?.count ?? 0 }
+}
+
+/// A `SecretBytes` in a box, so it can sit in arrays and dictionaries (it is `~Copyable`).
+public final class SecretBox {
+    /// The secret.
+    public let bytes: SecretBytes
+    /// Boxes `bytes`.
+    public init(_ bytes: consuming SecretBytes) { self.bytes = bytes }
 }
 
 /// Replaces every secret of a `SecretValues` in a stream of bytes by `<concealed by vault>`,
