@@ -86,7 +86,10 @@ enum Auth {
         let auth = AuthContext(
             authority: try authority(for: store, inv, ctx), policy: policy,
             readPasscode: { prompt in
-                if let fd = passcodeFD { return try SecretInput.line(fd: fd, what: "passcode") }
+                if let fd = passcodeFD {
+                    if let once = inv.passcodeOnce { return try once.passcode(fd: fd) }
+                    return try SecretInput.line(fd: fd, what: "passcode")
+                }
                 // Typed at the fingerprint prompt (echo off) instead of touching the reader.
                 if let typed = ctx.typedPasscode.take() { return typed }
                 guard interactive else { return nil }

@@ -3,7 +3,8 @@ import VaultKit
 import VaultSystem
 
 /// The desktop clipboard through `wl-copy`/`wl-paste` (Wayland) or `xclip` (X11), and a detached
-/// clearer that empties it after a delay if it still holds what vault put there.
+/// clearer that, after a delay, puts back what the clipboard held before (as pass does) if it
+/// still holds what vault put there.
 enum Clipboard {
     struct Tool {
         let copy: [String]
@@ -32,18 +33,20 @@ enum Clipboard {
 
     /// Runs `argv` with `input` on stdin (stdout captured, stderr discarded); returns (status, stdout).
     /// The value goes through a pipe, never argv. `setsid`: detached in a session of its own, not
-    /// waited for (status 0). `extraFD`: another pipe with these bytes as that descriptor.
+    /// waited for (status 0). `extraFD`, `secondFD`: more pipes with these bytes as those descriptors.
     /// - Throws: `.failure` when the tool cannot start, `.io` when a pipe cannot be made.
     @discardableResult
     static func run(_ argv: [String], input: [UInt8], env: [String: String], setsid: Bool = false,
-                    extraFD: (fd: Int32, bytes: [UInt8])? = nil, capture: Bool = false) throws -> (Int32, [UInt8]) {
+                    extraFD: (fd: Int32, bytes: [UInt8])? = nil, secondFD: (fd: Int32, bytes: [UInt8])? = nil,
+                    capture: Bool = false) throws -> (Int32, [UInt8]) {
         do {
-            var inPipe = try UnixPipe(), outPipe = try UnixPipe(), extra = try UnixPipe()
+            var inPipe = try UnixPipe(), outPipe = try UnixPipe(), extra = try UnixPipe(), second = try UnixPipe()
             var actions: [FileAction] = [.dup2(from: inPipe.readEnd.rawValue, to: 0)]
             actions.append(capture ? .dup2(from: outPipe.writeEnd.rawValue, to: 1) : .open(1, "/dev/null", .writeOnly))
             // The tools fork a server that lives on: it must not hold our caller's output pipes.
             actions.append(.open(2, "/dev/null", .writeOnly))
             if let x = extraFD { actions.append(.dup2(from: extra.readEnd.rawValue, to: x.fd)) }
+            if let x = secondFD { actions.append(.dup2(from: second.readEnd.rawValue, to: x.fd)) }
             let child: ChildProcess
             do {
                 child = try ChildProcess.spawn(path: argv[0], arguments: argv, environment: env,
@@ -54,9 +57,14 @@ enum Clipboard {
             try inPipe.readEnd.close()
             try outPipe.writeEnd.close()
             try extra.readEnd.close()
+            try second.readEnd.close()
             // A tool that exits without reading shows in its status; the write error adds nothing.
             if let x = extraFD { try? extra.writeEnd.writeAll(x.bytes) }
             try extra.writeEnd.close()
+            // The pipe buffer may be smaller than what the clipboard held: the clearer reads it
+            // while we write, and we are not waiting for it otherwise.
+            if let x = secondFD { try? second.writeEnd.writeAll(x.bytes) }
+            try second.writeEnd.close()
             try? inPipe.writeEnd.writeAll(input)
             try inPipe.writeEnd.close()
             if setsid { return (0, []) }   // detached: not ours to wait for
@@ -86,22 +94,34 @@ enum Clipboard {
         try check(ctx.environment)
         guard let tool = tool(ctx.environment) else { return }
         let env = toolEnvironment(ctx.environment)
+        // What the clipboard held before (nothing when it was empty or the tool says no), given
+        // back when the value is cleared; at most 1 MiB is kept.
+        var before: [UInt8] = []
+        if let (status, held) = try? run(tool.paste, input: [], env: env, capture: true), status == 0, held.count <= 1 << 20 {
+            before = held
+        }
+        // A value copied twice must not come back as "what was there before".
+        if before == Array(value.utf8) { wipe(&before) }
+        defer { wipe(&before) }
         let (status, _) = try run(tool.copy, input: Array(value.utf8), env: env)
         guard status == 0 else { throw VaultError.failure("\(tool.copy[0]) failed (exit \(status))") }
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         try run([exe, "clipboard-clear", "--after", String(seconds)], input: [], env: env, setsid: true,
-                extraFD: (3, Array(value.utf8)))
+                extraFD: (3, Array(value.utf8)), secondFD: (4, before))
     }
 
-    /// The hidden command the clearer runs: waits, then empties the clipboard if it still holds the
-    /// value read from descriptor 3.
+    /// The hidden command the clearer runs: waits, then, if the clipboard still holds the value read
+    /// from descriptor 3, puts back what descriptor 4 holds (the content before the copy), or
+    /// empties it when that is nothing.
     static let clearCommand = CommandSpec(
         name: "clipboard-clear", summary: "(internal) empty the clipboard after a delay if it still holds a copied secret",
-        usage: "vault clipboard-clear --after SECONDS 3<value",
+        usage: "vault clipboard-clear --after SECONDS 3<value [4<previous]",
         options: [.value("--after", "SECONDS", "the delay")],
         examples: "vault get github --clip     # starts 'vault clipboard-clear --after 45' with the value on fd 3",
         run: { inv, ctx in
             guard let value = try SecretLine.read(fd: 3) else { return }
+            var previous = isOpen(4) ? ((try? readAll(fd: 4, limit: 1 << 20, label: "fd 4")) ?? []) : []
+            defer { wipe(&previous) }
             let seconds = Double(inv.value("--after") ?? "45") ?? 45
             MonotonicClock.sleep(seconds: max(0, min(seconds, 3600)))
             guard let tool = tool(ctx.environment) else { return }
@@ -110,7 +130,7 @@ enum Clipboard {
             defer { wipe(&now) }
             let held = try SecretBytes(copying: now)
             if status == 0, held.isEqual(to: value) {
-                try run(tool.copy, input: [], env: toolEnvironment(ctx.environment))
+                try run(tool.copy, input: previous, env: toolEnvironment(ctx.environment))
             }
         })
 }

@@ -99,6 +99,24 @@ public final class FileSink: TextSink {
     }
 }
 
+extension FileSink {
+    /// Writes bytes as they are (a child's output, a rendered template: not necessarily UTF-8),
+    /// unless an earlier write failed.
+    func write(bytes: UnsafeRawBufferPointer) {
+        guard failure == nil, !bytes.isEmpty else { return }
+        do {
+            try writeAll(fd: fd, bytes: bytes, label: label)
+        } catch {
+            failure = error
+        }
+    }
+}
+
+/// Writes bytes to `sink`: as they are to a descriptor, decoded as UTF-8 to any other sink.
+func writeBytes(_ bytes: UnsafeRawBufferPointer, to sink: any TextSink) {
+    if let f = sink as? FileSink { f.write(bytes: bytes) } else { sink.write(String(decoding: bytes, as: UTF8.self)) }
+}
+
 /// A sink that keeps what it is given (tests).
 public final class BufferSink: TextSink {
     /// Everything written so far.

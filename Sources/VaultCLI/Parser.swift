@@ -54,6 +54,9 @@ struct Invocation {
     var flags: Set<String> = []
     /// Everything after `--`.
     var trailing: [String] = []
+    /// When set, the `--passcode-fd` passcode is read once and lent to every vault the command
+    /// opens (secret references to several vaults).
+    var passcodeOnce: PasscodeOnce?
 
     func value(_ name: String) -> String? { values[name]?.last }
     func all(_ name: String) -> [String] { values[name] ?? [] }

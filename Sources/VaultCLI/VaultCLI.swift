@@ -28,7 +28,7 @@ public enum VaultCLI {
          ItemCommands.search, ItemCommands.get, ItemCommands.log, VaultCommands.generate,
          VaultCommands.passcode, VaultCommands.recover, RotateCommand.rotate, RepairCommand.repair,
          ImportExport.importCommand, ImportExport.exportCommand, SettingsCommand.settings]
-            + RunLoginCommands.all
+            + RunLoginCommands.all + ReferenceCommands.all
             + FingerprintCommands.all
             + [SessionCommands.lock, SessionCommands.agent]
             + [helpCommand, VaultCommands.version, CompletionCommand.completion, CompletionCommand.manpage, Clipboard.clearCommand]

@@ -9,6 +9,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case itemNotFound(String)
     /// 3: no vault at this path.
     case vaultNotFound(name: String, path: String)
+    /// 3: a secret reference (`vault://...`) names no item, vault or field that has a value.
+    case referenceNotFound(reference: String, String)
     /// 4: the name is taken.
     case alreadyExists(String)
     /// 5: data failed authentication or is not a vault database.
@@ -75,7 +77,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         switch self {
         case .failure: .failure
         case .usage: .usage
-        case .itemNotFound, .vaultNotFound: .notFound
+        case .itemNotFound, .vaultNotFound, .referenceNotFound: .notFound
         case .alreadyExists: .alreadyExists
         case .corrupt, .newerFormat, .authorityDamaged, .settingsDamaged: .corrupt
         case .io, .insecurePermissions: .io
@@ -113,6 +115,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .failure(let m, _), .usage(let m, _): m
         case .itemNotFound(let n): "no item named '\(n)'"
         case .vaultNotFound(let n, let p): "no vault named '\(n)' at \(p)"
+        case .referenceNotFound(let r, let why): "\(r): \(why)"
         case .alreadyExists(let n): "an item named '\(n)' already exists"
         case .corrupt(let m): "vault data is damaged or was tampered with: \(m)"
         case .newerFormat(let f, let s): "this vault uses format version \(f); this vault program reads up to version \(s)"
@@ -157,6 +160,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         return switch self {
         case .failure(_, let h), .usage(_, let h): h
         case .itemNotFound: "list the items with '\(command("ls"))'"
+        case .referenceNotFound: "references are vault://[VAULT/]ITEM/FIELD, FIELD one of \(ReferenceField.builtIn.joined(separator: ", ")) or a custom field; list the items with 'vault ls'"
         case .vaultNotFound(let n, _): n == "default" ? "create it with 'vault init'" : "create it with 'vault init --vault \(n)'"
         case .alreadyExists: "choose another name, or replace it with --force"
         case .corrupt: "restore the vault folder from a backup; other items are still readable"
@@ -165,7 +169,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .insecurePermissions(let p, let dir): dir ? "chmod 700 \(p)" : "chmod 600 \(p)"
         case .authenticationFailed(let m): m == "wrong passcode" ? "forgot it? '\(command("recover"))' sets a new one with your recovery key" : nil
         case .userCancel: nil
-        case .passcodeNeeded: "pass it with --passcode-fd N, or run on a terminal"
+        case .passcodeNeeded: "open an unlock session with '\(command("unlock"))', pass the passcode with --passcode-fd N, or run on a terminal"
         case .systemCancel: "close the program holding the reader (fprintd) and try again"
         case .passcodeNotSet: "set one with '\(command("passcode"))' or recover with '\(command("recover"))'"
         case .biometryNotAvailable: "run 'vault doctor', or unlock with --passcode"

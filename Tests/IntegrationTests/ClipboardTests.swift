@@ -38,5 +38,16 @@ import Testing
         #expect(!after.stdout.contains("clip-secret-5"), "the clipboard was not cleared")
         let log = json(box.vault(["log", "--json"], passcode: Sandbox.passcode).stdout)["records"] as? [[String: Any]] ?? []
         #expect(log.contains { $0["command"] as? String == "get --clip" })
+
+        // What the clipboard held before comes back when the value is cleared (as pass does).
+        let owner = start("/usr/bin/xclip", ["-selection", "clipboard", "-in"], env: box.env, fds: [0: "what I copied before"])
+        _ = reap(owner)
+        #expect(spawn("/usr/bin/xclip", ["-selection", "clipboard", "-out"], env: box.env, timeLimit: 5).stdout == "what I copied before")
+        r = box.vault(["get", "site", "--clip", "--clear-after", "2s"], passcode: Sandbox.passcode)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(spawn("/usr/bin/xclip", ["-selection", "clipboard", "-out"], env: box.env, timeLimit: 5).stdout == "clip-secret-5")
+        usleep(3_500_000)
+        let restored = spawn("/usr/bin/xclip", ["-selection", "clipboard", "-out"], env: box.env, timeLimit: 5)
+        #expect(restored.stdout == "what I copied before", "the previous content was not restored: \(restored.stdout.debugDescription)")
     }
 }

@@ -227,6 +227,74 @@ import Testing
         #expect(r.stderr == "vault: error: no vault named 'nope' at \(box.home)/vaults/nope (create it with 'vault init --vault nope')\n")
     }
 
+    @Test func gitKeepsPasswordExpiryAndOAuthRefreshTokenAndNeverGivesAnExpiredPassword() throws {
+        box.initVault()
+        let place = ["protocol=https", "host=git.example.com"]
+        var r = gitHelper("store", place + ["username=ann", "password=tok-1", "password_expiry_utc=9999999999",
+                                            "oauth_refresh_token=refresh-1"])
+        #expect(r.status == 0 && r.stderr.isEmpty, "\(r.stderr)")
+        r = gitHelper("get", place + ["username=ann"])
+        #expect(r.stdout == "username=ann\npassword=tok-1\npassword_expiry_utc=9999999999\noauth_refresh_token=refresh-1\n", "\(r.stdout)")
+        // The refresh token is a secret: no listing shows it.
+        #expect(!box.vault(["ls", "--json"], passcode: pc).stdout.contains("refresh-1"))
+        #expect(!box.vault(["get", "git/git.example.com (ann)", "--json"], passcode: pc).stdout.contains("refresh-1"))
+        // The same password with another expiry is a new credential: it overwrites.
+        r = gitHelper("store", place + ["username=ann", "password=tok-1", "password_expiry_utc=9999999998"])
+        #expect(r.status == 0, "\(r.stderr)")
+        r = gitHelper("get", place + ["username=ann"])
+        #expect(r.stdout == "username=ann\npassword=tok-1\npassword_expiry_utc=9999999998\n", "the token went with the old credential: \(r.stdout)")
+        #expect(items().keys.filter { $0.hasPrefix("git/") }.count == 1)
+        // An expired password is never handed out (git then asks the next helper or the user).
+        r = gitHelper("store", place + ["username=ann", "password=tok-2", "password_expiry_utc=1000"])
+        #expect(r.status == 0, "\(r.stderr)")
+        r = gitHelper("get", place + ["username=ann"])
+        #expect(r.status == 0 && r.stdout.isEmpty, "\(r.stdout)")
+        // They are custom fields of the item: the expiry shown, the refresh token hidden.
+        r = gitHelper("store", place + ["username=ann", "password=tok-3", "password_expiry_utc=9999999997", "oauth_refresh_token=refresh-3"])
+        let shown = box.vault(["get", "git/git.example.com (ann)"], passcode: pc).stdout
+        #expect(shown.contains("9999999997") && shown.contains("oauth_refresh_token") && !shown.contains("refresh-3"), "\(shown)")
+        // References reach custom fields by name; the hidden one is a release of its own.
+        r = box.vault(["read", "vault://git%2Fgit.example.com (ann)/oauth_refresh_token"], passcode: pc)
+        #expect(r.status == 0 && r.stdout == "refresh-3\n", "\(r.stdout) \(r.stderr)")
+        r = box.vault(["read", "vault://git%2Fgit.example.com (ann)/password_expiry_utc"], passcode: pc)
+        #expect(r.status == 0 && r.stdout == "9999999997\n", "\(r.stdout) \(r.stderr)")
+        #expect(auditCommands().last == "read", "\(auditCommands())")
+    }
+
+    @Test func gitEraseWithoutAPathErasesThePathScopedItemsOfTheHost() throws {
+        box.initVault()
+        var r = gitHelper("store", ["protocol=http", "host=path.tld", "path=foo.git", "username=user", "password=pass"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(items().keys.contains("git/http:path.tld/foo.git (user)"))
+        r = gitHelper("erase", ["protocol=http", "host=path.tld", "username=user"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(!items().keys.contains { $0.hasPrefix("git/") }, "\(items().keys)")
+    }
+
+    @Test func aLockedPasscodeOnlyVaultSaysSoToEveryHelperAndToNoInput() throws {
+        box.initVault()
+        var r = gitHelper("get", ["protocol=https", "host=example.com"], key: false)
+        #expect(r.status == 12, "\(r.stderr)")
+        #expect(r.stderr.contains("is locked") && r.stderr.contains("'vault unlock'") && !r.stderr.contains("enrol"), "\(r.stderr)")
+        // docker: its protocol's exit 1, the same words on stdout.
+        r = dockerHelper("get", stdin: "ghcr.io")
+        #expect(r.status == 1 && r.stdout.contains("is locked") && r.stdout.contains("'vault unlock'") && r.stderr.isEmpty, "\(r.stdout)")
+        r = box.vault(["get", "x", "--no-input"])
+        #expect(r.status == 12 && r.stderr.contains("is locked"), "\(r.stderr)")
+        r = box.vault(["get", "x", "--no-input", "--vault", "work"])
+        #expect(r.status == 3)
+        box.initVault("work")
+        r = box.vault(["ls", "--no-input", "--vault", "work"])
+        #expect(r.status == 12 && r.stderr.contains("'vault unlock --vault work'"), "the hint names the vault: \(r.stderr)")
+    }
+
+    @Test func dockerHelperAnswersVersionFlagsLikeTheReferenceHelpers() {
+        for flag in ["--version", "-v"] {
+            let r = dockerHelper(flag, stdin: "")
+            #expect(r.status == 0 && r.stdout == "docker-credential-vault (vault) 0.1.0\n" && r.stderr.isEmpty, "\(flag): \(r.stdout)")
+        }
+    }
+
     // MARK: docker
 
     @Test func dockerStoreGetListEraseWithTheKey() throws {

@@ -137,6 +137,25 @@ func runInstall(_ args: [String], destdir: String) -> RunResult {
         #expect(r.status == 0 && r.stderr.isEmpty, "verify --user: \(r.status)\n\(r.stderr)")
     }
 
+    @Test func theAgentsUnitLetsItWriteWhereverTheVaultsAreAndKeepsTheCheapHardening() {
+        let settings = serviceSettings(shipped("vault-agent.service"))
+        func values(_ key: String) -> [String] { settings.filter { $0.key == key }.map(\.value) }
+        let expected = [
+            "ExecStart": "/usr/local/bin/vault-agent", "UMask": "0077", "LimitCORE": "0", "NoNewPrivileges": "yes",
+            "ProtectSystem": "full", "RestrictAddressFamilies": "AF_UNIX", "MemoryDenyWriteExecute": "yes",
+            "SystemCallArchitectures": "native", "LockPersonality": "yes",
+        ]
+        for (key, value) in expected {
+            #expect(values(key) == [value], "\(key)=\(values(key))")
+        }
+        // The agent writes audit records into each vault's database, wherever VAULT_HOME or
+        // XDG_DATA_HOME put it: no setting may make the user's files read-only.
+        #expect(values("ReadWritePaths").isEmpty && values("ReadOnlyPaths").isEmpty, "\(values("ReadWritePaths"))")
+        #expect(values("ProtectHome").allSatisfy { $0 == "no" }, "\(values("ProtectHome"))")
+        #expect(values("PrivateTmp").allSatisfy { $0 == "no" }, "PrivateTmp hides a vault under /tmp from the agent")
+        #expect(!values("ProtectSystem").contains("strict"))
+    }
+
     @Test(.enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed (Debian: systemd)"))
     func theKeyAuthorityUnitsExposureStaysAtOrBelowTheRecordedFigure() throws {
         let unit = unitCopy("vault-authd.service", binary: "vault-authd")
@@ -455,6 +474,12 @@ struct PackagingRootTests {
           /etc/systemd/system/vault-authd.service /etc/systemd/user/vault-agent.service \
           /etc/sysusers.d/vault-auth.conf /etc/udev/rules.d/70-vault-auth.rules
         readlink /usr/local/bin/git-credential-vault /usr/local/bin/docker-credential-vault
+        # The agent's user unit as installed, ExecStart at the install's path.
+        if command -v systemd-analyze >/dev/null; then
+          mkdir -p "$t"/user/run && chmod 700 "$t"/user/run
+          HOME="$t"/user XDG_RUNTIME_DIR="$t"/user/run systemd-analyze verify --user /etc/systemd/user/vault-agent.service 2>&1 || true
+          echo "verify-agent-unit done"
+        fi
         """#
         let r = inPrivateMounts(script, [t, shippedFolder + "/install.sh", builtFolder], env: ["BREAK_SYSUSERS": breakSysusers ? "1" : "0"])
         let first = (try? String(contentsOfFile: t + "/first.out", encoding: .utf8)) ?? ""
@@ -476,6 +501,9 @@ struct PackagingRootTests {
             #expect(report.contains(line), "\(line) not in:\n\(report)")
         }
         #expect(report.contains("vault\nvault\n"), "the credential helpers link to vault:\n\(report)")
+        if systemdAnalyze != nil {
+            #expect(report.contains("vault\nvault\nverify-agent-unit done"), "systemd-analyze verify --user of the installed agent unit says nothing:\n\(report)")
+        }
         #expect(first.stdout.contains("udev is not running here"), "\(first.stdout)")
         #expect(first.stdout.contains("not systemd: systemctl cannot start vault-authd here"), "\(first.stdout)")
         #expect(first.stdout.contains("systemctl enable --now vault-authd"), "\(first.stdout)")
@@ -523,6 +551,56 @@ struct PackagingRootTests {
             let out = applied(vendor, product)
             #expect(out.contains("Reading rules file: /etc/udev/rules.d/70-vault-auth.rules") && !out.contains("GROUP \(gid)"), "\(vendor):\(product):\n\(out)")
         }
+    }
+
+    @Test(.enabled(if: SystemdSandbox.unavailable == nil, "\(SystemdSandbox.unavailable ?? "")"))
+    func theAgentsUnitServesAVaultOutsideTheDefaultFolderAndWritesItsAuditRecords() throws {
+        // The shipped user unit, run by systemd (as a system unit of root here: no user manager in
+        // the sandbox), with a vault in a folder of its own, not ~/.local/share/vault.
+        let t = temporaryFolder("agent-unit")
+        defer { try? FileManager.default.removeItem(atPath: t) }
+        chmod(t, 0o700)
+        FileManager.default.createFile(atPath: t + "/pc", contents: Data("correct horse battery\n".utf8), attributes: [.posixPermissions: 0o600])
+        let dropIn = """
+            [Unit]
+            DefaultDependencies=no
+            [Service]
+            Restart=no
+            Environment=XDG_RUNTIME_DIR=/run/agent-rt
+            RuntimeDirectory=agent-rt
+            RuntimeDirectoryMode=0700
+            StandardOutput=append:/run/probe/out
+            StandardError=append:/run/probe/out
+
+            """
+        let units = ["vault-sandbox.target": "[Unit]\nDescription=the sandbox's target\nDefaultDependencies=no\n",
+                     "vault-agent.service": replacingExecStart(shipped("vault-agent.service"), with: "/run/probe/bin/vault-agent"),
+                     "vault-agent.service.d/sandbox.conf": dropIn]
+        let box = try SystemdSandbox(units: units, probe: [:], binaries: ["vault", "vault-agent"])
+        defer { box.stop() }
+        func vault(_ args: String) -> RunResult {
+            box.ctl(["/bin/sh", "-c", "VAULT_HOME='\(t)/vaults' XDG_STATE_HOME='\(t)/state' XDG_RUNTIME_DIR=/run/agent-rt "
+                     + "/run/probe/bin/vault \(args)"])
+        }
+        var r = vault("init --no-fingerprint --kdf-memory 8 --kdf-ops 1 --passcode-fd 3 3<'\(t)/pc'")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = vault("add gh --url https://git.example.com --password-stdin --passcode-fd 3 3<'\(t)/pc' <<'EOF'\ntok-1\nEOF")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(box.ctl(["systemctl", "start", "vault-agent.service"]).status == 0, "\(box.output)")
+        #expect(box.wait(10) { box.ctl(["test", "-S", "/run/agent-rt/vault/agent.sock"]).status == 0 }, "\(box.output)")
+        r = vault("unlock --passcode-fd 3 3<'\(t)/pc'")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(box.show("vault-agent.service", "MainPID") == String(json(vault("status --json").stdout)["session"]
+            .flatMap { ($0 as? [String: Any])?["agent_pid"] as? Int } ?? -1), "the unit's agent holds the session")
+        // A release through the agent writes its audit record into the vault's database.
+        r = vault("get gh --field password --no-input")
+        #expect(r.status == 0 && r.stdout == "tok-1\n", "\(r.stdout) \(r.stderr)")
+        r = vault("git-credential get <<'EOF'\nprotocol=https\nhost=git.example.com\n\nEOF")
+        #expect(r.status == 0 && r.stdout.contains("password=tok-1"), "\(r.stdout) \(r.stderr)")
+        r = vault("log --json --no-input")
+        let commands = (json(r.stdout)["records"] as? [[String: Any]] ?? []).compactMap { $0["command"] as? String }
+        #expect(commands == ["get", "git-credential"], "\(r.stdout) \(r.stderr)")
+        #expect(!box.output.contains("readonly"), "\(box.output)")
     }
 
     @Test(.enabled(if: SystemdSandbox.unavailable == nil, "\(SystemdSandbox.unavailable ?? "")"))

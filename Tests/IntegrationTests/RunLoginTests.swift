@@ -128,7 +128,8 @@ import Testing
     @Test func runSetsVariablesInTheChildOnly() {
         vaultWithLogins()
         vault(["add", "api.example.com", "--username", "svc", "--password-stdin"], passcode: pc, stdin: "tok-1\n")
-        var r = vault(["run", "--env", "PW=db", "--env", "U=db.username", "--env", "H=db.url", "--env", "T=api.example.com",
+        // --no-masking: the child's output shows the values it got (masking has tests of its own).
+        var r = vault(["run", "--no-masking", "--env", "PW=db", "--env", "U=db.username", "--env", "H=db.url", "--env", "T=api.example.com",
                            "--env", "TU=api.example.com.user", "--", "sh", "-c", #"printf '%s|%s|%s|%s|%s' "$PW" "$U" "$H" "$T" "$TU""#],
                       passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
@@ -329,7 +330,7 @@ import Testing
             }
         }
         // The session serves run without a passcode...
-        r = vault(["run", "--env", "X=plain", "--no-input", "--", "sh", "-c", #"printf %s "$X""#])
+        r = vault(["run", "--no-masking", "--env", "X=plain", "--no-input", "--", "sh", "-c", #"printf %s "$X""#])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == "plain-pw-9")
         // ...but login of an item with fingerprint login off asks for the passcode, and cannot here.
@@ -347,7 +348,7 @@ import Testing
 }
 
 /// The built `virtual-reader` tool, next to `vault`.
-private let runLoginReaderTool = URL(fileURLWithPath: vaultBinary).deletingLastPathComponent()
+let runLoginReaderTool = URL(fileURLWithPath: vaultBinary).deletingLastPathComponent()
     .appendingPathComponent("virtual-reader").path
 
 /// Fingerprint login on libfprint's virtual_device reader (Vault/demo.sh drives it the same way).
@@ -463,7 +464,7 @@ struct RunLoginFingerprintTests {
         r = vault(["get", "fp", "--field", "password", "--no-input"], scans: ["alice"])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == "fp-pw\n")
-        r = vault(["run", "--env", "X=fp", "--no-input", "--", "sh", "-c", "printf %s \"$X\""], scans: ["alice"])
+        r = vault(["run", "--no-masking", "--env", "X=fp", "--no-input", "--", "sh", "-c", "printf %s \"$X\""], scans: ["alice"])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == "fp-pw")
         r = vault(["export", "--no-input"], scans: ["alice"])

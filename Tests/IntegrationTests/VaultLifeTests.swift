@@ -93,10 +93,12 @@ import Testing
         r = box.vault(["ls"], passcode: "nope nope")
         #expect(r.status == 10)
         #expect(r.stdout.isEmpty)
-        // No passcode can be read and no finger is enrolled: the code says why (16).
+        // No passcode can be read and the vault opens with the passcode only: it is locked (12),
+        // and the hint names 'vault unlock' (not how to enrol a finger).
         r = box.vault(["ls", "--no-input"])
-        #expect(r.status == 16)
+        #expect(r.status == 12)
         #expect(r.stdout.isEmpty)
+        #expect(r.stderr.contains("is locked") && r.stderr.contains("'vault unlock'") && !r.stderr.contains("enrol"), "\(r.stderr)")
         r = box.vault(["ls", "--no-input", "--passcode"])
         #expect(r.status == 12)
         r = box.vault(["--vault", "../x", "ls"])

@@ -185,10 +185,12 @@ extension AgentFuzzTarget {
     /// an overview or a listing hands out none.
     fileprivate static func checkSecrets(_ request: AgentRequest, _ reply: AgentReply, tail: [UInt8], audited: Int,
                                          _ fixture: HandlerFixture) throws(AgentFuzzFinding) {
-        func hasSecret(_ i: Item) -> Bool { i.password != nil || i.totp != nil }
+        func hasSecret(_ i: Item) -> Bool { i.password != nil || i.totp != nil || i.oauthRefreshToken != nil }
         switch (request, reply) {
         case (.release(_, _, let fields, _, _), .released(let item)):
-            if item.password != nil && !fields.contains("password") || item.totp != nil && !fields.contains("totp") {
+            // The git helper's refresh token (a hidden custom field) goes out only when named.
+            if item.password != nil && !fields.contains("password") || item.totp != nil && !fields.contains("totp")
+                || item.oauthRefreshToken != nil && !fields.contains(CredentialExtras.refreshTokenField) {
                 throw Self.handler.finding("a release handed out a secret it did not name")
             }
             if hasSecret(item), fixture.auditRecords() <= audited { throw Self.handler.finding("a secret was released without an audit record") }
@@ -251,8 +253,11 @@ final class HandlerFixture: @unchecked Sendable {
         do {
             let vault = try VaultStore.create(at: location, passcode: try SecretBytes(copying: Array("fuzz passcode".utf8)),
                                               kdf: KDFParameters(memoryMiB: 8, operations: 1)).vault
-            try vault.add(Item(name: "db", username: "admin", password: "db-secret", urls: ["https://db.example"],
-                               totp: "otpauth://totp/x?secret=JBSWY3DPEHPK3PXP", now: 100))
+            var db = Item(name: "db", username: "admin", password: "db-secret", urls: ["https://db.example"],
+                          totp: "otpauth://totp/x?secret=JBSWY3DPEHPK3PXP", now: 100)
+            db.oauthRefreshToken = "db-refresh-token"
+            db.passwordExpiry = 4_000_000_000
+            try vault.add(db)
             try vault.add(Item(name: "web", password: "web-secret", urls: ["https://example.com"], tags: ["a"], now: 200))
             made = (vault.withMasterKey { $0.exposedBytes() }, vault.generation)
         }

@@ -239,6 +239,7 @@ private func tried(_ plan: CredentialPlan) -> [String]? {
         ]
         var change = ItemChange()
         change.password = "two"
+        CredentialExtras().apply(to: &change)
         let plan = GitCredentialRules.store(request("protocol=https", "host=example.org:443", "username=bob", "password=two"), items: all)
         #expect(plan == .compareThenWrite(["git/example.org (bob)"], password: "two", otherwise: .update("git/example.org (bob)", change)))
 
@@ -289,14 +290,19 @@ private func tried(_ plan: CredentialPlan) -> [String]? {
             listed("mine", user: "bob", urls: ["https://example.org"]),
             listed("docker/example.org", user: "bob", urls: ["https://example.org"], origin: "docker"),
         ]
+        // A field git leaves out matches anything, as in git's own helpers: without a path, the
+        // items of every path of the host go (t0303 "helper_test_clean" leaves none behind).
         #expect(GitCredentialRules.erase(request("protocol=https", "host=example.org", "username=bob"), items: all)
-                == .remove(["git/example.org (bob)"]))
+                == .remove(["git/example.org (bob)", "git/example.org/r (bob)"]))
         #expect(GitCredentialRules.erase(request("protocol=https", "host=example.org", "path=r.git", "username=bob"), items: all)
                 == .remove(["git/example.org (bob)", "git/example.org/r (bob)"]))
         #expect(GitCredentialRules.erase(request("protocol=https", "host=example.org"), items: all)
-                == .remove(["git/example.org (bob)", "git/example.org (carol)"]))
+                == .remove(["git/example.org (bob)", "git/example.org/r (bob)", "git/example.org (carol)"]))
         #expect(GitCredentialRules.plan(.erase, request("protocol=https", "host=example.org", "username=bob", "password=old"), items: all)
-                == .compareThenRemove(["git/example.org (bob)"], password: "old"))
+                == .compareThenRemove(["git/example.org (bob)", "git/example.org/r (bob)"], password: "old"))
+        // With a path, only the host-wide items and that path's: another path stays.
+        #expect(GitCredentialRules.erase(request("protocol=https", "host=example.org", "path=other.git", "username=bob"), items: all)
+                == .remove(["git/example.org (bob)"]))
         #expect(GitCredentialRules.erase(request("protocol=https", "host=example.org", "username=bob"), items: Array(all[3...])) == .none)
         #expect(GitCredentialRules.erase(request("host=example.org", "username=bob"), items: all) == .none)
     }

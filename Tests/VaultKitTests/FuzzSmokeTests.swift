@@ -42,6 +42,13 @@ enum KitFuzzTarget: String, CaseIterable {
     /// The recovery key: `RecoveryKey.parse` (only `VaultError`), `Base32.decode`, and the
     /// input's bytes through base32 and hex. Checks: decoding what was encoded gives the bytes back.
     case recovery
+    /// Secret references and what carries them: the input as a reference (`SecretReference`),
+    /// a template (`SecretTemplate`) and a dotenv file (`DotEnv.parse`), each only `VaultError`;
+    /// after a NUL byte, secrets separated by 0x01 for `SecretMasker` over the first part. Checks:
+    /// a template written back from its pieces parses to the same pieces; masking in chunks (cut
+    /// where the input says) gives what masking at once gives; the masked output holds no secret
+    /// that could not be part of the replacement text.
+    case references
 
     /// Runs the target on one input.
     /// - Throws: `KitFuzzFinding` for a broken promise.
@@ -52,6 +59,7 @@ enum KitFuzzTarget: String, CaseIterable {
         case .docker: try Self.docker(bytes)
         case .import: try Self.importJSON(bytes)
         case .recovery: try Self.recovery(bytes)
+        case .references: try Self.references(bytes)
         }
     }
 
@@ -220,6 +228,57 @@ enum KitFuzzTarget: String, CaseIterable {
     }
 
     // MARK: recovery
+
+    private static func references(_ input: [UInt8]) throws(KitFuzzFinding) {
+        let f = Self.references
+        let cut = input.firstIndex(of: 0) ?? input.count
+        let head = Array(input[..<cut])
+        let text = String(decoding: head, as: UTF8.self)
+        try f.expectOnly(VaultError.self, "SecretReference(parsing:)") {
+            let r = try SecretReference(parsing: text)
+            guard (try? SecretReference(parsing: r.text)) == r else { throw f.finding("a reference does not parse to itself again") }
+        }
+        try f.expectOnly(VaultError.self, "DotEnv.parse") { _ = try DotEnv.parse(text) }
+        try f.expectOnly(VaultError.self, "SecretTemplate(parsing:)") {
+            let t = try SecretTemplate(parsing: head)
+            var again: [UInt8] = []
+            for piece in t.pieces {
+                switch piece {
+                case .text(let b): again += b
+                case .reference(let r): again += Array("{{ \(r.text) }}".utf8)
+                }
+            }
+            // The placeholders' spacing may differ: compare the pieces, merged, after parsing again.
+            guard try SecretTemplate(parsing: again).pieces == t.pieces else { throw f.finding("a template written back parses differently") }
+        }
+        guard cut < input.count else { return }
+        let secrets = input[(cut + 1)...].split(separator: 1, omittingEmptySubsequences: true).prefix(8).map { Array($0.prefix(64)) }
+        var list = secrets.enumerated().map { (key: "s\($0.offset)", bytes: $0.element, secret: true) }
+        guard let values = try? SecretValues(&list) else { return }
+        func masked(_ chunks: [ArraySlice<UInt8>]) -> [UInt8] {
+            let m = SecretMasker(values)
+            var out: [UInt8] = []
+            for c in chunks { out += Array(c).withUnsafeBytes { m.feed($0) } }
+            return out + m.finish()
+        }
+        let whole = masked([head[...]])
+        // Cut points from the stream's own bytes: deterministic per input.
+        var chunks: [ArraySlice<UInt8>] = [], at = 0
+        for b in head where at < head.count {
+            let n = min(head.count - at, Int(b % 7) + 1)
+            chunks.append(head[at..<(at + n)])
+            at += n
+        }
+        if at < head.count { chunks.append(head[at...]) }
+        guard masked(chunks) == whole else { throw f.finding("masking in chunks differs from masking at once") }
+        let replacement = SecretMasker.replacement
+        for s in secrets where !s.isEmpty && !s.contains(UInt8(ascii: "<")) && !s.contains(UInt8(ascii: ">")) {
+            if whole.count >= s.count, (0...(whole.count - s.count)).contains(where: { whole[$0..<($0 + s.count)].elementsEqual(s) }),
+               !(0...max(0, replacement.count - s.count)).contains(where: { replacement.count >= s.count && replacement[$0..<($0 + s.count)].elementsEqual(s) }) {
+                throw f.finding("a secret is in the masked output")
+            }
+        }
+    }
 
     private static func recovery(_ input: [UInt8]) throws(KitFuzzFinding) {
         let text = String(decoding: input, as: UTF8.self)

@@ -35,6 +35,11 @@ enum CredentialHelpers {
         case .git:
             return VaultCLI.run(["git-credential"] + arguments, context: ctx)
         case .docker:
+            // `--version` and `-v`, as docker-credential-helpers' own helpers answer them.
+            if arguments == ["--version"] || arguments == ["-v"] {
+                ctx.stdout.write(DockerCredentialCommand.versionLine)
+                return 0
+            }
             // Docker reads a helper's errors from stdout, usage errors included.
             do {
                 guard let inv = try Parser.parse(["docker-credential"] + arguments,
@@ -57,15 +62,18 @@ enum CredentialHelpers {
     /// Carries out `plan` on `vault`. Every password read, to answer or to compare with the one
     /// the helper was given, is a release of the `password` field audited as `command`. Returns
     /// the released item that answers a `.release` or `.releaseFirst` plan (for `.releaseFirst`,
-    /// the first that `accepts`), else nil.
+    /// the first that `accepts`), else nil; an answer also releases `answerFields` (git's refresh
+    /// token) when the item has them.
     @discardableResult
     static func carryOut(_ plan: CredentialPlan, on vault: any VaultAccess, command: String,
-                         _ inv: Invocation, _ ctx: CommandContext,
+                         _ inv: Invocation, _ ctx: CommandContext, answerFields: [String] = [],
                          accepts: (Item) -> Bool = { _ in true }) throws -> Item? {
         func release(_ name: String) throws -> Item {
-            try Release.item(name, fields: ["password"], command: command, from: vault, inv, ctx)
+            try Release.item(name, fields: ["password"] + answerFields, command: command, from: vault, inv, ctx)
         }
-        func releasedPassword(_ name: String) throws -> String? { try release(name).password }
+        func releasedPassword(_ name: String) throws -> String? {
+            try Release.item(name, fields: ["password"], command: command, from: vault, inv, ctx).password
+        }
         switch plan {
         case .none:
             return nil

@@ -25,6 +25,9 @@ enum DockerCredentialCommand {
             }
         })
 
+    /// What `version`, `--version` and `-v` print.
+    static var versionLine: String { "docker-credential-vault (vault) \(VaultCLI.version)\n" }
+
     /// The one line docker reads on failure.
     static func line(_ error: any Error) -> String {
         switch error {
@@ -41,7 +44,7 @@ enum DockerCredentialCommand {
         }
         switch action {
         case .version:
-            ctx.stdout.write("docker-credential-vault (vault) \(VaultCLI.version)\n")
+            ctx.stdout.write(versionLine)
 
         case .store:
             var input = try CredentialHelpers.readInput(ctx, untilBlankLine: false)

@@ -41,6 +41,7 @@ enum GitCredentialCommand {
         let vault = try openAccess(inv, ctx, purpose: purpose)
         let plan = GitCredentialRules.plan(action, request, items: try CredentialHelpers.readableItems(vault))
         let released = try CredentialHelpers.carryOut(plan, on: vault, command: GitCredentialRules.auditCommand(action), inv, ctx,
+                                                      answerFields: [CredentialExtras.refreshTokenField],
                                                       accepts: { GitCredentialRules.answer(from: $0) != nil })
         if let answer = released.flatMap(GitCredentialRules.answer(from:)) { ctx.stdout.write(answer) }
     }

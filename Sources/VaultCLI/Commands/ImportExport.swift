@@ -6,8 +6,9 @@ import VaultSystem
 enum ImportExport {
     static let importCommand = CommandSpec(
         name: "import", summary: "add items from JSON on standard input (one transaction: all or nothing)",
-        usage: "vault import [--force] < items.json",
-        options: [.flag("--force", "replace items whose names exist")] + Auth.options,
+        usage: "vault import [--force] [--json] < items.json",
+        options: [.flag("--force", "replace items whose names exist"),
+                  .flag("--json", "print the counts as JSON: imported, added, replaced")] + Auth.options,
         examples: """
         vault export --vault old > items.json && vault import --vault new < items.json
         echo '[{"name":"wifi","password":"hunter2"}]' | vault import
@@ -29,7 +30,11 @@ enum ImportExport {
                     try Release.freshMatch(for: first, vault, inv, ctx)
                 }
             }
+            let replaced = inv.has("--json") && inv.has("--force")
+                ? Set(try CredentialHelpers.readableItems(vault).map(\.name)).intersection(items.compactMap { try? Item.normalize(name: $0.name) }).count
+                : 0
             let n = try vault.add(contentsOf: items, replace: inv.has("--force"))
+            if inv.has("--json") { ctx.stdout.write(jsonText(["imported": n, "added": n - replaced, "replaced": replaced])) }
             ctx.say("vault: imported \(n) item\(n == 1 ? "" : "s")")
         })
 

@@ -101,7 +101,7 @@ enum ItemCommands {
             return try SecretInput.stdinText(ctx, what: "password")
         }
         if inv.has("--generate") {
-            return try VaultCommands.password(inv)
+            return try VaultCommands.password(inv).password
         }
         if askWhenMissing && person && isTerminal(ctx.stdinFD) && !inv.has("--totp-stdin") {
             return try typedPassword(ctx, inv, name: name, optional: true)

@@ -12,45 +12,109 @@ enum RunLoginCommands {
 /// standard streams, with the named fields in its environment.
 enum RunCommand {
     static let run = CommandSpec(
-        name: "run", summary: "run a command with secrets in its environment (never in its arguments)",
-        usage: "vault run --env VAR=NAME[.FIELD]... -- COMMAND [ARG...]",
+        name: "run", summary: "run a command with secrets in its environment (never in its arguments), masked in its output",
+        usage: "vault run [--env VAR=NAME[.FIELD]]... [--env-file FILE]... [--no-masking] -- COMMAND [ARG...]",
         options: [
             .value("--env", "VAR=NAME[.FIELD]",
-                   "set VAR in the command's environment to a field of item NAME (default: password; repeatable)",
+                   "set VAR in the command's environment to a field of item NAME (default: password), or to a vault:// reference (repeatable)",
                    repeatable: true),
+            .value("--env-file", "FILE", "read variables from a dotenv file; values that are vault:// references are resolved (repeatable)",
+                   repeatable: true),
+            .flag("--no-masking", "let the command's output through as it is (by default every released secret in it is replaced by <concealed by vault>)"),
         ] + Auth.options,
         takesCommand: true,
         examples: """
         vault run --env PGPASSWORD=prod-db -- psql -h db -U admin
         vault run --env GH_TOKEN=github --env GH_USER=github.username -- ./deploy.sh
+        vault run --env-file .env -- ./server       # .env: DB_PASSWORD=vault://prod-db/password
+        DB_PASSWORD=vault://prod-db/password vault run -- ./server
         """,
         run: { inv, ctx in
-            let bindings = try inv.all("--env").map(EnvBinding.parse)
-            guard !bindings.isEmpty else { throw VaultError.usage("'run' needs at least one --env VAR=NAME[.FIELD]", hint: "usage: \(inv.command.usage)") }
+            // `--env VAR=vault://...` is a reference; any other value is NAME[.FIELD].
+            var bindings: [EnvBinding] = []
+            var variables: [(key: String, value: String, fromReference: SecretReference?)] = []
+            for text in inv.all("--env") {
+                if let eq = text.firstIndex(of: "="), SecretReference.looksLikeReference(String(text[text.index(after: eq)...])) {
+                    let name = String(text[..<eq])
+                    guard DotEnv.isVariableName(name) else {
+                        throw VaultError.usage("--env: '\(name)' is not a variable name (letters, digits and _, not starting with a digit)")
+                    }
+                    let reference = try SecretReference(parsing: String(text[text.index(after: eq)...]))
+                    variables.append((name, reference.text, reference))
+                } else {
+                    bindings.append(try EnvBinding.parse(text))
+                }
+            }
             var seen = Set<String>()
-            for b in bindings where !seen.insert(b.variable).inserted {
-                throw VaultError.usage("--env sets \(b.variable) twice")
+            for v in bindings.map(\.variable) + variables.map(\.key) where !seen.insert(v).inserted {
+                throw VaultError.usage("--env sets \(v) twice")
+            }
+            // Lowest first: vault's environment, then the files in order, then --env.
+            var fromFiles: [(key: String, value: String, fromReference: SecretReference?)] = []
+            for path in inv.all("--env-file") {
+                for (k, v) in try envFile(path) {
+                    fromFiles.removeAll { $0.key == k }
+                    fromFiles.append((k, v, SecretReference.looksLikeReference(v) ? try SecretReference(parsing: v) : nil))
+                }
+            }
+            var inherited: [(key: String, value: String, fromReference: SecretReference?)] = []
+            for (k, v) in ctx.environment.sorted(by: { $0.key < $1.key }) where SecretReference.looksLikeReference(v) {
+                do {
+                    inherited.append((k, v, try SecretReference(parsing: v)))
+                } catch let e as VaultError {
+                    throw VaultError.usage("environment variable \(k): \(e.message)", hint: e.hint)
+                }
+            }
+            let layered = inherited + fromFiles.filter { f in !variables.contains { $0.key == f.key } && !bindings.contains { $0.variable == f.key } }
+                + variables
+            guard !bindings.isEmpty || !layered.isEmpty else {
+                throw VaultError.usage("'run' has nothing to resolve: give --env VAR=NAME[.FIELD], --env-file FILE, or vault:// references in the environment",
+                                       hint: "usage: \(inv.command.usage)")
             }
             let program = try ChildProgram(inv, ctx)
-            var values: [String: String] = [:]
+            let resolver = ReferenceResolver(inv, ctx, command: "run", purpose: "run \(program.name)")
+            // The command's vault is opened for NAME[.FIELD] bindings only: references name their
+            // own. Bindings and references are all checked before anything is released.
+            let named = bindings.isEmpty ? [] : try { () throws -> [(EnvBinding, (String, String))] in
+                let vault = try resolver.access(nil)
+                return try bindings.map { b in (b, try b.resolve(in: vault)) }
+            }()
+            var resolved = try resolver.resolve(layered.compactMap(\.fromReference))
             do {
-                let vault = try openAccess(inv, ctx, purpose: "run \(program.name)")
-                // Every reference is resolved before anything is released: a wrong one releases nothing.
-                let resolved = try bindings.map { b in (b, try b.resolve(in: vault)) }
-                for (b, (name, field)) in resolved {
-                    let item = try Release.item(name, fields: [field], command: "run", from: vault, inv, ctx)
+                for (b, (name, field)) in named {
+                    let item = try resolver.release(name, fields: [field], vault: nil)
                     guard let value = try item.field(field) else {
                         throw VaultError.failure("item '\(item.name)' has no \(field) (for \(b.variable))")
                     }
-                    values[b.variable] = value
+                    resolved.append(("--env " + b.variable, .bytes(Array(value.utf8)), ItemField(rawValue: field)?.isSecret ?? false))
                 }
             }
+            let values = try SecretValues(resolved)
             var env = ctx.environment
-            env.merge(values) { $1 }
-            values.removeAll()
-            let status = try program.runInheriting(environment: env)
+            for v in layered { env[v.key] = v.fromReference.map { values.string($0.text) } ?? v.value }
+            for b in bindings { env[b.variable] = values.string("--env " + b.variable) }
+            let status = inv.has("--no-masking") || values.longestSecret == 0
+                ? try program.runInheriting(environment: env)
+                : try program.runMasked(environment: env, masking: values, ctx)
+            env.removeAll()
             if !status.isSuccess { throw VaultError.childExited(status: status.shellCode) }
         })
+
+    /// The variables of a dotenv file (at most 1 MiB).
+    static func envFile(_ path: String) throws -> [(key: String, value: String)] {
+        let bytes: [UInt8]
+        do {
+            let fd = try FileDescriptor.open(path, .readOnly)
+            bytes = try fd.readAll(limit: 1 << 20)
+        } catch {
+            throw VaultError.io(path: path, error.reason)
+        }
+        do {
+            return try DotEnv.parse(String(decoding: bytes, as: UTF8.self))
+        } catch let e as VaultError {
+            throw VaultError.usage("--env-file \(path): \(e.message)", hint: e.hint)
+        }
+    }
 }
 
 /// One `--env VAR=NAME[.FIELD]`.
@@ -135,6 +199,59 @@ struct ChildProgram {
     /// A failure to start the program, as the user sees it.
     func startFailure(_ error: SystemError) -> VaultError {
         .failure("cannot run \(path): \(error.reason)")
+    }
+
+    /// Runs the program on our standard input, with its standard output and error through pipes
+    /// to ours, every secret of `masking` replaced by `<concealed by vault>` (a secret split
+    /// across two writes too); forwards SIGINT, SIGTERM and SIGHUP to it, and returns how it
+    /// ended. When our side of a stream fails (a closed pipe), its pipe is closed, so the program
+    /// sees the same failure it would have seen writing there itself.
+    func runMasked(environment: [String: String], masking values: SecretValues, _ ctx: CommandContext) throws -> ExitStatus {
+        let forwarding = SignalForwarding(skipKernelSent: true)
+        defer { forwarding.restore() }
+        func makePipe() throws -> UnixPipe {
+            do { return try UnixPipe() } catch { throw startFailure(error) }
+        }
+        var out = try makePipe(), err = try makePipe()
+        var spawn = request(environment: environment)
+        spawn.fileActions += [.dup2(from: out.writeEnd.rawValue, to: 1), .dup2(from: err.writeEnd.rawValue, to: 2)]
+        spawn.defaultSignals = forwarding.forwarded
+        let child: ChildProcess
+        do { child = try ChildProcess.spawn(spawn) } catch { throw startFailure(error) }
+        forwarding.attach(child.pid)
+        try? out.writeEnd.close()
+        try? err.writeEnd.close()
+        var streams = [(fd: out.readEnd.take(), sink: ctx.stdout, masker: SecretMasker(values)),
+                       (fd: err.readEnd.take(), sink: ctx.stderr, masker: SecretMasker(values))]
+        defer { for s in streams { closeOwned(s.fd) } }
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        defer { wipe(&chunk) }
+        func end(_ index: Int) {
+            let s = streams.remove(at: index)
+            s.masker.finish().withUnsafeBytes { writeBytes($0, to: s.sink) }
+            closeOwned(s.fd)
+        }
+        while !streams.isEmpty {
+            let ready = try Poll.wait(streams.map { PollRequest(fd: $0.fd, events: .readable) }, timeoutMilliseconds: -1)
+            for index in ready.indices.reversed() where !ready[index].isEmpty {
+                let s = streams[index]
+                let n = (try? chunk.withUnsafeMutableBytes { try readSome(fd: s.fd, into: $0) }) ?? 0
+                if n == 0 { end(index); continue }
+                chunk.withUnsafeBytes { b in
+                    s.masker.feed(UnsafeRawBufferPointer(rebasing: b[0..<n])).withUnsafeBytes { writeBytes($0, to: s.sink) }
+                }
+                if s.sink.failure != nil { end(index) }
+            }
+        }
+        do { return try child.wait() } catch {
+            throw VaultError.failure("cannot wait for \(path): \(error.reason)")
+        }
+    }
+
+    /// Closes a descriptor taken out of a `FileDescriptor`.
+    private func closeOwned(_ fd: Int32) {
+        var d = FileDescriptor(owning: fd)
+        try? d.close()
     }
 
     /// Runs the program on our standard input, output and error, forwards SIGINT, SIGTERM and

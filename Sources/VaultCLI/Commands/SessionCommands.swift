@@ -34,17 +34,19 @@ enum SessionCommands {
 
     static let lock = CommandSpec(
         name: "lock", summary: "end the unlock session of the vault (or --all): the agent wipes the key at once",
-        usage: "vault lock [--all]",
-        options: [.flag("--all", "end every session")],
+        usage: "vault lock [--all] [--json]",
+        options: [.flag("--all", "end every session"), .flag("--json", "print {\"locked\": N}: how many sessions ended")],
         examples: "vault lock\nvault lock --all",
         run: { inv, ctx in
             guard let client = AgentClient.connect(ctx.environment) else {
+                if inv.has("--json") { ctx.stdout.write(jsonText(["locked": 0])) }
                 ctx.say("vault: no unlock session is open")
                 return
             }
             let vault = inv.has("--all") ? nil : try location(inv, ctx).databasePath
             switch try client.send(.lock(vault: vault)) {
             case .locked(let n):
+                if inv.has("--json") { ctx.stdout.write(jsonText(["locked": n])) }
                 ctx.say(n == 0 ? "vault: no unlock session was open" : "vault: locked \(n) session\(n == 1 ? "" : "s")")
             case .failed(let e):
                 throw e

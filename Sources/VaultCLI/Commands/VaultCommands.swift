@@ -197,11 +197,16 @@ enum VaultCommands {
 
     static let generate = CommandSpec(
         name: "generate", summary: "print a random password",
-        usage: "vault generate [--length N] [--no-symbols] [--no-digits] [--no-upper] [--no-lower] | --words N [--separator S]",
-        options: passwordOptions,
-        examples: "vault generate --length 32\nvault generate --words 6\nvault add wifi --generate --length 20 --no-symbols",
+        usage: "vault generate [--length N] [--no-symbols] [--no-digits] [--no-upper] [--no-lower] [--exclude-similar] [--chars SET] | --words N [--separator S] [--json]",
+        options: passwordOptions + [.flag("--json", "print {\"password\": ..., \"entropy_bits\": ...}")],
+        examples: "vault generate --length 32\nvault generate --words 6\nvault generate --chars 0123456789abcdef --length 40\nvault add wifi --generate --length 20 --no-symbols",
         run: { inv, ctx in
-            ctx.stdout.write(try password(inv) + "\n")
+            let (password, bits) = try password(inv)
+            if inv.has("--json") {
+                ctx.stdout.write(jsonText(["password": password, "entropy_bits": (bits * 10).rounded(.down) / 10]))
+            } else {
+                ctx.stdout.write(password + "\n")
+            }
         })
 
     /// The options of `generate`, which `add --generate` and `edit --generate` take too.
@@ -209,24 +214,43 @@ enum VaultCommands {
         .value("--length", "N", "characters (default 24)"),
         .flag("--no-symbols", "no punctuation"), .flag("--no-digits", "no digits"),
         .flag("--no-upper", "no upper case"), .flag("--no-lower", "no lower case"),
-        .value("--words", "N", "N pronounceable words instead of characters (about 19 bits each)"),
+        .flag("--exclude-similar", "leave out characters easily confused: i l 1 L o 0 O"),
+        .value("--chars", "SET", "draw only from these characters (replaces the classes)"),
+        .value("--words", "N", "N words of the EFF large word list instead of characters (12.9 bits each)"),
         .value("--separator", "S", "between words (default -)"),
     ]
 
-    /// A password as `generate`'s options ask (never starting with `-`).
-    static func password(_ inv: Invocation) throws -> String {
+    /// A password as `generate`'s options ask (never starting with `-`), and its entropy in bits.
+    static func password(_ inv: Invocation) throws -> (password: String, bits: Double) {
         if let w = try inv.int("--words") {
-            return try PasswordGenerator.words(w, separator: inv.value("--separator") ?? "-")
+            for option in ["--length", "--chars", "--exclude-similar", "--no-symbols", "--no-digits", "--no-upper", "--no-lower"] where inv.has(option) {
+                throw VaultError.usage("\(option) applies to characters, not to --words", hint: "the number of words sets the length")
+            }
+            return (try PasswordGenerator.words(w, separator: inv.value("--separator") ?? "-"), PasswordGenerator.wordsEntropyBits(w))
         }
+        if inv.has("--separator") { throw VaultError.usage("--separator applies to --words only") }
         var g = PasswordGenerator(length: try inv.int("--length") ?? 24)
         g.symbols = !inv.has("--no-symbols")
         g.digits = !inv.has("--no-digits")
         g.upper = !inv.has("--no-upper")
         g.lower = !inv.has("--no-lower")
-        return try g.generate()
+        g.excludeSimilar = inv.has("--exclude-similar")
+        g.characters = inv.value("--chars")
+        if g.characters != nil, ["--no-symbols", "--no-digits", "--no-upper", "--no-lower"].contains(where: inv.has) {
+            throw VaultError.usage("--chars replaces the character classes: leave out --no-*")
+        }
+        return (try g.generate(), g.entropyBits)
     }
 
     static let version = CommandSpec(
-        name: "version", summary: "print the version", usage: "vault version",
-        run: { _, ctx in ctx.stdout.write("vault \(VaultCLI.version)\n") })
+        name: "version", summary: "print the version (also 'vault --version')", usage: "vault version [--json]",
+        options: [.flag("--json", "print {\"name\": \"vault\", \"version\": ...}")],
+        examples: "vault --version\nvault version --json | jq -r .version",
+        run: { inv, ctx in
+            if inv.has("--json") {
+                ctx.stdout.write(jsonText(["name": "vault", "version": VaultCLI.version]))
+            } else {
+                ctx.stdout.write("vault \(VaultCLI.version)\n")
+            }
+        })
 }

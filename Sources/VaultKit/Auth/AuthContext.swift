@@ -120,6 +120,12 @@ public final class AuthContext {
     ///   18 timeout, 20 prints changed).
     public func unlock(_ store: VaultStore) throws -> UnlockedVault {
         if passcodeFirst { return try unlockWithPasscode(store, because: .passcodeNeeded("the passcode was chosen")) }
+        // A vault bound to no prints opens with the passcode only: when none can be read, what
+        // the caller needs to hear is that the vault is locked (exit 12), not how to enrol.
+        // (With prints enrolled, the unbound vault is told to bind: exit 20, as before.)
+        if policy == .biometricsOrPasscode, try store.slot(.fingerprint) == nil, (try? authority.fingers())?.isEmpty ?? true {
+            return try unlockWithPasscode(store, because: AuthContext.locked(store))
+        }
         let why: VaultError
         do {
             return try unlockWithFingerprint(store)
@@ -147,7 +153,7 @@ public final class AuthContext {
     /// A passcode unlock; success resets the lockout and the reboot/48 h clock.
     public func unlockWithPasscode(_ store: VaultStore, because why: VaultError) throws -> UnlockedVault {
         var prompt = "passcode for vault '\(store.location.name)'"
-        if !passcodeFirst {
+        if !passcodeFirst && why != AuthContext.locked(store) {
             if case .passcodeNeeded(let m) = why { prompt = m + "; " + prompt } else { prompt = why.message + "; " + prompt }
         }
         return try passcodeUnlock(store, prompt: prompt, otherwise: why)
@@ -167,6 +173,11 @@ public final class AuthContext {
             }
         }
         throw VaultError.authenticationFailed("wrong passcode")
+    }
+
+    /// Why a vault without a fingerprint binding and without a readable passcode stays shut.
+    static func locked(_ store: VaultStore) -> VaultError {
+        .passcodeNeeded("vault '\(store.location.name)' is locked: no unlock session, and it has no fingerprint binding")
     }
 
     /// Says how long the wait after wrong passcodes is, then waits.

@@ -25,6 +25,60 @@ public indirect enum CredentialPlan: Equatable, Sendable {
     case compareThenWrite([String], password: String, otherwise: CredentialPlan)
 }
 
+/// What git keeps with a password besides the username: its expiry and an OAuth refresh token,
+/// kept as custom fields of the item: `password_expiry_utc` (text: matching reads it from the
+/// overview) and `oauth_refresh_token` (hidden: a secret, released by name with the password).
+/// A store replaces both (one the new credential lacks is removed).
+public struct CredentialExtras: Equatable, Sendable {
+    /// The custom field of the expiry.
+    public static let expiryField = "password_expiry_utc"
+    /// The custom field of the refresh token.
+    public static let refreshTokenField = "oauth_refresh_token"
+
+    /// `password_expiry_utc`, seconds since 1970.
+    public var passwordExpiry: Int64?
+    /// `oauth_refresh_token`.
+    public var oauthRefreshToken: String?
+
+    /// The extras given.
+    public init(passwordExpiry: Int64? = nil, oauthRefreshToken: String? = nil) {
+        self.passwordExpiry = passwordExpiry
+        self.oauthRefreshToken = oauthRefreshToken
+    }
+
+    /// The custom fields that hold them.
+    public var fields: [CustomField] {
+        (passwordExpiry.map { [CustomField(name: Self.expiryField, kind: .text, value: String($0))] } ?? [])
+            + (oauthRefreshToken.map { [CustomField(name: Self.refreshTokenField, kind: .hidden, value: $0)] } ?? [])
+    }
+
+    /// Sets both on `item` (an absent one removed).
+    public func apply(to item: inout Item) {
+        item.fields.removeAll { $0.name == Self.expiryField || $0.name == Self.refreshTokenField }
+        item.fields += fields
+    }
+
+    /// Sets both in `change` (an absent one removed).
+    public func apply(to change: inout ItemChange) {
+        change.removeFields += [Self.expiryField, Self.refreshTokenField]
+        change.setFields += fields
+    }
+}
+
+extension Item {
+    /// git's `password_expiry_utc` (its custom field), nil without one or when it is no number.
+    public var passwordExpiry: Int64? {
+        get { customField(CredentialExtras.expiryField).flatMap { Int64($0.value) } }
+        set { CredentialExtras(passwordExpiry: newValue, oauthRefreshToken: oauthRefreshToken).apply(to: &self) }
+    }
+
+    /// git's `oauth_refresh_token` (its hidden custom field), nil without one or while withheld.
+    public var oauthRefreshToken: String? {
+        get { customField(CredentialExtras.refreshTokenField).flatMap { $0.value.isEmpty ? nil : $0.value } }
+        set { CredentialExtras(passwordExpiry: passwordExpiry, oauthRefreshToken: newValue).apply(to: &self) }
+    }
+}
+
 extension Item {
     /// A name for a new helper-made item: `base`, or else the first of `base 2`, `base 3`, ...
     /// that is not in `taken`.

@@ -1,6 +1,7 @@
 /// One credential description as git writes it to a helper (gitcredentials(7), git-credential(1)):
 /// `key=value` lines up to a blank line or the end of input. Unknown keys (`capability[]`,
-/// `wwwauth[]`, ...) and lines without `=` are ignored.
+/// `wwwauth[]`, ...) and lines without `=` are ignored; `password_expiry_utc` (git 2.40) and
+/// `oauth_refresh_token` (git 2.41) are kept with the credential.
 public struct GitCredentialRequest: Equatable, Sendable {
     /// `protocol=`: the scheme (`https`, `ssh`, ...).
     public var scheme: String?
@@ -12,6 +13,11 @@ public struct GitCredentialRequest: Equatable, Sendable {
     public var username: String?
     /// `password=`.
     public var password: String?
+    /// `password_expiry_utc=`: when the password expires, seconds since 1970 (a value that is
+    /// not a number is ignored, as git ignores it).
+    public var passwordExpiry: Int64?
+    /// `oauth_refresh_token=`.
+    public var oauthRefreshToken: String?
 
     /// A request with the given keys.
     public init(scheme: String? = nil, host: String? = nil, path: String? = nil,
@@ -36,6 +42,8 @@ public struct GitCredentialRequest: Equatable, Sendable {
             case "path": path = value
             case "username": username = value
             case "password": password = value
+            case "password_expiry_utc": passwordExpiry = Int64(value)
+            case "oauth_refresh_token": oauthRefreshToken = value
             case "url":
                 self = GitCredentialRequest()
                 if let t = CredentialTarget(url: value, defaultScheme: nil) {

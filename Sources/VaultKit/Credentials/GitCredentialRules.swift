@@ -52,36 +52,46 @@ public enum GitCredentialRules {
     }
 
     /// `get`: the items that may answer, best first: one whose serving URL names a path before a
-    /// host-wide one, then the most recently modified. `.releaseFirst(names)`, or `.none`.
-    public static func get(_ request: GitCredentialRequest, items: [Item]) -> CredentialPlan {
-        let found = candidates(for: request, in: items, origins: [nil, origin]).sorted { a, b in
+    /// host-wide one, then the most recently modified. An item whose password expired
+    /// (`password_expiry_utc` at or before `now`) never answers. `.releaseFirst(names)`, or `.none`.
+    public static func get(_ request: GitCredentialRequest, items: [Item], now: Int64 = unixNow()) -> CredentialPlan {
+        let found = candidates(for: request, in: items, origins: [nil, origin])
+            .filter { ($0.item.passwordExpiry ?? Int64.max) > now }.sorted { a, b in
             let pa = a.url.path.isEmpty ? 0 : 1, pb = b.url.path.isEmpty ? 0 : 1
             return pa != pb ? pa > pb : a.item.modified > b.item.modified
         }
         return found.isEmpty ? .none : .releaseFirst(found.map(\.item.name))
     }
 
-    /// The answer git reads for a released item: `username=U` (when it has one) and `password=P`
-    /// lines; nil when it has no password, or a value git's format cannot carry.
+    /// The answer git reads for a released item: `username=U` (when it has one), `password=P`,
+    /// and `password_expiry_utc=N` and `oauth_refresh_token=T` when the item keeps them; nil when
+    /// it has no password, or a value git's format cannot carry.
     public static func answer(from item: Item) -> String? {
         guard let password = item.password, GitCredentialRequest.canCarry(password),
-              GitCredentialRequest.canCarry(item.username ?? "") else { return nil }
+              GitCredentialRequest.canCarry(item.username ?? ""),
+              GitCredentialRequest.canCarry(item.oauthRefreshToken ?? "") else { return nil }
         var out = ""
         if let u = item.username { out += "username=\(u)\n" }
         out += "password=\(password)\n"
+        if let e = item.passwordExpiry { out += "password_expiry_utc=\(e)\n" }
+        if let t = item.oauthRefreshToken { out += "oauth_refresh_token=\(t)\n" }
         return out
     }
 
     /// `store`. git stores after every successful use, so a login the vault already gives (an
-    /// item serving the request, person-made or not, with exactly the request's username and this
-    /// password) is left alone: the plan compares first. Otherwise the helper's own item for the
-    /// same place (scheme, host, path) and username gets the new password; failing that, a new
-    /// item `git/LABEL (USER)` (a free variant of that name) is added, tagged and marked `git`,
-    /// keeping the request's URL without the user. `.none` without a place or a storable password.
+    /// item serving the request, person-made or not, with exactly the request's username, this
+    /// password and the same `password_expiry_utc`) is left alone: the plan compares first. A
+    /// request with an `oauth_refresh_token` (which changes as it is used) is always written.
+    /// Otherwise the helper's own item for the same place (scheme, host, path) and username gets
+    /// the new password, expiry and refresh token; failing that, a new item `git/LABEL (USER)` (a
+    /// free variant of that name) is added, tagged and marked `git`, keeping the request's URL
+    /// without the user. `.none` without a place or a storable password.
     public static func store(_ request: GitCredentialRequest, items: [Item], now: Int64 = unixNow()) -> CredentialPlan {
-        guard let password = storablePassword(request), let target = request.target else { return .none }
-        let same = candidates(for: request, in: items, origins: [nil, origin])
-            .filter { $0.item.username == request.username }.map(\.item.name)
+        guard let password = storablePassword(request), let target = request.target,
+              GitCredentialRequest.canCarry(request.oauthRefreshToken ?? "") else { return .none }
+        let extras = CredentialExtras(passwordExpiry: request.passwordExpiry, oauthRefreshToken: request.oauthRefreshToken)
+        let same = request.oauthRefreshToken != nil ? [] : candidates(for: request, in: items, origins: [nil, origin])
+            .filter { $0.item.username == request.username && $0.item.passwordExpiry == request.passwordExpiry }.map(\.item.name)
         let write: CredentialPlan
         if let mine = items.first(where: { i in
             i.origin == origin && i.username == request.username
@@ -89,21 +99,34 @@ public enum GitCredentialRules {
         }) {
             var change = ItemChange()
             change.password = password
+            extras.apply(to: &change)
             write = .update(mine.name, change)
         } else {
             let base = "git/" + target.label + (request.username.map { " (\(CredentialTarget.namePart($0, limit: 40)))" } ?? "")
             let name = Item.freeName(base, taken: Set(items.map(\.name)))
-            write = .add(Item(name: name, username: request.username, password: password, urls: [target.url],
-                              tags: ["git"], origin: origin, now: now))
+            var item = Item(name: name, username: request.username, password: password, urls: [target.url],
+                            tags: ["git"], origin: origin, now: now)
+            extras.apply(to: &item)
+            write = .add(item)
         }
         return same.isEmpty ? write : .compareThenWrite(same, password: password, otherwise: write)
     }
 
-    /// `erase`: the helper's own items serving the request go; with a password in the request,
+    /// `erase`: the helper's own items serving the request go; as in git's own helpers a field
+    /// the request leaves out matches anything, so without a path the items of every path on
+    /// that host go too (and without a username, every user's). With a password in the request,
     /// only those whose password is that one (the plan compares first). Items a person made are
     /// never erased. `.none` when nothing is to go.
     public static func erase(_ request: GitCredentialRequest, items: [Item]) -> CredentialPlan {
-        let mine = candidates(for: request, in: items, origins: [origin]).map(\.item.name)
+        guard let target = request.target else { return .none }
+        let anyPath = target.path.isEmpty
+        let mine = items.filter { item in
+            item.origin == origin && (request.username == nil || item.username == request.username)
+                && item.urls.contains { url in
+                    guard let u = CredentialTarget(url: url, defaultScheme: "https") else { return false }
+                    return anyPath ? u.scheme == target.scheme && u.host == target.host : serves(u, target)
+                }
+        }.map(\.name)
         if mine.isEmpty { return .none }
         if let password = request.password { return .compareThenRemove(mine, password: password) }
         return .remove(mine)
@@ -113,7 +136,7 @@ public enum GitCredentialRules {
     public static func plan(_ action: GitCredentialAction, _ request: GitCredentialRequest, items: [Item],
                             now: Int64 = unixNow()) -> CredentialPlan {
         switch action {
-        case .get: get(request, items: items)
+        case .get: get(request, items: items, now: now)
         case .store: store(request, items: items, now: now)
         case .erase: erase(request, items: items)
         }

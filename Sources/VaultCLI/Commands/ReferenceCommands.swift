@@ -1,0 +1,237 @@
+import Foundation
+import VaultKit
+import VaultSystem
+
+/// Resolves secret references (`vault://[VAULT/]ITEM/FIELD`) for one command: each vault is
+/// opened once (one finger touch, or its unlock session, per vault and command, however many
+/// references name it), every reference is checked before any secret is released, and each
+/// released secret is one audit record (`command`), however often it is named.
+final class ReferenceResolver {
+    private let inv: Invocation
+    private let ctx: CommandContext
+    private let command: String
+    private let purpose: String
+    private var opened: [String: any VaultAccess] = [:]
+    /// Vaults where this command already made the fresh match fingerprint login asks for.
+    private var matched: Set<String> = []
+
+    /// A resolver for `command` (the audit log's name); `purpose` is shown at the prompt.
+    init(_ inv: Invocation, _ ctx: CommandContext, command: String, purpose: String) {
+        var inv = inv
+        inv.passcodeOnce = PasscodeOnce()
+        self.inv = inv
+        self.ctx = ctx
+        self.command = command
+        self.purpose = purpose
+    }
+
+    /// The name of the vault `vault` (nil: the command's) as `VaultLocation` reads it.
+    func vaultName(_ vault: String?) throws -> String {
+        try VaultLocation(name: vault ?? inv.value("--vault"), environment: ctx.environment).name
+    }
+
+    /// The open vault `vault` (nil: the command's), opened on first use.
+    func access(_ vault: String?) throws -> any VaultAccess {
+        let name = try vaultName(vault)
+        if let a = opened[name] { return a }
+        var i = inv
+        i.values["--vault"] = [name]
+        let a = try openAccess(i, ctx, purpose: purpose)
+        opened[name] = a
+        return a
+    }
+
+    /// The item with the secrets in `fields` from `vault`, after the fresh match its fingerprint
+    /// login asks for (one per vault and command).
+    func release(_ item: String, fields: [String], vault: String?) throws -> Item {
+        let name = try vaultName(vault)
+        let a = try access(vault)
+        do {
+            return try a.release(named: item, fields: fields, command: command, freshMatch: matched.contains(name))
+        } catch VaultError.freshMatchNeeded(let guarded) {
+            var i = inv
+            i.values["--vault"] = [name]
+            try Release.freshMatch(for: guarded, a, i, ctx)
+            matched.insert(name)
+            return try a.release(named: item, fields: fields, command: command, freshMatch: true)
+        }
+    }
+
+    /// One secret field of an item into guarded memory (`VaultAccess.releaseSecret`: one audit
+    /// record), after the fresh match its fingerprint login asks for (one per vault and command).
+    func releaseSecret(_ item: String, field: String, vault: String?) throws -> SecretBox {
+        let name = try vaultName(vault)
+        let a = try access(vault)
+        do {
+            return SecretBox(try a.releaseSecret(named: item, field: field, command: command, freshMatch: matched.contains(name)))
+        } catch VaultError.freshMatchNeeded(let guarded) {
+            var i = inv
+            i.values["--vault"] = [name]
+            try Release.freshMatch(for: guarded, a, i, ctx)
+            matched.insert(name)
+            return SecretBox(try a.releaseSecret(named: item, field: field, command: command, freshMatch: true))
+        }
+    }
+
+    /// Every reference's value, keyed by its text; secrets (released fields) marked so. A
+    /// secret goes from its record to guarded memory without becoming a String.
+    /// - Throws: `.referenceNotFound` (exit 3) naming the first reference with no such field
+    ///   name, vault, item or value: then nothing is released.
+    func resolve(_ references: [SecretReference]) throws -> [(key: String, part: SecretValues.Part, secret: Bool)] {
+        var seen = Set<SecretReference>()
+        let references = references.filter { seen.insert($0).inserted }
+        var readers: [SecretReference: ReferenceField.Reader] = [:]
+        for r in references { readers[r] = ReferenceField.lookup(r.field) }
+        // Everything is checked on the overviews (no secret) before the first release.
+        var overviews: [SecretReference: ItemOverview] = [:]
+        for r in references {
+            let overview: ItemOverview
+            do {
+                overview = try access(r.vault).overview(named: r.item)
+            } catch VaultError.itemNotFound(let n) {
+                throw VaultError.referenceNotFound(reference: r.text, "no item named '\(n)'")
+            } catch VaultError.vaultNotFound(let n, _) {
+                throw VaultError.referenceNotFound(reference: r.text, "no vault named '\(n)'")
+            }
+            let reader = readers[r]!
+            let present = switch reader.released(overview.item) {
+            case "password"?: overview.hasPassword
+            case "totp"?: overview.hasTOTP
+            case "notes"?: overview.hasNotes
+            case nil: try reader.value(overview.item) != nil
+            // A secret custom field: its value is withheld in the overview, the field is there.
+            default: overview.item.customField(r.field) != nil
+            }
+            guard present else {
+                throw VaultError.referenceNotFound(reference: r.text, "item '\(overview.item.name)' has no \(reader.isBuiltIn ? r.field.lowercased() : "field '\(r.field)'")")
+            }
+            overviews[r] = overview
+        }
+        // One release per secret (vault, item, field), however often it is named.
+        struct SecretKey: Hashable { let vault: String; let item: String; let field: String }
+        var released: [SecretKey: SecretBox] = [:]
+        return try references.map { r in
+            let overview = overviews[r]!.item
+            let reader = readers[r]!
+            guard let field = reader.released(overview) else {
+                guard let value = try reader.value(overview) else {
+                    throw VaultError.referenceNotFound(reference: r.text, "item '\(overview.name)' has no \(r.field)")
+                }
+                return (r.text, .bytes(Array(value.utf8)), false)
+            }
+            let key = SecretKey(vault: try vaultName(r.vault), item: overview.name, field: field)
+            if released[key] == nil { released[key] = try releaseSecret(overview.name, field: field, vault: r.vault) }
+            return (r.text, .secret(released[key]!), true)
+        }
+    }
+}
+
+/// The passcode of `--passcode-fd`, read on first use and lent to each vault a command opens:
+/// the descriptor holds one line, and a command resolving references to two vaults opens both.
+final class PasscodeOnce {
+    private final class Held {
+        let passcode: SecretBytes
+        init(_ p: consuming SecretBytes) { passcode = p }
+    }
+    private var held: Held?
+
+    /// A copy of the passcode, read from `fd` the first time.
+    func passcode(fd: Int32) throws -> SecretBytes {
+        if held == nil { held = Held(try SecretInput.line(fd: fd, what: "passcode")) }
+        return try held!.passcode.duplicate()
+    }
+}
+
+/// `vault read` and `vault inject`: secret references resolved for scripts.
+enum ReferenceCommands {
+    static let all: [CommandSpec] = [read, inject]
+
+    static let read = CommandSpec(
+        name: "read", summary: "print the value a secret reference vault://[VAULT/]ITEM/FIELD names",
+        usage: "vault read vault://[VAULT/]ITEM/FIELD [--no-newline]",
+        options: [.flag("--no-newline", "print the value without a newline after it")] + Auth.options,
+        arguments: 1...1,
+        examples: """
+        vault read vault://github/password
+        vault read vault://work/prod%2Fdb/username
+        PGPASSWORD=$(vault read vault://prod-db/password --no-input) psql ...
+        """,
+        run: { inv, ctx in
+            let reference = try SecretReference(parsing: inv.arguments[0])
+            let resolver = ReferenceResolver(inv, ctx, command: "read", purpose: "read \(reference.text)")
+            let values = try SecretValues(try resolver.resolve([reference]))
+            values.withValue(reference.text) { v in
+                if ctx.stdout.isTerminal {
+                    ctx.stdout.write(terminalSafe(String(decoding: v, as: UTF8.self), onTerminal: true))
+                } else {
+                    writeBytes(v, to: ctx.stdout)
+                }
+            }
+            if !inv.has("--no-newline") { ctx.stdout.write("\n") }
+        })
+
+    static let inject = CommandSpec(
+        name: "inject", summary: "fill {{ vault://ITEM/FIELD }} placeholders of a template",
+        usage: "vault inject [-i TEMPLATE] [-o OUT]",
+        options: [
+            OptionSpec.value("--in-file", "TEMPLATE", "read the template from this file (default: standard input)").alias("-i"),
+            OptionSpec.value("--out-file", "OUT", "write the result to this file, created 0600 (default: standard output)").alias("-o"),
+        ] + Auth.options,
+        examples: """
+        vault inject -i config.yml.tpl -o config.yml
+        echo 'db_password: {{ vault://prod-db/password }}' | vault inject
+        """,
+        run: { inv, ctx in
+            var input = try readTemplate(inv, ctx)
+            defer { wipe(&input) }
+            let template = try SecretTemplate(parsing: input)
+            let references = template.references
+            let resolver = ReferenceResolver(inv, ctx, command: "inject", purpose: "fill a template")
+            let values = try SecretValues(try resolver.resolve(references))
+            var size = 0
+            for piece in template.pieces {
+                switch piece {
+                case .text(let t): size += t.count
+                case .reference(let r): size += values.withValue(r.text) { $0.count }
+                }
+            }
+            let output = try SecretBytes(zeroed: size)
+            output.withUnsafeMutableBytes { out in
+                var at = 0
+                func put(_ b: UnsafeRawBufferPointer) {
+                    guard let s = b.baseAddress, !b.isEmpty else { return }
+                    out.baseAddress!.advanced(by: at).copyMemory(from: s, byteCount: b.count)
+                    at += b.count
+                }
+                for piece in template.pieces {
+                    switch piece {
+                    case .text(let t): t.withUnsafeBytes(put)
+                    case .reference(let r): values.withValue(r.text, put)
+                    }
+                }
+            }
+            if let path = inv.value("--out-file") {
+                let failure = output.withUnsafeBytes { b -> SystemError? in
+                    do throws(SystemError) { try AtomicFile.write(b, to: path, mode: 0o600); return nil } catch { return error }
+                }
+                if let failure { throw VaultError.io(path: path, failure.reason) }
+                ctx.say("vault: wrote \(path) (\(references.count) reference\(references.count == 1 ? "" : "s"))")
+            } else {
+                output.withUnsafeBytes { writeBytes($0, to: ctx.stdout) }
+            }
+        })
+
+    /// The template: the file `--in-file`, else standard input (at most 16 MiB).
+    static func readTemplate(_ inv: Invocation, _ ctx: CommandContext) throws -> [UInt8] {
+        let limit = 16 << 20
+        do {
+            if let path = inv.value("--in-file") {
+                let fd = try FileDescriptor.open(path, .readOnly)
+                return try fd.readAll(limit: limit)
+            }
+            return try readAll(fd: ctx.stdinFD, limit: limit, label: "standard input")
+        } catch {
+            throw VaultError.io(path: error.path ?? inv.value("--in-file") ?? "standard input", error.reason)
+        }
+    }
+}
