@@ -9,7 +9,7 @@ import VaultSystem
     @Test func helpGoesToStandardOutputAndUsageErrorsToStandardError() throws {
         let help = try runProgram(daemonBinary, ["--help"])
         #expect(help.code == 0)
-        #expect(help.stdout.contains("usage: vault-authd [--socket PATH] [--state DIR] [--backend auto|fprintd|libfprint] [--fprintd-state DIR] [--test-mode]"))
+        #expect(help.stdout.contains("usage: vault-authd [--socket PATH] [--state DIR] [--tpm auto|none|TCTI] [--tpm-pcr7] [--backend auto|fprintd|libfprint] [--fprintd-state DIR] [--test-mode]"))
         #expect(help.stdout.contains("--backend B") && help.stdout.contains("CAP_DAC_READ_SEARCH"))
         #expect(help.stdout.contains("--test-mode") && help.stdout.contains("refused"))
         #expect(help.stderr.isEmpty)
