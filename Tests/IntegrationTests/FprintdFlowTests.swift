@@ -11,7 +11,7 @@ import Testing
                              && FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dbusmock"),
                              "needs root and fprintd, dbus, python3-dbusmock (apt-get install fprintd dbus python3-dbusmock)"))
 struct FprintdFlowTests {
-    static let daemonUser = "vault-auth", person = "vault-it"
+    static let daemonUser = "vault-auth", person = "vault-it-fp"   // its own user: the suites that start vault-authd run side by side
     let base: String
     let socket: String
     let busAddress: String
