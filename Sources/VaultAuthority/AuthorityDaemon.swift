@@ -28,9 +28,10 @@ public enum AuthorityDaemon {
           --state DIR     the state folder, made 0700 (default: $STATE_DIRECTORY, else \(defaultState));
                           each user's state is in DIR/uid-N (0700)
           --tpm T         where each user's device secret rests: `auto` (the default) seals it with the
-                          TPM at /dev/tpmrm0 when that device exists (the daemon's user must be root
-                          or in group tss), `none` keeps it in a 0600 file, anything else is a
-                          tpm2-tss TCTI string (device:/dev/tpmrm0, swtpm:path=SOCKET)
+                          TPM at /dev/tpmrm0 when that device exists and answers (the daemon's user
+                          must be root or in group tss; otherwise a warning, and a 0600 file),
+                          `none` keeps it in a 0600 file, anything else is a tpm2-tss TCTI string
+                          (device:/dev/tpmrm0, swtpm:path=SOCKET) that must answer
           --tpm-pcr7      with a TPM: the secrets open only while PCR 7 (Secure Boot state) holds
                           its present value; after a firmware update the owner gives the passcode
                           and enrols again ('vault enroll')
@@ -92,7 +93,12 @@ public enum AuthorityDaemon {
             device = TPMDevice(tcti: options.tpm)
         }
         do { _ = try device.dictionaryAttackState() } catch {
-            throw VaultError.tpmUnavailable("vault-authd cannot use the TPM at \(device.tcti): \(error.vaultError("the TPM").message)")
+            let why = "vault-authd cannot use the TPM at \(device.tcti): \(error.vaultError("the TPM").message)"
+            // `auto` found a device it cannot use (the daemon's user is not in group tss): it says
+            // so and keeps working as without a TPM (doctor shows it); a TPM asked for by name must answer.
+            guard options.tpm == "auto", !options.pcr7 else { throw VaultError.tpmUnavailable(why) }
+            log("warning: \(why); the secrets are protected by file permissions only (add vault-auth to group tss, or pass --tpm none)")
+            return .filePermissions
         }
         return .tpm(device, pcr7: options.pcr7)
     }

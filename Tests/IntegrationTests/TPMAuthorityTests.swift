@@ -39,7 +39,8 @@ final class IntegrationTPM {
 @Suite(.serialized, .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/swtpm"),
                              "needs root (useradd, setpriv) and swtpm (apt-get install swtpm swtpm-tools tpm2-tools)"))
 struct TPMAuthorityTests {
-    static let daemonUser = "vault-auth", person = "vault-it-tpm"   // its own user: the suites that start vault-authd run side by side
+    /// A person of its own: SystemAuthorityTests runs at the same time and resets vault-it's home.
+    static let daemonUser = "vault-auth", person = "vault-tpm-it"
     let base = "/tmp/vault-authd-tpm-" + UUID().uuidString.prefix(8)
     var run: String { base + "/run" }
     var socket: String { run + "/socket" }

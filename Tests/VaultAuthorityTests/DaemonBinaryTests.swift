@@ -6,11 +6,26 @@ import VaultSystem
 
 /// The built `vault-authd` as this test's own user: its command line, its files, its refusals.
 @Suite struct DaemonBinaryTests {
+    @Test func aTPMThatDoesNotAnswerStopsTheDaemonAtStartAndPCR7NeedsOne() throws {
+        let folder = TempFolder("authd-tpm")
+        let args = ["--socket", folder.path + "/socket", "--state", folder.path + "/state"]
+        let missing = try runProgram(daemonBinary, args + ["--tpm", "swtpm:path=/nonexistent/tpm.sock"])
+        #expect(missing.code == 15, "\(missing.stderr)")
+        #expect(missing.stderr.hasPrefix("vault-authd: error: the TPM is not available: vault-authd cannot use the TPM at swtpm:path=/nonexistent/tpm.sock"),
+                "\(missing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/socket"), "it never served")
+        let pcr = try runProgram(daemonBinary, args + ["--tpm", "none", "--tpm-pcr7"])
+        #expect(pcr.code == 2 && pcr.stderr.contains("--tpm-pcr7 needs a TPM"), "\(pcr.stderr)")
+        let empty = try runProgram(daemonBinary, args + ["--tpm="])
+        #expect(empty.code == 2 && empty.stderr.contains("--tpm expects auto, none or a TCTI string"), "\(empty.stderr)")
+    }
+
     @Test func helpGoesToStandardOutputAndUsageErrorsToStandardError() throws {
         let help = try runProgram(daemonBinary, ["--help"])
         #expect(help.code == 0)
         #expect(help.stdout.contains("usage: vault-authd [--socket PATH] [--state DIR] [--tpm auto|none|TCTI] [--tpm-pcr7] [--backend auto|fprintd|libfprint] [--fprintd-state DIR] [--test-mode]"))
         #expect(help.stdout.contains("--backend B") && help.stdout.contains("CAP_DAC_READ_SEARCH"))
+        #expect(help.stdout.contains("--tpm T") && help.stdout.contains("--tpm-pcr7"))
         #expect(help.stdout.contains("--test-mode") && help.stdout.contains("refused"))
         #expect(help.stderr.isEmpty)
         let backend = try runProgram(daemonBinary, ["--backend", "pam"])
