@@ -19,6 +19,18 @@ private func scans(_ id: String, _ count: Int = 1) -> [ReaderStep] {
     Array(repeating: .device("SCAN \(id)"), count: count)
 }
 
+/// Reader commands for the scans of one unlock, each sent once the vault has asked for that
+/// touch. Sent back to back instead, libfprint's virtual_device can hand the next command to the
+/// verify that just reported ("fpi_device_verify_report: assertion 'data->result_reported ==
+/// FALSE'"), and the next scan then waits for a touch that was used up.
+private func touches(_ commands: [String]) -> [ReaderStep] {
+    commands.enumerated().flatMap { i, c in [ReaderStep.awaitStderrCount(scanPrompt, i + 1), .device(c)] }
+}
+
+private func touches(_ id: String, _ count: Int) -> [ReaderStep] {
+    touches(Array(repeating: "SCAN \(id)", count: count))
+}
+
 /// What `RunResult.reader` holds when the vault took each of `count` reader commands.
 private func took(_ count: Int) -> [Int32] { Array(repeating: 0, count: count) }
 
@@ -104,7 +116,7 @@ private func isHex64(_ s: String?) -> Bool {
         #expect(r.reader == took(1))
         #expect(r.stderr.contains(scanPrompt))
 
-        r = box.vault(getPassword, reader: scans("mallory", 3))
+        r = box.vault(getPassword, reader: touches("mallory", 3))
         #expect(r.status == 10, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         #expect(r.reader == took(3))
@@ -115,7 +127,7 @@ private func isHex64(_ s: String?) -> Bool {
 
     @Test func aRetryAtTheUnlockPromptIsAdviceNotAFailedMatch() {
         let box = enrolledVault()
-        var r = box.vault(getPassword, reader: [.device("RETRY 3")] + scans("alice"))
+        var r = box.vault(getPassword, reader: touches(["RETRY 3", "SCAN alice"]))
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == password + "\n")
         #expect(r.reader == took(2))
@@ -124,7 +136,7 @@ private func isHex64(_ s: String?) -> Bool {
 
         // A retry uses up one of the three tries but is not a failed match: two strangers after
         // it leave two failures, not three.
-        r = box.vault(getPassword, reader: [.device("RETRY 3")] + scans("mallory", 2))
+        r = box.vault(getPassword, reader: touches(["RETRY 3", "SCAN mallory", "SCAN mallory"]))
         #expect(r.status == 10, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         #expect(r.reader == took(3))
@@ -176,10 +188,10 @@ private func isHex64(_ s: String?) -> Bool {
 
     @Test func fiveFailedMatchesLockFingerprintOutUntilThePasscode() {
         let box = enrolledVault()
-        var r = box.vault(getPassword, reader: scans("mallory", 3))
+        var r = box.vault(getPassword, reader: touches("mallory", 3))
         #expect(r.status == 10, "\(r.stderr)")
         #expect(r.reader == took(3))
-        r = box.vault(getPassword + ["--policy", "biometrics"], reader: scans("mallory", 2))
+        r = box.vault(getPassword + ["--policy", "biometrics"], reader: touches("mallory", 2))
         #expect(r.status == 17, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         #expect(r.reader == took(2))
@@ -212,7 +224,7 @@ private func isHex64(_ s: String?) -> Bool {
     @Test func noPasscodeToReadEndsAtTheRetryLimitInsteadOfPrompting() {
         let box = enrolledVault()
         // --no-input, and the fallback policy: the passcode would be next, but none can be read.
-        var r = box.vault(getPassword + ["--policy", "biometrics-or-passcode"], reader: scans("mallory", 3), timeLimit: 30)
+        var r = box.vault(getPassword + ["--policy", "biometrics-or-passcode"], reader: touches("mallory", 3), timeLimit: 30)
         #expect(r.status == 10, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         #expect(r.reader == took(3))
@@ -221,7 +233,7 @@ private func isHex64(_ s: String?) -> Bool {
         #expect(r.status == 0)
         // Without --no-input but with no terminal (the runs have no controlling terminal): the same.
         r = box.vault(["get", "gh", "--field", "password", "--policy", "biometrics-or-passcode"],
-                      reader: scans("mallory", 3), timeLimit: 30)
+                      reader: touches("mallory", 3), timeLimit: 30)
         #expect(r.status == 10, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         #expect(r.reader == took(3))
@@ -405,7 +417,7 @@ private func isHex64(_ s: String?) -> Bool {
         r = box.vault(getPassword, reader: scans("bob"))
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == password + "\n")
-        r = box.vault(getPassword, reader: scans("alice", 3))
+        r = box.vault(getPassword, reader: touches("alice", 3))
         #expect(r.status == 10, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
     }
@@ -488,9 +500,9 @@ private func isHex64(_ s: String?) -> Bool {
 
     @Test func changingThePasscodeResetsTheLockoutLikeEveryPasscodeUnlock() {
         let box = enrolledVault()
-        var r = box.vault(getPassword + ["--policy", "biometrics"], reader: scans("mallory", 3))
+        var r = box.vault(getPassword + ["--policy", "biometrics"], reader: touches("mallory", 3))
         #expect(r.status == 10, "\(r.stderr)")
-        r = box.vault(getPassword + ["--policy", "biometrics"], reader: scans("mallory", 2))
+        r = box.vault(getPassword + ["--policy", "biometrics"], reader: touches("mallory", 2))
         #expect(r.status == 17, "\(r.stderr)")
         #expect(lockout(status(box)).failures == 5)
         r = box.vault(["passcode", "--new-passcode-fd", "4"], passcode: pc, fds: [4: "a new passcode\n"])
@@ -503,8 +515,8 @@ private func isHex64(_ s: String?) -> Bool {
 
     @Test func deletingTheAuthorityRecordOrForgingItDoesNotLiftALockout() throws {
         let box = enrolledVault()
-        _ = box.vault(getPassword + ["--policy", "biometrics"], reader: scans("mallory", 3))
-        _ = box.vault(getPassword + ["--policy", "biometrics"], reader: scans("mallory", 2))
+        _ = box.vault(getPassword + ["--policy", "biometrics"], reader: touches("mallory", 3))
+        _ = box.vault(getPassword + ["--policy", "biometrics"], reader: touches("mallory", 2))
         #expect(lockout(status(box)).locked == true)
         let auth = box.home + "/state/vault/auth.sealed"
         // Garbage in place of the record reads as locked out.

@@ -4,14 +4,14 @@ import Testing
 /// The person of issue 15: a finger enrolled in the system's settings (here `fprintd-enroll`, as
 /// GNOME Settings does over the same D-Bus API) unlocks `vault` through vault-authd's fprintd
 /// backend, and a change of the enrolled fingers outside vault invalidates the fingerprint access
-/// until the passcode re-binds it. Real fprintd on a private bus (polkit stand-in from
+/// until the passcode re-binds it (as the user vault-fp: SystemAuthorityTests, run at the same time, has vault-it). Real fprintd on a private bus (polkit stand-in from
 /// python3-dbusmock), vault-authd as vault-auth with CAP_DAC_READ_SEARCH, vault as an ordinary
 /// user. Needs root and Debian's fprintd, dbus and python3-dbusmock (Vault/setup.sh).
 @Suite(.serialized, .enabled(if: getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/libexec/fprintd")
                              && FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dbusmock"),
                              "needs root and fprintd, dbus, python3-dbusmock (apt-get install fprintd dbus python3-dbusmock)"))
 struct FprintdFlowTests {
-    static let daemonUser = "vault-auth", person = "vault-it-fp"   // its own user: the suites that start vault-authd run side by side
+    static let daemonUser = "vault-auth", person = "vault-fp"
     let base: String
     let socket: String
     let busAddress: String

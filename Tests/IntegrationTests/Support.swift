@@ -263,6 +263,8 @@ enum ReaderStep: Sendable {
     case image([String])
     /// Waits (at most 30 s) until the vault has printed `text` on stderr, e.g. the scan prompt.
     case awaitStderr(String)
+    /// Waits (at most 30 s) until `text` appears `count` times on stderr: the n-th scan prompt.
+    case awaitStderrCount(String, Int)
 }
 
 /// Plays `ReaderStep`s on a background thread, one after the other, while a `vault` run goes on.
@@ -320,6 +322,14 @@ final class ReaderFeed: @unchecked Sendable {
                 let seen = stderrSoFar.contains(text)
                 cond.unlock()
                 if !seen { break loop }
+            case .awaitStderrCount(let text, let count):
+                cond.lock()
+                let limit = Date(timeIntervalSinceNow: 30)
+                func seen() -> Bool { stderrSoFar.components(separatedBy: text).count - 1 >= count }
+                while !cancelled && !seen() && cond.wait(until: limit) {}
+                let ok = seen()
+                cond.unlock()
+                if !ok { break loop }
             case .device(let command):
                 if !tool(["device", "--wait", "30", socket, command]) { break loop }
             case .image(let items):
