@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "vault-reader", targets: ["vault-reader"]),
         .executable(name: "virtual-reader", targets: ["virtual-reader"]),
         .library(name: "VaultKit", targets: ["VaultKit"]),
+        .library(name: "VaultOTP", targets: ["VaultOTP"]),
         .library(name: "FingerprintKit", targets: ["FingerprintKit"]),
     ],
     targets: [
@@ -26,8 +27,11 @@ let package = Package(
         .systemLibrary(
             name: "CTSS2", pkgConfig: "tss2-esys tss2-tctildr tss2-mu tss2-rc",
             providers: [.apt(["libtss2-dev", "libtss2-tcti-swtpm0"])]),
+        .systemLibrary(name: "CNettle", pkgConfig: "nettle", providers: [.apt(["nettle-dev"])]),
+        .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
         .target(name: "VaultSystem", swiftSettings: upcoming),
         .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite", "CTSS2", "VaultSystem"], swiftSettings: upcoming),
+        .target(name: "VaultOTP", dependencies: ["VaultKit", "CNettle"], swiftSettings: upcoming),
         .target(name: "FingerprintKit", dependencies: ["CFprint", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(
@@ -35,7 +39,7 @@ let package = Package(
             swiftSettings: upcoming),
         .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(
-            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink"],
+            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "CArchive"],
             swiftSettings: upcoming),
         .executableTarget(name: "vault", dependencies: ["VaultCLI", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-agent", dependencies: ["VaultAgent", "VaultSystem"], swiftSettings: upcoming),
@@ -43,7 +47,7 @@ let package = Package(
         .executableTarget(name: "vault-reader", dependencies: ["ReaderLink", "FingerprintKit", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "virtual-reader", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
         .testTarget(
-            name: "VaultKitTests", dependencies: ["VaultKit"], exclude: ["Fixtures"],
+            name: "VaultKitTests", dependencies: ["VaultKit", "VaultOTP"], exclude: ["Fixtures"],
             resources: [.copy("Vectors")], swiftSettings: upcoming),
         .testTarget(
             name: "FingerprintKitTests", dependencies: ["FingerprintKit", "ReaderLink"], exclude: ["Fixtures"],

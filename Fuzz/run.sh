@@ -3,7 +3,7 @@
 #
 #   Fuzz/run.sh TARGET [ITERATIONS] [LIBFUZZER-OPTION...]
 #
-# TARGET is one of: frame handler record git docker import recovery references. ITERATIONS defaults to
+# TARGET is one of: frame handler record git docker import recovery references otpauth foreign. ITERATIONS defaults to
 # 1000000 (libFuzzer's -runs). The modules are built with -sanitize=fuzzer,address into
 # .build-fuzz (the normal build never sees it); the target is the shared logic in
 # Tests/*/FuzzSmokeTests.swift plus Fuzz/Targets/TARGET.swift. The seeds in Fuzz/corpus/TARGET
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-targets="frame handler record git docker import recovery references"
+targets="frame handler record git docker import recovery references otpauth foreign"
 usage() {
     echo "usage: Fuzz/run.sh TARGET [ITERATIONS] [LIBFUZZER-OPTION...]" >&2
     echo "targets: $targets" >&2

@@ -25,7 +25,7 @@ public enum VaultCLI {
     static var table: [CommandSpec] {
         [VaultCommands.initCommand, VaultCommands.status,
          ItemCommands.add, ItemCommands.edit, ItemCommands.rm, ItemCommands.mv, ItemCommands.ls,
-         ItemCommands.search, ItemCommands.get, ItemCommands.log, VaultCommands.generate,
+         ItemCommands.search, ItemCommands.get, OTPCommand.otp, ItemCommands.log, VaultCommands.generate,
          VaultCommands.passcode, VaultCommands.recover, RotateCommand.rotate, RepairCommand.repair,
          ImportExport.importCommand, ImportExport.exportCommand, SettingsCommand.settings]
             + RunLoginCommands.all + ReferenceCommands.all

@@ -49,6 +49,15 @@ enum KitFuzzTarget: String, CaseIterable {
     /// where the input says) gives what masking at once gives; the masked output holds no secret
     /// that could not be part of the replacement text.
     case references
+    /// otpauth URIs and bare secrets: `OTPAuth(uri:)` and `OTP.normalize` (only `VaultError`).
+    /// Checks: what `normalize` stores parses again with the same secret; an HOTP URI with its
+    /// counter set by `OTP.setCounter` parses with that counter.
+    case otpauth
+    /// Other managers' exports: the first byte picks the reader (Bitwarden JSON, the five CSV
+    /// formats, 1PUX `export.data`, a pass entry), the rest is its input (only `VaultError`).
+    /// Checks: every item of a batch has a name `Item.normalize` accepts, names are unique,
+    /// custom field names unique within an item, a TOTP secret parses.
+    case foreign
 
     /// Runs the target on one input.
     /// - Throws: `KitFuzzFinding` for a broken promise.
@@ -60,6 +69,8 @@ enum KitFuzzTarget: String, CaseIterable {
         case .import: try Self.importJSON(bytes)
         case .recovery: try Self.recovery(bytes)
         case .references: try Self.references(bytes)
+        case .otpauth: try Self.otpauth(bytes)
+        case .foreign: try Self.foreign(bytes)
         }
     }
 
@@ -206,7 +217,10 @@ enum KitFuzzTarget: String, CaseIterable {
 
     private static func importJSON(_ input: [UInt8]) throws(KitFuzzFinding) {
         var items: [Item] = []
-        try Self.import.expectOnly(VaultError.self, "VaultJSON.items") { items = try VaultJSON.items(from: input, now: 1000) }
+        var whole: [Item]?
+        try Self.import.expectOnly(VaultError.self, "VaultJSON.items") { whole = try VaultJSON.items(from: input, now: 1000) }
+        try streamAgrees(input, whole)
+        items = whole ?? []
         for item in items {
             try Self.import.expectOnly(VaultError.self, "Item.normalize") { _ = try Item.normalize(name: item.name) }
         }
@@ -225,6 +239,70 @@ enum KitFuzzTarget: String, CaseIterable {
             throw Self.import.finding("an export does not import: \(error)")
         }
         guard again == items else { throw Self.import.finding("items change in an export and import") }
+    }
+
+    /// The streamed reader (chunks of 1 to 16 bytes, by the input's length) splits the array as
+    /// the whole-text reader does: the same items, or both refuse.
+    private static func streamAgrees(_ input: [UInt8], _ items: [Item]?) throws(KitFuzzFinding) {
+        var offset = 0
+        let size = 1 + input.count % 16
+        var stream = JSONArrayStream {
+            guard offset < input.count else { return nil }
+            defer { offset += size }
+            return Array(input[offset..<min(input.count, offset + size)])
+        }
+        var streamed: [Item]?
+        try Self.import.expectOnly(VaultError.self, "VaultJSON.batch(from: stream)") { streamed = try VaultJSON.batch(from: &stream, now: 1000).items }
+        guard streamed == items else { throw Self.import.finding("the streamed reader and the whole-text reader disagree") }
+    }
+
+    // MARK: otpauth
+
+    private static func otpauth(_ input: [UInt8]) throws(KitFuzzFinding) {
+        let text = String(decoding: input, as: UTF8.self)
+        var parsed: OTPAuth?
+        try Self.otpauth.expectOnly(VaultError.self, "OTPAuth(uri:)") { parsed = try OTPAuth(uri: text) }
+        var stored: String?
+        try Self.otpauth.expectOnly(VaultError.self, "OTP.normalize") { stored = try OTP.normalize(text, label: "fuzz item") }
+        if let stored {
+            guard let again = try? OTPAuth(uri: stored) else { throw Self.otpauth.finding("a normalized secret does not parse") }
+            if let parsed, again.secret != parsed.secret { throw Self.otpauth.finding("normalizing changed the secret") }
+        }
+        if let parsed, parsed.kind == .hotp, parsed.counter < UInt64.max {
+            let next = OTP.setCounter(text, parsed.counter + 1)
+            guard let back = try? OTPAuth(uri: next), back.counter == parsed.counter + 1 else {
+                throw Self.otpauth.finding("an advanced HOTP counter does not read back")
+            }
+        }
+    }
+
+    // MARK: foreign
+
+    private static func foreign(_ input: [UInt8]) throws(KitFuzzFinding) {
+        guard let selector = input.first else { return }
+        let body = Array(input.dropFirst())
+        var batch: ImportBatch?
+        let csv: [ImportFormat] = [.bitwardenCSV, .keepassxcCSV, .onePasswordCSV, .chromeCSV, .firefoxCSV]
+        try Self.foreign.expectOnly(VaultError.self, "reader \(selector % 8)") {
+            switch selector % 8 {
+            case 0: batch = try BitwardenJSON.read(body, now: 1000)
+            case 1...5: batch = try ForeignCSV.read(body, format: csv[Int(selector % 8) - 1], now: 1000)
+            case 6: batch = try OnePUX.read(exportData: body, now: 1000)
+            default:
+                var b = ImportBatch()
+                try b.add(PassEntry.item(path: "fuzz/entry", text: String(decoding: body, as: UTF8.self), modified: nil, now: 1000), entry: "entry")
+                batch = b
+            }
+        }
+        _ = ImportFormat.detect(body)
+        guard let batch else { return }
+        var names: Set<String> = []
+        for item in batch.items {
+            guard (try? Item.normalize(name: item.name)) == item.name else { throw Self.foreign.finding("an imported name is not valid: \(item.name.debugDescription)") }
+            guard names.insert(item.name).inserted else { throw Self.foreign.finding("two imported items share a name") }
+            guard Set(item.fields.map(\.name)).count == item.fields.count else { throw Self.foreign.finding("two custom fields share a name") }
+            if let t = item.totp, (try? OTPAuth(uri: t)) == nil { throw Self.foreign.finding("an imported TOTP secret does not parse") }
+        }
     }
 
     // MARK: recovery
@@ -459,8 +537,21 @@ let kitTokens: [[UInt8]] = [
 
     /// `"tags": [null]` escaped `VaultJSON.items` as a raw `DecodingError` (exit 1 with Swift's
     /// debug text) instead of a usage error naming the item and the key.
+    /// A streamed array whose last element ran to the end of the input, across a chunk boundary,
+    /// indexed the element from before the buffer was compacted: out of range, a trap.
+    @Test func regressionStreamEndsInAScalar() throws {
+        let input = Array(#"[{"name":"a"},1"#.utf8)
+        var offset = 0
+        var stream = JSONArrayStream {
+            guard offset < input.count else { return nil }
+            defer { offset += 4 }
+            return Array(input[offset..<min(input.count, offset + 4)])
+        }
+        #expect(throws: VaultError.self) { _ = try VaultJSON.batch(from: &stream, now: 1) }
+    }
+
     @Test func regressionNullInsideList() {
-        #expect(throws: VaultError.usage("item 1 ('x'): 'tags' holds a null")) {
+        #expect(throws: VaultError.usage("item 1 ('x'): 'tags[0]' holds a null")) {
             _ = try VaultJSON.items(from: Array(#"[{"name":"x","tags":[null],"urls":null}]"#.utf8))
         }
     }

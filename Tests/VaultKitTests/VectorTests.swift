@@ -13,10 +13,15 @@
 //   xchacha20poly1305-reject  key nonce ad ciphertext             open must fail authentication
 //   blake2b                   key message outlen digest           BLAKE2b (empty key = unkeyed)
 //   argon2id-verify           password hash valid                 crypto_pwhash_str_verify == valid
+//   hotp                      key counter digits algorithm code   RFC 4226 HOTP (algorithm SHA1, SHA256, SHA512)
+//   totp                      key time period digits algorithm code  RFC 6238 TOTP at `time` (seconds since 1970)
+//   otpauth                   uri secret algorithm digits period counter issuer account   OTPAuth parses to these
+//   otpauth-reject            uri error                           OTPAuth refuses with a message containing `error`
 
 import Foundation
 import Testing
 @testable import VaultKit
+import VaultOTP
 
 /// The kinds this runner knows, each with the exact fields a file of that kind must carry.
 private let vectorKinds: [String: Set<String>] = [
@@ -24,6 +29,10 @@ private let vectorKinds: [String: Set<String>] = [
     "xchacha20poly1305-reject": ["key", "nonce", "ad", "ciphertext"],
     "blake2b": ["key", "message", "outlen", "digest"],
     "argon2id-verify": ["password", "hash", "valid"],
+    "hotp": ["key", "counter", "digits", "algorithm", "code"],
+    "totp": ["key", "time", "period", "digits", "algorithm", "code"],
+    "otpauth": ["uri", "secret", "algorithm", "digits", "period", "counter", "issuer", "account"],
+    "otpauth-reject": ["uri", "error"],
 ]
 
 /// The bundled Vectors folder, or nil when the resource is missing.
@@ -154,6 +163,14 @@ struct VectorTests {
             try runBlake2b(v)
         case "argon2id-verify":
             try runArgon2idVerify(v)
+        case "hotp":
+            try runHOTP(v)
+        case "totp":
+            try runTOTP(v)
+        case "otpauth":
+            try runOTPAuth(v)
+        case "otpauth-reject":
+            try runOTPAuthReject(v)
         default:
             // Vector.parse already rejects unknown kinds; this keeps the switch honest if a kind is
             // added to `vectorKinds` without a runner.
@@ -212,5 +229,44 @@ struct VectorTests {
         try #require(hash.hasPrefix("$argon2id$v=19$"), "\(v.file): not an argon2id v=19 hash string")
         let got = PasswordKDF.verify(encodedHash: hash, password: password)
         #expect(got == valid, "\(v.file): verify returned \(got), expected \(valid)")
+    }
+
+    private func algorithm(_ v: Vector) throws -> HMACAlgorithm {
+        guard let a = HMACAlgorithm(rawValue: try v.text("algorithm")) else { throw VectorError(v.file, "unknown algorithm") }
+        return a
+    }
+
+    private func runHOTP(_ v: Vector) throws {
+        let got = try OTP.hotp(secret: try v.hex("key"), counter: UInt64(try v.int("counter")), digits: try v.int("digits"),
+                               algorithm: try algorithm(v))
+        #expect(got == (try v.text("code")), "\(v.file): HOTP code differs")
+    }
+
+    private func runTOTP(_ v: Vector) throws {
+        let got = try OTP.totp(secret: try v.hex("key"), time: Int64(try v.int("time")), period: try v.int("period"),
+                               digits: try v.int("digits"), algorithm: try algorithm(v))
+        #expect(got == (try v.text("code")), "\(v.file): TOTP code differs")
+    }
+
+    private func runOTPAuth(_ v: Vector) throws {
+        let auth = try OTPAuth(uri: try v.text("uri"))
+        #expect(hexString(auth.secret) == (try v.text("secret")), "\(v.file): secret differs")
+        #expect(auth.algorithm == (try algorithm(v)), "\(v.file): algorithm differs")
+        #expect(auth.digits == (try v.int("digits")), "\(v.file): digits differ")
+        #expect(auth.period == (try v.int("period")), "\(v.file): period differs")
+        #expect(auth.counter == UInt64(try v.int("counter")), "\(v.file): counter differs")
+        #expect((auth.issuer ?? "") == (try v.text("issuer")), "\(v.file): issuer differs")
+        #expect((auth.account ?? "") == (try v.text("account")), "\(v.file): account differs")
+    }
+
+    private func runOTPAuthReject(_ v: Vector) throws {
+        let wanted = try v.text("error")
+        do {
+            _ = try OTPAuth(uri: try v.text("uri"))
+            Issue.record("\(v.file): accepted")
+        } catch let e as VaultError {
+            #expect(e.message.contains(wanted), "\(v.file): message '\(e.message)' lacks '\(wanted)'")
+            #expect(e.exitCode == 2, "\(v.file): not a usage error")
+        }
     }
 }

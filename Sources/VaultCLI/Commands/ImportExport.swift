@@ -2,71 +2,303 @@ import Foundation
 import VaultKit
 import VaultSystem
 
-/// The portable JSON form of items: an array of objects with the fields of `Item`.
+/// `vault import` and `vault export`: vault's own JSON (lossless), the exports of other managers,
+/// a Bitwarden JSON for leaving, and an encrypted export for backups.
 enum ImportExport {
+    static let formatNames = ImportFormat.allCases.filter { $0 != .encrypted }.map(\.rawValue)
+
     static let importCommand = CommandSpec(
-        name: "import", summary: "add items from JSON on standard input (one transaction: all or nothing)",
-        usage: "vault import [--force] [--json] < items.json",
-        options: [.flag("--force", "replace items whose names exist"),
-                  .flag("--json", "print the counts as JSON: imported, added, replaced")] + Auth.options,
+        name: "import", summary: "add items from vault's JSON or another manager's export (one transaction: all or nothing)",
+        usage: "vault import [--from FORMAT] [--dry-run] [--force] [--json] [--passphrase-fd N] [FILE | DIR | -]",
+        options: [
+            .value("--from", "FORMAT", "the format (else detected): \(formatNames.joined(separator: ", "))"),
+            .flag("--dry-run", "print what would be imported and change nothing"),
+            .flag("--force", "replace items whose names exist"),
+            .flag("--json", "print the counts as JSON: imported, added, replaced"),
+            .value("--passphrase-fd", "N", "read an encrypted export's passphrase from file descriptor N"),
+        ] + Auth.options,
+        arguments: 0...1,
         examples: """
-        vault export --vault old > items.json && vault import --vault new < items.json
-        echo '[{"name":"wifi","password":"hunter2"}]' | vault import
+        vault import bitwarden_export.json
+        vault import --from keepassxc-csv passwords.csv --dry-run
+        vault import --from pass ~/.password-store
+        vault export --vault old | vault import --vault new
         """,
         run: { inv, ctx in
-            var raw: [UInt8]
-            do {
-                raw = try readAll(fd: ctx.stdinFD, limit: 1 << 30, label: "standard input")
-            } catch {
-                throw VaultError.io(path: "standard input", (error as? SystemError)?.reason ?? "\(error)")
+            let source = inv.arguments.first ?? "-"
+            var format = try inv.value("--from").map { name -> ImportFormat in
+                guard let f = ImportFormat(rawValue: name), f != .encrypted else {
+                    throw VaultError.usage("unknown import format '\(name)'", hint: "formats: \(formatNames.joined(separator: ", "))")
+                }
+                return f
             }
-            defer { wipe(&raw) }
-            let items = try VaultJSON.items(from: raw)
-            let vault = try openAccess(inv, ctx, purpose: "import \(items.count) item\(items.count == 1 ? "" : "s")")
+            var batch: ImportBatch
+            if source != "-", isFolder(source) {
+                guard format == nil || format == .pass else { throw VaultError.usage("'\(source)' is a folder; only --from pass reads a folder") }
+                if format == nil { ctx.say("vault: this looks like \(ImportFormat.pass.label) (--from pass)") }
+                format = .pass
+                batch = try PassStore.read(source, ctx)
+            } else {
+                let input = try SourceReader(source, ctx)
+                var head = try input.chunk(64 * 1024) ?? []
+                defer { wipe(&head) }
+                if format == nil {
+                    guard let found = ImportFormat.detect(head) else {
+                        throw VaultError.usage("cannot tell what format \(input.label) is in",
+                                               hint: "name it with --from: \(formatNames.joined(separator: ", "))")
+                    }
+                    if found != .vault { ctx.say("vault: this looks like \(found.label) (--from \(found.rawValue))") }
+                    format = found
+                }
+                if format == .vault {
+                    // Streamed: each item is decoded as soon as its text is read, and the text dropped.
+                    var stream = JSONArrayStream(prefix: head) { try input.chunk(1 << 20) }
+                    batch = try VaultJSON.batch(from: &stream, now: ctx.clock())
+                } else if format == .encrypted {
+                    batch = try readEncrypted(input, head: head, inv, ctx)
+                } else {
+                    // The text is wiped and freed once parsed, before the vault is opened: the
+                    // items alone are held while they are sealed and written.
+                    var raw = try input.rest(after: head)
+                    defer { wipe(&raw) }
+                    batch = try read(raw, format: format!, source: source, inv, ctx)
+                    wipe(&raw)
+                    raw = []
+                }
+            }
+            let used = format!
+            if inv.has("--dry-run") {
+                for item in batch.items { ctx.stdout.write("\(item.type.rawValue)\t\(terminalSafe(item.name, onTerminal: ctx.stdout.isTerminal))\n") }
+                summarize(batch, verb: "would import", from: used, ctx)
+                return
+            }
+            let vault = try openAccess(inv, ctx, purpose: "import \(batch.items.count) item\(batch.items.count == 1 ? "" : "s")")
             if inv.has("--force") {
                 // Replacing an item with fingerprint login on changes what a touch protects: one touch.
                 let guarded = try CredentialHelpers.readableItems(vault).filter(\.fingerprintLogin).map(\.name)
-                if let first = items.lazy.compactMap({ try? Item.normalize(name: $0.name) }).first(where: guarded.contains) {
+                if let first = batch.items.lazy.compactMap({ try? Item.normalize(name: $0.name) }).first(where: guarded.contains) {
                     try Release.freshMatch(for: first, vault, inv, ctx)
                 }
             }
+            let items = batch.takeItems()
             let replaced = inv.has("--json") && inv.has("--force")
                 ? Set(try CredentialHelpers.readableItems(vault).map(\.name)).intersection(items.compactMap { try? Item.normalize(name: $0.name) }).count
                 : 0
             let n = try vault.add(contentsOf: items, replace: inv.has("--force"))
             if inv.has("--json") { ctx.stdout.write(jsonText(["imported": n, "added": n - replaced, "replaced": replaced])) }
-            ctx.say("vault: imported \(n) item\(n == 1 ? "" : "s")")
+            summarize(batch, verb: "imported", from: used, ctx)
         })
 
+    /// FILE or standard input, read in chunks.
+    final class SourceReader {
+        let fd: Int32
+        let owned: Bool
+        let label: String
+        let size: Int?
+
+        init(_ source: String, _ ctx: CommandContext) throws {
+            label = source == "-" ? "standard input" : "'\(source)'"
+            if source == "-" {
+                fd = ctx.stdinFD
+                owned = false
+                size = nil
+            } else {
+                do {
+                    var file = try FileDescriptor.open(source, .readOnly)
+                    let status = try file.status()
+                    size = status.kind == .regular ? Int(status.size) : nil
+                    fd = file.take()
+                } catch {
+                    throw VaultError.io(path: source, error.reason)
+                }
+                owned = true
+            }
+        }
+
+        deinit { if owned { _ = FileDescriptor(owning: fd) } }
+
+        /// Up to `count` bytes; nil at the end.
+        func chunk(_ count: Int) throws -> [UInt8]? {
+            var buffer = [UInt8](repeating: 0, count: count)
+            let n: Int
+            do {
+                n = try buffer.withUnsafeMutableBytes { (b) throws(SystemError) -> Int in try readSome(fd: fd, into: b, label: label) }
+            } catch {
+                throw VaultError.io(path: label, (error as? SystemError)?.reason ?? "\(error)")
+            }
+            if n == 0 { return nil }
+            buffer.removeSubrange(n...)
+            return buffer
+        }
+
+        /// `head` and everything after it (a file's size reserved up front: no doubling copies).
+        func rest(after head: [UInt8]) throws -> [UInt8] {
+            var out: [UInt8] = []
+            out.reserveCapacity(max(head.count, size ?? 0) + 1)
+            out += head
+            while let c = try chunk(1 << 20) {
+                guard out.count + c.count <= 1 << 30 else { throw VaultError.io(path: label, "larger than 1 GiB") }
+                out += c
+            }
+            return out
+        }
+    }
+
+    /// An encrypted export, opened chunk by chunk as it is read; vault JSON inside is streamed
+    /// on into the item reader, Bitwarden JSON gathered first.
+    static func readEncrypted(_ input: SourceReader, head: [UInt8], _ inv: Invocation, _ ctx: CommandContext) throws -> ImportBatch {
+        let passphrase: SecretBytes
+        if let fd = try SecretInput.descriptor(inv, "--passphrase-fd") {
+            passphrase = try SecretInput.line(fd: fd, what: "passphrase")
+        } else {
+            passphrase = try SecretInput.ask(ctx, inv, prompt: "passphrase of the encrypted export: ", reason: "no terminal and no --passphrase-fd")
+        }
+        var pending: [UInt8]? = head
+        let reader = try EncryptedExport.Reader(passphrase: passphrase) {
+            if let p = pending { pending = nil; return p }
+            return try input.chunk(1 << 20)
+        }
+        var first = try reader.next() ?? []
+        defer { wipe(&first) }
+        switch ImportFormat.detect(first) {
+        case .vault?:
+            var stream = JSONArrayStream(prefix: first) { try reader.next() }
+            return try VaultJSON.batch(from: &stream, now: ctx.clock())
+        case .bitwarden?:
+            var plain = first
+            defer { wipe(&plain) }
+            while var c = try reader.next() {
+                plain += c
+                wipe(&c)
+            }
+            return try BitwardenJSON.read(plain, now: ctx.clock())
+        default:
+            throw VaultError.corrupt("the encrypted export holds neither vault nor Bitwarden JSON")
+        }
+    }
+
+    /// Parses `raw` as `format`.
+    static func read(_ raw: [UInt8], format: ImportFormat, source: String, _ inv: Invocation, _ ctx: CommandContext) throws -> ImportBatch {
+        let now = ctx.clock()
+        switch format {
+        case .vault: return try VaultJSON.batch(from: raw, now: now)
+        case .bitwarden: return try BitwardenJSON.read(raw, now: now)
+        case .bitwardenCSV, .keepassxcCSV, .onePasswordCSV, .chromeCSV, .firefoxCSV: return try ForeignCSV.read(raw, format: format, now: now)
+        case .keepassXML: return try KeePassXMLReader.read(raw, now: now)
+        case .onePUX:
+            let (files, others) = try LibArchive.zipEntries(raw, limit: 1 << 30) { $0 == "export.data" }
+            guard let data = files["export.data"] else { throw VaultError.usage("the 1PUX archive has no export.data") }
+            var batch = try OnePUX.read(exportData: data, now: now)
+            batch.drop("attachments: vault stores no files", others.filter { $0.hasPrefix("files/") }.count)
+            return batch
+        case .encrypted:
+            let passphrase: SecretBytes
+            if let fd = try SecretInput.descriptor(inv, "--passphrase-fd") {
+                passphrase = try SecretInput.line(fd: fd, what: "passphrase")
+            } else {
+                passphrase = try SecretInput.ask(ctx, inv, prompt: "passphrase of the encrypted export: ", reason: "no terminal and no --passphrase-fd")
+            }
+            var plain = try EncryptedExport.open(try EncryptedExport.dearmor(raw), passphrase: passphrase)
+            defer { wipe(&plain) }
+            let inner = ImportFormat.detect(plain)
+            guard inner == .vault || inner == .bitwarden else { throw VaultError.corrupt("the encrypted export holds neither vault nor Bitwarden JSON") }
+            return try read(plain, format: inner!, source: source, inv, ctx)
+        case .pass:
+            return try PassStore.read(source, ctx)
+        }
+    }
+
+    /// The per-type summary on stderr, and what could not be kept and why.
+    static func summarize(_ batch: ImportBatch, verb: String, from format: ImportFormat, _ ctx: CommandContext) {
+        let taken = batch.items.isEmpty && batch.count > 0
+        let total = taken ? batch.count : batch.items.count
+        let types = (taken ? batch.counts : batch.countsByType).map { "\($0.1) \($0.0.rawValue)\($0.1 == 1 ? "" : "s")" }
+        ctx.say("vault: \(verb) \(total) item\(total == 1 ? "" : "s")\(format == .vault ? "" : " from " + format.label)")
+        if !types.isEmpty { ctx.say("vault: by type: \(types.joined(separator: ", "))") }
+        for (reason, n) in batch.notKept.sorted(by: { $0.key < $1.key }) { ctx.say("vault: not kept: \(n) \(reason)") }
+        for (reason, n) in batch.skipped.sorted(by: { $0.key < $1.key }) { ctx.say("vault: skipped \(n) item\(n == 1 ? "" : "s") \(reason)") }
+        if batch.renamed > 0 { ctx.say("vault: \(batch.renamed) item\(batch.renamed == 1 ? " was" : "s were") renamed to keep names valid and unique ('name (2)')") }
+    }
+
+    /// The passphrase of an encrypted export: the first line of `--passphrase-fd`, or asked twice
+    /// on the terminal (the passcode rule: at least 4 characters, not only blanks).
+    static func newPassphrase(_ inv: Invocation, _ ctx: CommandContext) throws -> SecretBytes {
+        if let fd = try SecretInput.descriptor(inv, "--passphrase-fd") {
+            let s = try SecretInput.line(fd: fd, what: "passphrase")
+            try PasscodeRule.check(s)
+            return s
+        }
+        let reason = "no terminal and no --passphrase-fd"
+        let first = try SecretInput.ask(ctx, inv, prompt: "passphrase for the encrypted export: ", reason: reason)
+        try PasscodeRule.check(first)
+        let second = try SecretInput.ask(ctx, inv, prompt: "repeat the passphrase: ", reason: reason)
+        guard first.isEqual(to: second) else { throw VaultError.usage("the two passphrases differ; nothing was exported") }
+        return first
+    }
+
     static let exportCommand = CommandSpec(
-        name: "export", summary: "print every item, secrets included, as JSON (for a backup or another vault)",
-        usage: "vault export > items.json",
-        options: Auth.options,
-        examples: "vault export | gpg -e -r me > vault-backup.json.gpg",
+        name: "export", summary: "print every item, secrets included (vault JSON, Bitwarden JSON, or encrypted)",
+        usage: "vault export [--format vault|bitwarden] [--encrypt [--passphrase-fd N] [--kdf-memory MIB] [--kdf-ops N]]",
+        options: [
+            .value("--format", "FORMAT", "vault (default: every field, for vault import) or bitwarden (for Bitwarden's importer)"),
+            .flag("--encrypt", "seal the export with a passphrase (Argon2id + libsodium secretstream)"),
+            .value("--passphrase-fd", "N", "with --encrypt: read the passphrase from file descriptor N (else asked twice)"),
+            .value("--kdf-memory", "MIB", "with --encrypt: Argon2id memory (default 256)"),
+            .value("--kdf-ops", "N", "with --encrypt: Argon2id passes (default 3)"),
+        ] + Auth.options,
+        examples: """
+        vault export > items.json
+        vault export --format bitwarden > bitwarden.json
+        vault export --encrypt > backup.vault-export && vault import backup.vault-export
+        """,
         run: { inv, ctx in
+            let format = inv.value("--format") ?? "vault"
+            guard ["vault", "bitwarden"].contains(format) else { throw VaultError.usage("unknown export format '\(format)' (vault or bitwarden)") }
+            if !inv.has("--encrypt") {
+                for option in ["--passphrase-fd", "--kdf-memory", "--kdf-ops"] where inv.has(option) {
+                    throw VaultError.usage("\(option) goes with --encrypt")
+                }
+            }
+            let cost = try kdfParameters(inv) ?? KDFParameters()
+            // The passphrase first: a mistake there should not cost a fingerprint scan.
+            var sealer: EncryptedExport.Writer?
+            if inv.has("--encrypt") {
+                let passphrase = try newPassphrase(inv, ctx)
+                sealer = try EncryptedExport.Writer(passphrase: passphrase, cost: cost) { ctx.stdout.write($0) }
+            }
             let vault = try openAccess(inv, ctx, purpose: "export every item")
-            // Written as read, about 64 KiB at a time: never the whole vault in memory.
-            var damaged = 0, first = true
+            // Written as read, about 64 KiB at a time (sealed in 64 KiB chunks with --encrypt):
+            // never the whole vault in memory.
             var chunk: [UInt8] = []
             chunk.reserveCapacity(1 << 17)
             defer { wipe(&chunk) }
-            func flush() {
-                ctx.stdout.write(String(decoding: chunk, as: UTF8.self))
+            func flush() throws {
+                if let sealer { try sealer.write(chunk) } else { ctx.stdout.write(String(decoding: chunk, as: UTF8.self)) }
                 wipe(&chunk)
                 chunk.removeAll(keepingCapacity: true)
             }
+            var damaged = 0, first = true
+            var bitwarden = BitwardenJSON.Exporter()
+            chunk += Array((format == "bitwarden" ? #"{"encrypted":false,"items":["# : "[").utf8)
             try Release.each(command: "export", from: vault, inv, ctx) { e in
                 switch e {
                 case .item(let item):
-                    chunk += Array((first ? "[" : ",\n").utf8)
-                    JSONText.append(VaultJSON.object(item), to: &chunk)
+                    if !first { chunk += Array(",\n".utf8) }
+                    JSONText.append(format == "bitwarden" ? bitwarden.object(item) : VaultJSON.object(item), to: &chunk)
                     first = false
-                    if chunk.count >= 1 << 16 { flush() }
+                    if chunk.count >= 1 << 16 { try flush() }
                 case .damaged: damaged += 1
                 }
             }
-            chunk += Array((first ? "[]\n" : "]\n").utf8)
-            flush()
+            if format == "bitwarden" {
+                chunk += Array(#"],"folders":"#.utf8)
+                JSONText.append(bitwarden.folders, to: &chunk)
+                chunk += Array("}\n".utf8)
+            } else {
+                chunk += Array("]\n".utf8)
+            }
+            try flush()
+            try sealer?.finish()
             if damaged > 0 { throw VaultError.corrupt("\(damaged) damaged item(s) were not exported") }
         })
 }

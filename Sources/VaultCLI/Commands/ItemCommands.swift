@@ -1,6 +1,7 @@
 import Foundation
 import VaultKit
 import VaultSystem
+import VaultOTP
 
 /// The location named by `--vault` and the environment.
 func location(_ inv: Invocation, _ ctx: CommandContext) throws -> VaultLocation {
@@ -51,7 +52,7 @@ func printListing(_ vault: any VaultAccess, term: String? = nil, tag: String? = 
 enum ItemCommands {
     static let add = CommandSpec(
         name: "add", summary: "save a new login",
-        usage: "vault add NAME [--username U] [--url URL]... [--password-stdin | --generate] [--force]",
+        usage: "vault add NAME [--type T] [--username U] [--url URL]... [--password-stdin | --generate] [--totp-stdin] [--field NAME[:KIND][=VALUE]]... [--force]",
         options: [
             .value("--username", "U", "the account name"),
             .value("--url", "URL", "where the login is used (repeatable)", repeatable: true),
@@ -61,11 +62,14 @@ enum ItemCommands {
             .flag("--totp-stdin", "read an otpauth:// URI from the next line of standard input"),
             .flag("--generate", "generate a random password (with generate's options below)"),
             .flag("--force", "replace an existing item of that name"),
+            .value("--type", "TYPE", "login (default), note, card or identity"),
+            .value("--field", "NAME[:KIND][=VALUE]", "set a custom field; KIND text (default), url, hidden or totp; hidden and totp values are read from standard input, never given here", repeatable: true),
         ] + VaultCommands.passwordOptions + Auth.options,
         arguments: 1...1,
         examples: """
         printf '%s\\n' "$PW" | vault add github --username me --url https://github.com --password-stdin
         vault add wifi --generate --length 32
+        printf '%s\\n' "$PIN" | vault add bank-card --type card --field holder=Me --field pin:hidden
         """,
         run: { inv, ctx in
             if inv.has("--password-stdin") && inv.has("--generate") {
@@ -80,10 +84,13 @@ enum ItemCommands {
                     try Release.freshMatch(for: name, vault, inv, ctx)
                 }
             }
-            var item = Item(name: name, username: inv.value("--username"), urls: inv.all("--url"),
+            let fieldSpecs = try inv.all("--field").map(FieldSpec.parse)
+            let type = try itemType(inv)
+            var item = Item(name: name, type: type ?? .login, username: inv.value("--username"), urls: inv.all("--url"),
                             notes: inv.value("--notes"), tags: inv.all("--tag"), now: ctx.clock())
             item.password = try newPassword(inv, ctx, name: name, askWhenMissing: true)
-            if inv.has("--totp-stdin") { item.totp = try totp(ctx) }
+            if inv.has("--totp-stdin") { item.totp = try totp(ctx, label: name) }
+            item.fields = try FieldSpec.values(fieldSpecs, ctx, label: name)
             try vault.add(item, replace: inv.has("--force"))
             ctx.say("vault: saved '\(name)'")
             if item.password == nil && item.totp == nil {
@@ -132,15 +139,21 @@ enum ItemCommands {
         throw VaultError.usage("no password was given; nothing was saved")
     }
 
-    static func totp(_ ctx: CommandContext) throws -> String {
-        let uri = try SecretInput.stdinText(ctx, what: "otpauth:// URI")
-        guard uri.hasPrefix("otpauth://") else { throw VaultError.usage("the TOTP secret must be an otpauth:// URI") }
-        return uri
+    /// A TOTP secret from the next line of stdin: an otpauth:// URI (checked) or a bare base32 secret.
+    static func totp(_ ctx: CommandContext, label: String) throws -> String {
+        try OTP.normalize(try SecretInput.stdinText(ctx, what: "otpauth:// URI or base32 secret"), label: label)
+    }
+
+    /// `--type`, checked.
+    static func itemType(_ inv: Invocation) throws -> ItemType? {
+        guard let t = inv.value("--type") else { return nil }
+        guard let type = ItemType(rawValue: t) else { throw VaultError.usage("--type: unknown type '\(t)' (login, note, card or identity)") }
+        return type
     }
 
     static let edit = CommandSpec(
         name: "edit", summary: "change fields of a login",
-        usage: "vault edit NAME [--username U] [--url URL]... [--notes T] [--tag T]... [--password-stdin | --generate] [--fingerprint-login on|off]",
+        usage: "vault edit NAME [--username U] [--url URL]... [--notes T] [--tag T]... [--password-stdin | --generate] [--totp-stdin] [--type T] [--field NAME[:KIND][=VALUE]]... [--remove-field NAME]... [--fingerprint-login on|off]",
         options: [
             .value("--username", "U", "new account name"),
             .value("--url", "URL", "replace the URLs (repeatable)", repeatable: true),
@@ -153,6 +166,9 @@ enum ItemCommands {
             .value("--user-prompt", "REGEX", "how 'vault login' recognises the program's username prompt"),
             .value("--password-prompt", "REGEX", "how 'vault login' recognises the program's password prompt"),
             .value("--fingerprint-login", "on|off", "let 'vault login' fill this login after a fresh finger scan (changing it needs a scan)"),
+            .value("--type", "TYPE", "login (default), note, card or identity"),
+            .value("--field", "NAME[:KIND][=VALUE]", "set a custom field; KIND text (default), url, hidden or totp; hidden and totp values are read from standard input, never given here", repeatable: true),
+            .value("--remove-field", "NAME", "remove a custom field", repeatable: true),
         ] + VaultCommands.passwordOptions + Auth.options,
         arguments: 1...1,
         examples: """
@@ -176,10 +192,12 @@ enum ItemCommands {
             }
             let fingerprintLogin = try Auth.parseSwitch(inv)
             let changes = ["--username", "--url", "--notes", "--tag", "--password-stdin", "--generate", "--totp-stdin", "--clear",
-                           "--user-prompt", "--password-prompt", "--fingerprint-login"]
+                           "--user-prompt", "--password-prompt", "--fingerprint-login", "--type", "--field", "--remove-field"]
             guard changes.contains(where: inv.has) else {
                 throw VaultError.usage("nothing to change for '\(name)'", hint: "usage: \(inv.command.usage)")
             }
+            let fieldSpecs = try inv.all("--field").map(FieldSpec.parse)
+            let type = try itemType(inv)
             let vault = try openAccess(inv, ctx, purpose: "edit '\(name)'")
             guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
             if let on = fingerprintLogin {
@@ -187,7 +205,8 @@ enum ItemCommands {
                 try Auth.requireFreshMatch(vault, inv, ctx, prompt: "touch the fingerprint reader to turn fingerprint login \(on ? "on" : "off") for '\(name)'")
             }
             let password = try newPassword(inv, ctx, name: name)
-            let totp = inv.has("--totp-stdin") ? try totp(ctx) : nil
+            let totp = inv.has("--totp-stdin") ? try totp(ctx, label: name) : nil
+            let setFields = try FieldSpec.values(fieldSpecs, ctx, label: name)
             var change = ItemChange()
             change.clear = clears.compactMap(ItemField.init(rawValue:))
             change.username = inv.value("--username")
@@ -199,6 +218,9 @@ enum ItemCommands {
             change.userPrompt = inv.value("--user-prompt")
             change.passwordPrompt = inv.value("--password-prompt")
             change.fingerprintLogin = fingerprintLogin
+            change.type = type
+            change.setFields = setFields
+            change.removeFields = inv.all("--remove-field")
             try vault.update(name, change)
             ctx.say("vault: updated '\(name)'")
         })
@@ -265,7 +287,7 @@ enum ItemCommands {
         name: "get", summary: "print a login or one of its fields",
         usage: "vault get NAME [--field F] [--json] [--reveal]",
         options: [
-            .value("--field", "F", "print only this field: \(Item.fieldNames.joined(separator: ", "))"),
+            .value("--field", "F", "print only this field: \(Item.fieldNames.joined(separator: ", ")), totp-uri, or a custom field's name (totp prints the current code)"),
             .flag("--json", "print JSON (the password only with --reveal or --field password)"),
             .flag("--reveal", "include the password, the TOTP secret and the notes"),
             .flag("--clip", "copy the value (the password, or --field) to the clipboard instead of printing it"),
@@ -280,9 +302,6 @@ enum ItemCommands {
         """,
         run: { inv, ctx in
             let name = try Item.normalize(name: inv.arguments[0])
-            if let f = inv.value("--field"), !Item.fieldNames.contains(f) {
-                throw VaultError.usage("unknown field '\(f)'", hint: "fields: \(Item.fieldNames.joined(separator: ", "))")
-            }
             if inv.has("--clip") && inv.has("--json") { throw VaultError.usage("--clip and --json exclude each other") }
             let clearAfter = try SessionCommands.duration(inv, "--clear-after", default: 45)
             // The clearer waits at most an hour: a longer promise would not be kept.
@@ -290,16 +309,41 @@ enum ItemCommands {
             // No touch is spent on a copy that cannot be made.
             if inv.has("--clip") { try Clipboard.check(ctx.environment) }
             let vault = try openAccess(inv, ctx, purpose: "read '\(name)'")
+            let overview = try vault.overview(named: name)
+            let field = inv.value("--field")
+            if let f = field, !Item.fieldNames.contains(f), f != "totp-uri", overview.item.customField(f) == nil {
+                throw VaultError.usage("unknown field '\(f)'", hint: "fields: \((Item.fieldNames + ["totp-uri"]).joined(separator: ", "))\(overview.item.fields.isEmpty ? "" : ", or one of this item's: " + overview.item.fields.map(\.name).joined(separator: ", "))")
+            }
+            // `totp` is the current code, `totp-uri` the secret's URI: both release the secret.
+            if field == "totp" || field == "totp-uri" {
+                let value: String
+                if field == "totp" {
+                    value = try OTPCommand.current(name, command: inv.has("--clip") ? "get --clip" : "get", from: vault, inv, ctx).code
+                } else {
+                    let item = try Release.item(name, fields: ["totp"], command: inv.has("--clip") ? "get --clip" : "get", from: vault, inv, ctx)
+                    guard let uri = item.totp else { throw VaultError.failure("item '\(item.name)' has no totp") }
+                    value = uri
+                }
+                if inv.has("--clip") {
+                    try Clipboard.copy(value, clearAfter: clearAfter, ctx)
+                    ctx.say("vault: copied the \(field!) of '\(name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
+                } else if inv.has("--json") {
+                    ctx.stdout.write(jsonText([field!: value]))
+                } else {
+                    ctx.stdout.write(terminalSafe(value, onTerminal: ctx.stdout.isTerminal) + "\n")
+                }
+                return
+            }
             if inv.has("--clip") {
-                let field = inv.value("--field") ?? "password"
-                let item = try Release.item(name, fields: [field], command: "get --clip", from: vault, inv, ctx)
+                let field = field ?? "password"
+                let item = try Release.item(name, fields: overview.item.isSecretField(field) ? [field] : [], command: "get --clip", from: vault, inv, ctx)
                 guard let value = try item.field(field) else { throw VaultError.failure("item '\(item.name)' has no \(field)") }
                 try Clipboard.copy(value, clearAfter: clearAfter, ctx)
                 ctx.say("vault: copied the \(field) of '\(item.name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
                 return
             }
             // One secret printed as is: from the record's guarded memory to write(2), never a String.
-            if let f = inv.value("--field"), !inv.has("--json"), ItemField(rawValue: f)?.isSecret == true {
+            if let f = field, !inv.has("--json"), f != "history", overview.item.isSecretField(f) {
                 let secret = try Release.secret(name, field: f, command: "get", from: vault, inv, ctx)
                 ctx.stdout.writeSecret(secret)
                 ctx.stdout.write("\n")
@@ -307,10 +351,10 @@ enum ItemCommands {
             }
             // Only the secrets printed are released (and so logged).
             let released: [String]
-            if let f = inv.value("--field") {
-                released = ItemField(rawValue: f)?.isSecret == true ? [f] : []
+            if let f = field {
+                released = overview.item.isSecretField(f) ? [f] : []
             } else {
-                released = inv.has("--reveal") ? ["password", "totp", "notes"] : []
+                released = inv.has("--reveal") ? ["password", "totp", "notes"] + overview.item.fields.filter(\.kind.isSecret).map(\.name) : []
             }
             if let f = released.first, inv.value("--field") != nil {
                 // A field the item does not have is not released, so not logged as released.
@@ -319,9 +363,8 @@ enum ItemCommands {
                 if !present { throw VaultError.failure("item '\(overview.item.name)' has no \(f)") }
             }
             if !released.isEmpty {
-                try printItem(try Release.item(name, fields: released, command: "get", from: vault, inv, ctx), inv, ctx)
+                try printItem(try Release.item(name, fields: released, command: "get", from: vault, inv, ctx), overview: overview, inv, ctx)
             } else {
-                let overview = try vault.overview(named: name)
                 try printItem(overview.item, overview: overview, inv, ctx)
             }
         })
@@ -339,6 +382,15 @@ enum ItemCommands {
         if inv.has("--json") {
             var o = listingJSON(item)
             if let n = item.notes { o["notes"] = n }
+            o["type"] = item.type.rawValue
+            if !item.fields.isEmpty {
+                o["fields"] = item.fields.map { f -> [String: Any] in
+                    var e: [String: Any] = ["name": f.name, "kind": f.kind.rawValue]
+                    if !f.kind.isSecret || reveal { e["value"] = f.value }
+                    return e
+                }
+            }
+            if overview.historyCount > 0 { o["history_count"] = overview.historyCount }
             if reveal {
                 if let p = item.password { o["password"] = p }
                 if let t = item.totp { o["totp"] = t }
@@ -350,6 +402,7 @@ enum ItemCommands {
             return
         }
         var lines = ["name: \(item.name)"]
+        if item.type != .login { lines.append("type: \(item.type.rawValue)") }
         if let u = item.username { lines.append("username: \(u)") }
         if overview.hasPassword { lines.append("password: " + (reveal ? item.password ?? "" : "******** (--reveal or --field password shows it)")) }
         for u in item.urls { lines.append("url: \(u)") }
@@ -357,8 +410,10 @@ enum ItemCommands {
         if overview.hasTOTP { lines.append("totp: " + (reveal ? item.totp ?? "" : "set")) }
         if let n = item.notes { lines.append("notes: \(n)") } else if overview.hasNotes { lines.append("notes: (kept with the secrets: --reveal or --field notes shows them)") }
         for f in item.fields {
-            lines.append("\(f.name): " + (f.kind.isSecret && f.value.isEmpty ? "******** (--field \(f.name))" : f.value))
+            let shown = !f.kind.isSecret || (reveal && !f.value.isEmpty)
+            lines.append("\(f.name): " + (shown ? f.value : "******** (--field '\(f.name)' shows it)"))
         }
+        if overview.historyCount > 0 { lines.append("password history: \(overview.historyCount) former password\(overview.historyCount == 1 ? "" : "s") (--field history)") }
         lines.append("fingerprint login: \(item.fingerprintLogin ? "on" : "off")")
         ctx.stdout.write(terminalSafe(lines.joined(separator: "\n"), onTerminal: ctx.stdout.isTerminal) + "\n")
     }
@@ -389,4 +444,47 @@ extension ItemCommands {
             if inv.has("--json") { ctx.stdout.write(jsonText(["records": rows, "damaged": damaged])) }
             if damaged > 0 { throw VaultError.corrupt("\(damaged) audit record(s) failed authentication") }
         })
+}
+
+/// One `--field NAME[:KIND][=VALUE]` of add/edit. A hidden or TOTP value is never taken from the
+/// command line (argv is visible in `ps`): it is read from the next line of standard input, in
+/// the order the options are given, after the password and TOTP lines.
+struct FieldSpec {
+    var name: String
+    var kind: CustomFieldKind
+    var value: String?
+
+    static func parse(_ text: String) throws -> FieldSpec {
+        let eq = text.firstIndex(of: "=")
+        var name = String(text[..<(eq ?? text.endIndex)])
+        let value = eq.map { String(text[text.index(after: $0)...]) }
+        var kind = CustomFieldKind.text
+        if let colon = name.lastIndex(of: ":"), let k = CustomFieldKind(rawValue: String(name[name.index(after: colon)...])) {
+            kind = k
+            name = String(name[..<colon])
+        }
+        name = name.trimmingCharacters(in: .whitespaces)
+        guard !name.isEmpty else { throw VaultError.usage("--field needs a name: --field NAME[:KIND][=VALUE]") }
+        if Item.fieldNames.contains(name) || name == "totp-uri" || name == "all" {
+            throw VaultError.usage("--field: '\(name)' is a built-in field; use its own option")
+        }
+        if kind.isSecret, value != nil {
+            throw VaultError.usage("--field \(name):\(kind.rawValue): a \(kind.rawValue) value is read from standard input, never from the command line",
+                                   hint: "printf '%s\\n' \"$VALUE\" | vault add ... --field \(name):\(kind.rawValue)")
+        }
+        if !kind.isSecret, value == nil { throw VaultError.usage("--field \(name): give its value: --field \(name)=VALUE") }
+        return FieldSpec(name: name, kind: kind, value: value)
+    }
+
+    /// The fields, secret values read from stdin now.
+    static func values(_ specs: [FieldSpec], _ ctx: CommandContext, label: String) throws -> [CustomField] {
+        var out: [CustomField] = []
+        for spec in specs {
+            if out.contains(where: { $0.name == spec.name }) { throw VaultError.usage("--field '\(spec.name)' given twice") }
+            var value = try spec.value ?? SecretInput.stdinText(ctx, what: "value of the field '\(spec.name)'")
+            if spec.kind == .totp { value = try OTP.normalize(value, label: label) }
+            out.append(CustomField(name: spec.name, kind: spec.kind, value: value))
+        }
+        return out
+    }
 }

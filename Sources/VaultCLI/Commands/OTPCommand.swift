@@ -1,0 +1,43 @@
+import Foundation
+import VaultKit
+import VaultOTP
+
+/// `vault otp NAME`: the current one-time code of an item's TOTP or HOTP secret.
+enum OTPCommand {
+    static let otp = CommandSpec(
+        name: "otp", summary: "print the current one-time code of a login (TOTP, or HOTP with its counter advanced)",
+        usage: "vault otp NAME [--json]",
+        options: [.flag("--json", "print {\"code\", \"type\", \"seconds_left\", \"period\"}")] + Auth.options,
+        arguments: 1...1,
+        examples: """
+        vault otp github
+        vault otp github --json | jq -r .seconds_left
+        vault get github --field totp-uri
+        """,
+        run: { inv, ctx in
+            let name = try Item.normalize(name: inv.arguments[0])
+            let vault = try openAccess(inv, ctx, purpose: "make a code for '\(name)'")
+            let code = try current(name, command: "otp", from: vault, inv, ctx)
+            if inv.has("--json") {
+                var o: [String: Any] = ["code": code.code, "type": code.advancedURI == nil ? "totp" : "hotp"]
+                if let left = code.secondsRemaining { o["seconds_left"] = left }
+                if let p = code.period { o["period"] = p }
+                ctx.stdout.write(jsonText(o))
+            } else {
+                ctx.stdout.write(code.code + "\n")
+            }
+        })
+
+    /// The item's code now; an HOTP counter is advanced and stored before the code is returned,
+    /// so no code is handed out twice. The TOTP secret's release is audited.
+    static func current(_ name: String, command: String, from vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext) throws -> OTPCode {
+        let item = try Release.item(name, fields: ["totp"], command: command, from: vault, inv, ctx)
+        let code = try OTP.code(for: item, at: Date(timeIntervalSince1970: TimeInterval(ctx.clock())))
+        if let next = code.advancedURI {
+            var change = ItemChange()
+            change.totp = next
+            try vault.update(item.name, change)
+        }
+        return code
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import VaultKit
+import VaultSystem
+
+/// Whether `path` is a folder.
+func isFolder(_ path: String) -> Bool {
+    var dir: ObjCBool = false
+    return FileManager.default.fileExists(atPath: path, isDirectory: &dir) && dir.boolValue
+}
+
+/// A `pass` password store: every `*.gpg` file below the folder (`.git` and `.extensions`
+/// skipped), decrypted through `gpg` as pass itself does (`gpg -d --quiet --yes --batch`, the
+/// user's agent and keyring), one entry at a time; the entry's path is the item's name.
+enum PassStore {
+    static func read(_ folder: String, _ ctx: CommandContext) throws -> ImportBatch {
+        guard FileSystem.exists(folder + "/.gpg-id") else {
+            throw VaultError.usage("'\(folder)' is not a pass store (it has no .gpg-id)")
+        }
+        guard case .found(let gpg) = ProgramLookup.find("gpg", searchPath: ctx.environment["PATH"] ?? "/usr/bin:/bin") else {
+            throw VaultError.usage("gpg is not installed; pass entries are decrypted with it", hint: "apt-get install gnupg")
+        }
+        let root = URL(fileURLWithPath: folder).standardizedFileURL.path
+        var paths: [String] = []
+        guard let walk = FileManager.default.enumerator(atPath: root) else { throw VaultError.io(path: folder, "cannot be listed") }
+        while let rel = walk.nextObject() as? String {
+            if rel.hasPrefix(".git") || rel.hasPrefix(".extensions") || rel.contains("/.") { continue }
+            if rel.hasSuffix(".gpg") { paths.append(rel) }
+        }
+        paths.sort()
+        var batch = ImportBatch()
+        let extra = (ctx.environment["PASSWORD_STORE_GPG_OPTS"] ?? "").split(separator: " ").map(String.init)
+        for rel in paths {
+            let name = String(rel.dropLast(4))
+            let file = root + "/" + rel
+            var text = try decrypt(gpg, extra + ["-d", "--quiet", "--yes", "--batch", "--compress-algo=none", "--no-encrypt-to", file],
+                                   entry: name, ctx)
+            defer { wipe(&text) }
+            guard let s = String(validating: text, as: UTF8.self) else { throw VaultError.usage("entry '\(name)': not UTF-8 text once decrypted") }
+            let mtime = (try? FileManager.default.attributesOfItem(atPath: file)[.modificationDate] as? Date).map { Int64($0.timeIntervalSince1970) }
+            try batch.add(PassEntry.item(path: name, text: s, modified: mtime, now: ctx.clock()), entry: "entry '\(name)'")
+        }
+        return batch
+    }
+
+    /// gpg's standard output; its error output is shown only in the error.
+    static func decrypt(_ gpg: String, _ arguments: [String], entry: String, _ ctx: CommandContext) throws -> [UInt8] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: gpg)
+        process.arguments = arguments
+        process.environment = ctx.environment
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        do { try process.run() } catch { throw VaultError.failure("gpg could not be started: \(error.localizedDescription)") }
+        // Read both pipes while gpg runs (a full stderr pipe would stall it).
+        nonisolated(unsafe) var errors = Data()
+        let reader = Thread { errors = err.fileHandleForReading.readDataToEndOfFile() }
+        reader.start()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while !reader.isFinished { usleep(1000) }
+        guard process.terminationStatus == 0 else {
+            let why = String(decoding: errors, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? "exit \(process.terminationStatus)"
+            throw VaultError.usage("entry '\(entry)': gpg could not decrypt it (\(why))")
+        }
+        return Array(data)
+    }
+}
