@@ -297,3 +297,28 @@ extension RunLoginFingerprintTests {
         #expect(log.filter { $0["command"] as? String == "inject" }.count == 4, "one record per secret: \(log)")
     }
 }
+
+extension ReferenceCommandTests {
+    /// `vault://ITEM/otp` is the current code, the one `vault otp` prints and oathtool computes;
+    /// the TOTP secret is what is released (one audit record); an HOTP secret is refused.
+    @Test func anOTPReferenceIsTheCurrentCode() throws {
+        box.initVault()
+        let secret = "JBSWY3DPEHPK3PXP"
+        var r = box.vault(["add", "mfa", "--totp-stdin"], passcode: pc, stdin: "otpauth://totp/x:me?secret=\(secret)&issuer=x\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["add", "counter", "--totp-stdin"], passcode: pc, stdin: "otpauth://hotp/x:me?secret=\(secret)&counter=3\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        // Retried when a 30-second step boundary falls between the two reads.
+        var matched = false
+        for _ in 0..<3 {
+            let read = vault(["read", "vault://mfa/otp"])
+            let oath = spawn("/usr/bin/oathtool", ["--totp", "-b", secret], env: ["PATH": "/usr/bin:/bin"])
+            #expect(read.status == 0, "\(read.stderr)")
+            if read.stdout == oath.stdout && read.stdout.count == 7 { matched = true; break }
+        }
+        #expect(matched, "vault read vault://mfa/otp printed oathtool's code")
+        #expect(audit().filter { $0.hasSuffix("mfa totp") }.count >= 1)
+        r = vault(["read", "vault://counter/otp"])
+        #expect(r.status == 2 && r.stderr.contains("HOTP"), "\(r.status) \(r.stderr)")
+    }
+}

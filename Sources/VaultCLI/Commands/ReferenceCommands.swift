@@ -1,5 +1,6 @@
 import Foundation
 import VaultKit
+import VaultOTP
 import VaultSystem
 
 /// Resolves secret references (`vault://[VAULT/]ITEM/FIELD`) for one command: each vault is
@@ -121,8 +122,23 @@ final class ReferenceResolver {
             }
             let key = SecretKey(vault: try vaultName(r.vault), item: overview.name, field: field)
             if released[key] == nil { released[key] = try releaseSecret(overview.name, field: field, vault: r.vault) }
+            if r.field.lowercased() == "otp" { return (r.text, .secret(try Self.currentCode(of: released[key]!, r)), true) }
             return (r.text, .secret(released[key]!), true)
         }
+    }
+}
+
+extension ReferenceResolver {
+    /// The current TOTP code of a released `otpauth://` URI. An HOTP secret is refused: a
+    /// reference cannot advance and store its counter (`vault otp NAME` does).
+    static func currentCode(of uri: SecretBox, _ r: SecretReference) throws -> SecretBox {
+        let text = uri.bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let auth = try OTPAuth(uri: text)
+        guard auth.kind == .totp else {
+            throw VaultError.usage("'\(r.text)' names an HOTP secret: a reference cannot advance its counter", hint: "use 'vault otp \(r.item)'")
+        }
+        let code = try OTP.code(for: auth, uri: text, at: Int64(Date().timeIntervalSince1970.rounded(.down)))
+        return SecretBox(try SecretBytes(copying: Array(code.code.utf8)))
     }
 }
 

@@ -58,16 +58,17 @@ public struct SecretReference: Hashable, Sendable, CustomStringConvertible {
 /// The fields a reference can name, and the one place their values are looked up.
 public enum ReferenceField {
     /// The built-in field names (matched in any case); any other name is a custom field's.
-    public static let builtIn = ["password", "username", "url", "notes", "totp-uri"]
+    public static let builtIn = ["password", "username", "url", "notes", "totp-uri", "otp"]
 
     /// How `field` of an item is read: the item field released for it (nil when the value is no
     /// secret and comes from the overview: no release, no audit record) and its value.
     ///
-    /// This is the one lookup every reference goes through (`read`, `run`, `inject`). The code of
-    /// `otp` is one line here with the TOTP work (`case "otp": Reader(builtIn: "totp") { TOTP...
-    /// code of $0.totp }`).
+    /// This is the one lookup every reference goes through (`read`, `run`, `inject`); for `otp`
+    /// the TOTP secret is what is released, and the resolver hands out its current code.
     public static func lookup(_ field: String) -> ReferenceField.Reader {
         switch field.lowercased() {
+        // The TOTP secret is released; the resolver turns it into the current code (VaultOTP).
+        case "otp": Reader(builtIn: "totp") { $0.totp }
         case "password": Reader(builtIn: "password") { $0.password }
         case "username": Reader(builtIn: nil) { $0.username }
         case "url": Reader(builtIn: nil) { $0.urls.first }
@@ -89,13 +90,15 @@ public enum ReferenceField {
         /// The value in a (released) item, nil when the item has none.
         public let value: @Sendable (Item) throws -> String?
 
-        init(isBuiltIn: Bool, released: @escaping @Sendable (Item) -> String?, value: @escaping @Sendable (Item) throws -> String?) {
+        /// A reader of a field: which item field its release names, and how the value is read.
+        public init(isBuiltIn: Bool, released: @escaping @Sendable (Item) -> String?, value: @escaping @Sendable (Item) throws -> String?) {
             self.isBuiltIn = isBuiltIn
             self.released = released
             self.value = value
         }
 
-        init(builtIn released: String?, value: @escaping @Sendable (Item) throws -> String?) {
+        /// A built-in field's reader, released as `released` (nil: read from the overview).
+        public init(builtIn released: String?, value: @escaping @Sendable (Item) throws -> String?) {
             self.init(isBuiltIn: true, released: { _ in released }, value: value)
         }
     }
