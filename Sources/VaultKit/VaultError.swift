@@ -52,6 +52,9 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case freshMatchNeeded(item: String)
     /// 5: a vault's settings row is unreadable (never silently replaced by the defaults).
     case settingsDamaged(vault: String)
+    /// 1: a change that required a field to hold what this command read found it changed by
+    /// another command meanwhile (an HOTP counter advanced twice): nothing was written.
+    case changedMeanwhile(item: String)
     /// 15: a TPM is needed (a sealed device secret, a vault whose passcode is on the TPM) and none answers.
     case tpmUnavailable(String)
     /// 5: the TPM refuses a sealed object as not its own: it was sealed by another machine's TPM
@@ -75,7 +78,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     /// The kind of exit this error is (nil: a child's status or an already reported code passed on as is).
     public var kind: ExitCode? {
         switch self {
-        case .failure: .failure
+        case .failure, .changedMeanwhile: .failure
         case .usage: .usage
         case .itemNotFound, .vaultNotFound, .referenceNotFound: .notFound
         case .alreadyExists: .alreadyExists
@@ -134,6 +137,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .domainStateChanged: "the enrolled fingerprints changed since this vault was bound to them"
         case .authorityDamaged(let m): "the fingerprint state is damaged: \(m)"
         case .settingsDamaged(let v): "the settings of vault '\(v)' are damaged"
+        case .changedMeanwhile(let item): "item '\(item)' was changed by another command meanwhile; nothing was written"
         case .keysRotated: "the vault's keys were rotated while this command ran; nothing was written"
         case .freshMatchNeeded(let item): "'\(item)' has fingerprint login on: releasing it needs a fresh fingerprint match"
         case .tpmUnavailable(let m): "the TPM is not available: \(m)"
@@ -178,6 +182,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .appCancel: nil
         case .sessionInvalid: "unlock again with '\(command("unlock"))'"
         case .domainStateChanged: "give its passcode once to re-bind it: \(VaultError.rebindCommand(vault: vault))"
+        case .changedMeanwhile: "run the command again"
         case .settingsDamaged(let v): "restore the vault from a backup, or set them again: vault settings\(v == "default" ? "" : " --vault \(v)") --policy P"
         case .commandNotExecutable: nil
         case .tpmUnavailable:

@@ -263,3 +263,36 @@ import Testing
         #expect(r.status == 2 && r.stderr.contains("entry 'web/github'"), "\(r.stderr)")
     }
 }
+
+extension ImportTests {
+    /// Eight `vault otp` of one HOTP item at once: eight different codes (the counters 0 to 7, as
+    /// oathtool computes them) and the counter stored at 8. The counter advances by compare and
+    /// set, so a command that lost the race reads again instead of handing out a code twice.
+    @Test func concurrentHOTPCodesAreNeverHandedOutTwice() throws {
+        box.initVault()
+        let secret = "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ"
+        var r = box.vault(["add", "h", "--totp-stdin"], passcode: pc, stdin: "otpauth://hotp/h?secret=\(secret)&counter=0\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        let results = Locked<[RunResult]>([])
+        let env = box.env, pc = self.pc
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            let one = spawn(vaultBinary, ["otp", "h", "--passcode-fd", "3"], env: env, fds: [3: pc + "\n"])
+            results.withLock { $0.append(one) }
+        }
+        let all = results.withLock { $0 }
+        #expect(all.allSatisfy { $0.status == 0 }, "\(all.map(\.stderr))")
+        let codes = Set(all.map(\.stdout))
+        let expected = Set((0..<8).map { run("/usr/bin/oathtool", ["--hotp", "--base32", "--counter=\($0)", secret]).stdout })
+        #expect(codes == expected, "each counter's code exactly once")
+        r = box.vault(["get", "h", "--field", "totp-uri"], passcode: pc)
+        #expect(r.stdout.contains("counter=8"), "\(r.stdout)")
+    }
+}
+
+/// A value behind a lock (test threads).
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<R>(_ body: (inout Value) -> R) -> R { lock.withLock { body(&value) } }
+}

@@ -29,15 +29,24 @@ enum OTPCommand {
         })
 
     /// The item's code now; an HOTP counter is advanced and stored before the code is returned,
-    /// so no code is handed out twice. The TOTP secret's release is audited.
+    /// by compare and set (the store applies it only if the URI is still the one the code came
+    /// from), so two commands at once never hand out one code twice: the later one reads again.
+    /// The TOTP secret's release is audited.
     static func current(_ name: String, command: String, from vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext) throws -> OTPCode {
-        let item = try Release.item(name, fields: ["totp"], command: command, from: vault, inv, ctx)
-        let code = try OTP.code(for: item, at: Date(timeIntervalSince1970: TimeInterval(ctx.clock())))
-        if let next = code.advancedURI {
+        var attempt = 0
+        while true {
+            let item = try Release.item(name, fields: ["totp"], command: command, from: vault, inv, ctx)
+            let code = try OTP.code(for: item, at: Date(timeIntervalSince1970: TimeInterval(ctx.clock())))
+            guard let next = code.advancedURI else { return code }
             var change = ItemChange()
             change.totp = next
-            try vault.update(item.name, change)
+            change.requireTOTP = item.totp
+            do {
+                try vault.update(item.name, change)
+                return code
+            } catch VaultError.changedMeanwhile where attempt < 20 {
+                attempt += 1
+            }
         }
-        return code
     }
 }

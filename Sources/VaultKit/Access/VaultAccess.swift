@@ -52,6 +52,9 @@ public struct ItemChange: Codable, Equatable, Sendable {
     public var setFields: [CustomField] = []
     /// Custom fields removed, by name.
     public var removeFields: [String] = []
+    /// When set, the change applies only if the item's TOTP URI is still this (an HOTP counter
+    /// advanced by compare and set); otherwise `.changedMeanwhile` and nothing is written.
+    public var requireTOTP: String?
 
     /// No change.
     public init() {}
@@ -307,8 +310,11 @@ extension UnlockedVault: VaultAccess {
         try forEachItem(body)
     }
 
-    /// Applies `change` inside the write transaction.
+    /// Applies `change` inside the write transaction (after checking `requireTOTP`).
     public func update(_ name: String, _ change: ItemChange) throws {
-        try update(name) { change.apply(to: &$0) }
+        try update(name) { item in
+            if let required = change.requireTOTP, item.totp != required { throw VaultError.changedMeanwhile(item: item.name) }
+            change.apply(to: &item)
+        }
     }
 }
