@@ -132,15 +132,27 @@ enum Auth {
     /// again, three tries.
     static func unlockWithPasscode(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext,
                                    reason: String = "no terminal and no --passcode-fd", why: String? = nil) throws -> UnlockedVault {
+        try unlockWithPasscode(store, inv, ctx, reason: reason, why: why) { vault, _ in vault }
+    }
+
+    /// The same, for commands that need the passcode itself afterwards (rotate, enroll,
+    /// unenroll, `unlock --rotate`, settings): `body` gets the vault and the passcode that opened
+    /// it. Three tries on a terminal, one otherwise.
+    static func unlockWithPasscode<R>(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext,
+                                      reason: String = "no terminal and no --passcode-fd", why: String? = nil,
+                                      then body: (UnlockedVault, borrowing SecretBytes) throws -> R) throws -> R {
         let authority = try authority(for: store, inv, ctx)
         let tries = inv.value("--passcode-fd") == nil && !inv.noInput && ctx.terminal.isAvailable ? 3 : 1
         for attempt in 1...tries {
             let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, reason: reason, why: attempt == 1 ? why : nil)
+            let vault: UnlockedVault
             do {
-                return try authority.unlock(store, passcode: passcode, waiting: waiting(ctx))
+                vault = try authority.unlock(store, passcode: passcode, waiting: waiting(ctx))
             } catch VaultError.authenticationFailed(let m) where m == "wrong passcode" && attempt < tries {
                 ctx.say("vault: wrong passcode; \(tries - attempt) \(tries - attempt == 1 ? "try" : "tries") left")
+                continue
             }
+            return try body(vault, passcode)
         }
         throw VaultError.authenticationFailed("wrong passcode")
     }

@@ -231,12 +231,11 @@ final class LibfprintReader: FingerprintReader {
         let process = sensor.process
         let cancellation = FingerprintCancellation(process)
         let out = Unchecked(value: (terminal: ctx.terminal, stderr: ctx.stderr))
+        let style = Style.terminal(ctx)
         let progress: @Sendable (Int, Int, String?) -> Void = { completed, total, advice in
-            let bar = String(repeating: "#", count: completed) + String(repeating: "-", count: max(0, total - completed))
-            let note = advice ?? (completed < total ? "lift and touch again" : "done")
-            let line = "[\(bar)] \(completed)/\(total) - \(note)"
-            if onTerminal { out.value.terminal.write("\r\u{1b}[K" + line + (completed == total ? "\n" : "")) }
-            else { out.value.stderr.write("vault: enrol " + line + "\n") }
+            let note = "- " + (advice ?? (completed < total ? "lift and touch again" : "done"))
+            if onTerminal { out.value.terminal.write("\r\u{1b}[K" + style.progress(completed, of: total, note) + (completed == total ? "\n" : "")) }
+            else { out.value.stderr.write("vault: enrol " + Style.plain.progress(completed, of: total, note) + "\n") }
         }
         let request = ReaderRequest.enroll(finger: finger, username: NSUserName(), timeout: timeout)
         do {

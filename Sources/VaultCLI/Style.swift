@@ -8,6 +8,22 @@ struct Style: Sendable {
     /// No escapes.
     static let plain = Style(isOn: false)
 
+    /// The style for the controlling terminal (prompts, progress): a person's terminal, so on
+    /// unless `NO_COLOR`, `--no-color` or `TERM=dumb` say otherwise.
+    static func terminal(_ ctx: CommandContext) -> Style {
+        let noColor = ctx.environment["NO_COLOR"].map { !$0.isEmpty } ?? false
+        return Style(isOn: !ctx.noColor && !noColor && ctx.environment["TERM"] != "dumb")
+    }
+
+    /// One progress line, `[###--] 3/5 label`: the done part green and the count bold when on.
+    /// Every progress bar (rotation, enrolment) is drawn by this.
+    func progress(_ done: Int, of total: Int, width: Int? = nil, _ label: String) -> String {
+        let w = width ?? total
+        let filled = total > 0 ? min(w, done * w / total) : 0
+        return "[" + green(String(repeating: "#", count: filled)) + String(repeating: "-", count: max(0, w - filled)) + "] "
+            + bold("\(done)/\(total)") + " " + label
+    }
+
     /// The style for text written to `sink` in `ctx`.
     static func of(_ sink: any TextSink, _ ctx: CommandContext) -> Style {
         let noColor = ctx.environment["NO_COLOR"].map { !$0.isEmpty } ?? false

@@ -35,7 +35,7 @@ enum SystemAuthorityLink {
             }
             return nil
         })
-        let terminal = ctx.terminal, stderr = ctx.stderr
+        let terminal = ctx.terminal, stderr = ctx.stderr, style = Style.terminal(ctx)
         return SystemKeyAuthority(socketPath: socket, scanTimeout: timeout, control: control, notices: { notice in
             switch notice {
             case .touchReader(let prompt):
@@ -43,9 +43,9 @@ enum SystemAuthorityLink {
             case .enrolling(let finger, let reader, let stages):
                 stderr.write("vault: enrolling \(finger) on \(reader): touch the reader \(stages) times\n")
             case .enrollProgress(let done, let total, let advice):
-                let bar = String(repeating: "#", count: done) + String(repeating: "-", count: max(0, total - done))
-                let line = "[\(bar)] \(done)/\(total) - \(advice ?? (done < total ? "lift and touch again" : "done"))"
-                if interactive { terminal.write("\r\u{1b}[K" + line + (done == total ? "\n" : "")) } else { stderr.write("vault: enrol " + line + "\n") }
+                let note = "- " + (advice ?? (done < total ? "lift and touch again" : "done"))
+                if interactive { terminal.write("\r\u{1b}[K" + style.progress(done, of: total, note) + (done == total ? "\n" : "")) }
+                else { stderr.write("vault: enrol " + Style.plain.progress(done, of: total, note) + "\n") }
             }
         })
     }

@@ -484,6 +484,36 @@ private let bash = "/bin/bash", zsh = "/usr/bin/zsh", fish = "/usr/bin/fish"
         #expect(u.screen.contains("vault: hint: forgot it? 'vault recover'"), "\(u.screen)")
     }
 
+    /// The commands that need the passcode itself after the unlock (rotate, unenroll, enroll,
+    /// `unlock --passcode --rotate`) get the three tries too, and use the passcode that opened.
+    @Test func rotateGetsThreeTriesAndKeepsThePasscodeThatOpened() {
+        let box = Sandbox()
+        box.initVault()
+        #expect(box.vault(["add", "x", "--password-stdin"], passcode: Sandbox.passcode, stdin: "pw\n").status == 0)
+        let t = TerminalRun(["rotate"], env: box.env, color: true)
+        t.waitFor("rotating the keys needs the passcode; passcode for vault 'default': ")
+        #expect(t.waitForSecretPrompt())
+        t.type("wrong one\n")
+        t.waitFor("wrong passcode; 2 tries left")
+        t.waitFor("passcode for vault 'default': ")
+        #expect(t.waitForSecretPrompt())
+        t.type(Sandbox.passcode + "\n")
+        #expect(t.finish() == 0, "\(t.screen)")
+        #expect(t.screen.contains("re-sealed 1 item"), "\(t.screen)")
+        // The progress bar in colour on a terminal: the done part green, the count bold.
+        #expect(t.screen.contains("[\u{1b}[32m##############################\u{1b}[0m] \u{1b}[1m1/1\u{1b}[0m items re-sealed"), "\(t.screen.debugDescription)")
+        // The new passcode slot holds the passcode that opened, not the wrong one typed first.
+        let r = box.vault(["get", "x", "--field", "password"], passcode: Sandbox.passcode)
+        #expect(r.status == 0 && r.stdout == "pw\n", "\(r.stderr)")
+        // NO_COLOR: the same bar without escapes.
+        let plain = TerminalRun(["rotate"], env: box.env)
+        plain.waitFor("passcode for vault 'default': ")
+        #expect(plain.waitForSecretPrompt())
+        plain.type(Sandbox.passcode + "\n")
+        #expect(plain.finish() == 0, "\(plain.screen)")
+        #expect(plain.screen.contains("[##############################] 1/1 items re-sealed") && !plain.screen.contains("\u{1b}[3"), "\(plain.screen.debugDescription)")
+    }
+
     @Test func statusSaysWhatAPersonNeedsAndLeavesHashesToJSON() {
         let box = Sandbox()
         box.initVault()

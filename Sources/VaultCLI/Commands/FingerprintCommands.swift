@@ -20,21 +20,21 @@ enum FingerprintCommands {
         run: { inv, ctx in
             let finger = try inv.value("--finger").map(parseFinger)
             let store = try VaultStore.open(try location(inv, ctx))
-            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "enrolling or binding needs the passcode")
-            let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
-            let authority = try Auth.ownerAuthority(vault, inv, ctx)
-            if inv.has("--bind") && finger == nil {
-                try bind(vault, authority: authority, ctx)
-                return
+            try Auth.unlockWithPasscode(store, inv, ctx, why: "enrolling or binding needs the passcode") { vault, passcode in
+                let authority = try Auth.ownerAuthority(vault, inv, ctx)
+                if inv.has("--bind") && finger == nil {
+                    try bind(vault, authority: authority, ctx)
+                    return
+                }
+                let (done, result) = try vault.enrollAndRotate(finger: finger?.rawValue, through: authority, passcode: passcode,
+                                                               progress: RotateCommand.progressBar(inv, ctx))
+                // The passcode was given in this command: it counts for the new binding too (after a
+                // reset, nothing was bound when the unlock above was recorded).
+                if result.fingerprintBound { _ = try? authority.recordPasscodeUnlock(try result.vault.proof(.passcodeUnlock, for: authority)) }
+                ctx.say("vault: enrolled \(done.finger)")
+                RotateCommand.report(result, of: vault, ctx)
+                sayStaleVaults(except: store.location, ctx)
             }
-            let (done, result) = try vault.enrollAndRotate(finger: finger?.rawValue, through: authority, passcode: passcode,
-                                                           progress: RotateCommand.progressBar(inv, ctx))
-            // The passcode was given in this command: it counts for the new binding too (after a
-            // reset, nothing was bound when the unlock above was recorded).
-            if result.fingerprintBound { _ = try? authority.recordPasscodeUnlock(try result.vault.proof(.passcodeUnlock, for: authority)) }
-            ctx.say("vault: enrolled \(done.finger)")
-            RotateCommand.report(result, of: vault, ctx)
-            sayStaleVaults(except: store.location, ctx)
         })
 
     /// After the prints changed: names each other vault with a fingerprint slot (now stale, exit
@@ -101,13 +101,13 @@ enum FingerprintCommands {
         run: { inv, ctx in
             let finger = try parseFinger(inv.arguments[0])
             let store = try VaultStore.open(try location(inv, ctx))
-            let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "removing a finger needs the passcode")
-            let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
-            let authority = try Auth.ownerAuthority(vault, inv, ctx)
-            let result = try vault.unenrollAndRotate(finger: finger.rawValue, through: authority, passcode: passcode,
-                                                     progress: RotateCommand.progressBar(inv, ctx))
-            ctx.say("vault: removed \(finger.rawValue)")
-            RotateCommand.report(result, of: vault, ctx)
+            try Auth.unlockWithPasscode(store, inv, ctx, why: "removing a finger needs the passcode") { vault, passcode in
+                let authority = try Auth.ownerAuthority(vault, inv, ctx)
+                let result = try vault.unenrollAndRotate(finger: finger.rawValue, through: authority, passcode: passcode,
+                                                         progress: RotateCommand.progressBar(inv, ctx))
+                ctx.say("vault: removed \(finger.rawValue)")
+                RotateCommand.report(result, of: vault, ctx)
+            }
         })
 
     static let fingers = CommandSpec(
@@ -229,9 +229,9 @@ enum FingerprintCommands {
                 guard inv.has("--passcode") || inv.has("--passcode-fd") else {
                     throw VaultError.usage("--rotate needs the passcode", hint: "'vault unlock --passcode --rotate'")
                 }
-                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "re-binding needs the passcode")
-                let current = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
-                vault = try RotateCommand.rotate(current, passcode: passcode, kdf: nil, inv, ctx)
+                vault = try Auth.unlockWithPasscode(store, inv, ctx, why: "re-binding needs the passcode") { current, passcode in
+                    try RotateCommand.rotate(current, passcode: passcode, kdf: nil, inv, ctx)
+                }
             } else {
                 vault = try Auth.unlock(store, inv, ctx, purpose: "unlock")
             }

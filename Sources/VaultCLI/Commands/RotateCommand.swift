@@ -26,12 +26,12 @@ enum RotateCommand {
                 let passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
                 try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
             } else {
-                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, why: "rotating the keys needs the passcode")
-                let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
-                if inv.has("--new-passcode-fd") {
-                    try rotate(vault, passcode: try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd"), kdf: kdf, inv, ctx)
-                } else {
-                    try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
+                try Auth.unlockWithPasscode(store, inv, ctx, why: "rotating the keys needs the passcode") { vault, passcode in
+                    if inv.has("--new-passcode-fd") {
+                        try rotate(vault, passcode: try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd"), kdf: kdf, inv, ctx)
+                    } else {
+                        try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
+                    }
                 }
             }
         })
@@ -51,12 +51,10 @@ enum RotateCommand {
     /// A progress bar on the terminal (nothing otherwise).
     static func progressBar(_ inv: Invocation, _ ctx: CommandContext) -> (Int, Int) -> Void {
         let onTerminal = ctx.terminal.isAvailable && !inv.noInput
-        let terminal = ctx.terminal
+        let terminal = ctx.terminal, style = Style.terminal(ctx)
         return { done, total in
             guard onTerminal, total > 0 else { return }
-            let width = 30, filled = done * width / total
-            terminal.write("\r\u{1b}[K[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-                           + "] \(done)/\(total) items re-sealed" + (done == total ? "\n" : ""))
+            terminal.write("\r\u{1b}[K" + style.progress(done, of: total, width: 30, "items re-sealed") + (done == total ? "\n" : ""))
         }
     }
 

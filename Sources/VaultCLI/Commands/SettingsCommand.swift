@@ -29,9 +29,9 @@ enum SettingsCommand {
             if let t = inv.value("--passcode-on-tpm") {
                 guard ["on", "off"].contains(t) else { throw VaultError.usage("--passcode-on-tpm takes on or off") }
                 // The passcode itself re-wraps the slot: turning it off needs it as much as turning it on.
-                let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name)
-                let vault = try Auth.authority(for: store, inv, ctx).unlock(store, passcode: passcode, waiting: Auth.waiting(ctx))
-                try vault.changePasscode(to: passcode, kdf: nil, onTPM: t == "on")
+                try Auth.unlockWithPasscode(store, inv, ctx, why: "moving the passcode onto or off the TPM needs it") { vault, passcode in
+                    try vault.changePasscode(to: passcode, kdf: nil, onTPM: t == "on")
+                }
                 ctx.say(t == "on"
                     ? "vault: the passcode of vault '\(store.location.name)' now needs this machine's TPM, which counts wrong ones; the recovery key opens it anywhere"
                     : "vault: the passcode of vault '\(store.location.name)' no longer needs the TPM")
