@@ -22,7 +22,9 @@ import Testing
         var item = Item(name: "x", username: "u", password: "p", urls: ["https://a", "https://b"], notes: "n", totp: "otpauth://totp/x?secret=A")
         item.fields = [CustomField(name: "PIN", kind: .hidden, value: "1234"), CustomField(name: "Account No", kind: .text, value: "42")]
         let expected: [String: (String?, String)] = ["password": ("password", "p"), "username": (nil, "u"), "url": (nil, "https://a"),
-                                                     "notes": ("notes", "n"), "totp-uri": ("totp", "otpauth://totp/x?secret=A")]
+                                                     "notes": ("notes", "n"), "totp-uri": ("totp", "otpauth://totp/x?secret=A"),
+                                                     // otp: the TOTP secret is released; the resolver turns it into the code.
+                                                     "otp": ("totp", "otpauth://totp/x?secret=A")]
         #expect(Set(expected.keys) == Set(ReferenceField.builtIn))
         for (field, (released, value)) in expected {
             for spelling in [field, field.uppercased()] {
