@@ -166,7 +166,9 @@ cheap=(--kdf-memory 64 --kdf-ops 2)                        # a lighter Argon2id 
 touches=()
 touch_with() { # touch_with FINGER N: the finger touches the virtual reader N times (in the background)
   local finger=$1 n=${2:-1}
-  ( for _ in $(seq "$n"); do "$reader" device --wait 30 "$FP_VIRTUAL_DEVICE" SCAN "$finger" >/dev/null; done ) &
+  # A pause between touches, as a finger lifts: libfprint's virtual_device can hand a SCAN sent
+  # back to back to the step that just finished, and the last touch is then lost.
+  ( for _ in $(seq "$n"); do "$reader" device --wait 30 "$FP_VIRTUAL_DEVICE" SCAN "$finger" >/dev/null; sleep 0.3; done ) &
   touches+=($!)
 }
 touched() { # waits for the touches started so far (not for the daemon, also a child of this shell)
