@@ -40,20 +40,9 @@ final class OverviewIndex {
 
     deinit { wipe(&storage) }
 
-    /// The UTF-8 bytes of the name of the record at `entry` (its first field: tag 1, a LEB128
-    /// length, the name). Names are NFC, so their byte order is the order of their strings.
+    /// The name bytes of the record at `entry` (VaultKit reads the record's first field).
     private static func name(in all: UnsafeRawBufferPointer, _ entry: (offset: Int, length: Int)) -> UnsafeRawBufferPointer {
-        let record = UnsafeRawBufferPointer(rebasing: all[entry.offset..<(entry.offset + entry.length)])
-        guard record.count > 3, record[2] == 1 else { return UnsafeRawBufferPointer(rebasing: record[0..<0]) }
-        var n = 0, shift = 0, i = 3
-        while i < record.count {
-            let b = record[i]
-            i += 1
-            n |= Int(b & 0x7f) << shift
-            if b & 0x80 == 0 { break }
-            shift += 7
-        }
-        return UnsafeRawBufferPointer(rebasing: record[i..<min(record.count, i + n)])
+        ItemOverview.nameBytes(ofRecord: UnsafeRawBufferPointer(rebasing: all[entry.offset..<(entry.offset + entry.length)]))
     }
 
     /// Whether no other connection has committed to `vault` since this index was read.

@@ -186,37 +186,7 @@ func json(_ text: String) -> [String: Any] {
 /// Starts a program without waiting: stdout and stderr go to /dev/null, `fds` are fed from pipes.
 /// Returns its pid; reap it with `waitpid`.
 func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32: String] = [:]) -> pid_t {
-    ignoreBrokenPipes()
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-    var writes: [(Int32, String)] = [], closeAfter: [Int32] = []
-    for (fd, content) in fds {
-        var p: [Int32] = [0, 0]
-        precondition(pipe(&p) == 0)
-        _ = fcntl(p[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(p[1], F_SETFD, FD_CLOEXEC)
-        posix_spawn_file_actions_adddup2(&actions, p[0], fd)
-        writes.append((p[1], content)); closeAfter.append(p[0])
-    }
-    var attr = childAttributes(newSession: false)
-    defer { posix_spawnattr_destroy(&attr) }
-    let argv = ([path] + args).map { strdup($0) } + [nil]
-    let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-    var pid: pid_t = 0
-    let rc = posix_spawn(&pid, path, &actions, &attr, argv, envp)
-    argv.forEach { free($0) }
-    envp.forEach { free($0) }
-    closeAfter.forEach { close($0) }
-    precondition(rc == 0, "spawn \(path) failed: \(rc)")
-    for (fd, content) in writes {
-        _ = content.withCString { write(fd, $0, strlen($0)) }
-        close(fd)
-    }
-    return pid
+    start(path, args, env: env, fds: fds, output: nil)
 }
 
 /// A program that ends before reading what a test feeds it (a usage error, a vault that exists)
@@ -435,18 +405,23 @@ func concurrently(_ runs: [VaultRun], env: [String: String], timeLimit: Double =
     return batch.results.map { $0! }
 }
 
-/// Starts a program as `start` does, but its stdout and stderr go to the files `output + ".out"`
-/// and `output + ".err"` (created 0600), so what a process killed mid-way printed can be read
+/// Starts a program without waiting; its stdout and stderr go to the files `output + ".out"`
+/// and `output + ".err"` (created 0600; nil: /dev/null), so what a process killed mid-way printed can be read
 /// after `reap`. Returns its pid.
 func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32: String] = [:],
-           output: String) -> pid_t {
+           output: String?) -> pid_t {
     ignoreBrokenPipes()
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, output + ".out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 2, output + ".err", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    if let output {
+        posix_spawn_file_actions_addopen(&actions, 1, output + ".out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, output + ".err", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    } else {
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    }
     var writes: [(Int32, String)] = [], closeAfter: [Int32] = []
     for (fd, content) in fds {
         var p: [Int32] = [0, 0]

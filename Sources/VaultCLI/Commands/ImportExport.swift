@@ -198,7 +198,7 @@ enum ImportExport {
             } else {
                 passphrase = try SecretInput.ask(ctx, inv, prompt: "passphrase of the encrypted export: ", reason: "no terminal and no --passphrase-fd")
             }
-            var plain = try EncryptedExport.open(try EncryptedExport.dearmor(raw), passphrase: passphrase)
+            var plain = try EncryptedExport.open(raw, passphrase: passphrase)
             defer { wipe(&plain) }
             let inner = ImportFormat.detect(plain)
             guard inner == .vault || inner == .bitwarden else { throw VaultError.corrupt("the encrypted export holds neither vault nor Bitwarden JSON") }

@@ -108,45 +108,25 @@ public enum EncryptedExport {
         }
     }
 
-    /// The plaintext of an encrypted export.
+    /// The plaintext of an encrypted export held whole (the text form or the bytes): the
+    /// `Reader` over one chunk, so both ways of opening check the same things.
     /// - Throws: `.authenticationFailed` for a wrong passphrase, `.corrupt` for a damaged or
     ///   truncated file, `.usage` for another format or version.
     public static func open(_ bytes: [UInt8], passphrase: borrowing SecretBytes) throws -> [UInt8] {
-        guard bytes.count >= headerLength, bytes.starts(with: ImportFormat.encryptedMagic) else {
-            throw VaultError.usage("this is not an encrypted vault export")
+        var given = false
+        let reader = try Reader(passphrase: passphrase) {
+            defer { given = true }
+            return given ? nil : bytes
         }
-        guard bytes[8] == version else { throw VaultError.usage("this encrypted export has version \(bytes[8]); this vault reads version \(version)") }
-        let ops = Int(u32(bytes, 9)), memKiB = Int(u32(bytes, 13))
-        guard (1...20).contains(ops), (8 * 1024...4 * 1024 * 1024).contains(memKiB) else {
-            throw VaultError.corrupt("the encrypted export's Argon2id cost is out of range")
-        }
-        var cost = KDFParameters(memoryMiB: KDFParameters.minimumMemoryMiB, operations: 1)
-        cost.operations = ops
-        cost.memoryBytes = memKiB * 1024
-        cost.salt = Array(bytes[17..<33])
-        let key = try PasswordKDF.deriveKey(password: passphrase, parameters: cost)
-        let header = Array(bytes[0..<headerLength])
-        let stream = try SecretStreamPull(key: key, header: Array(bytes[33..<headerLength]))
         var out: [UInt8] = []
-        var i = headerLength, first = true, final = false
-        while i < bytes.count {
-            guard !final else { throw VaultError.corrupt("the encrypted export has data after its last chunk") }
-            guard i + 4 <= bytes.count else { throw VaultError.corrupt("the encrypted export is truncated") }
-            let n = Int(u32(bytes, i))
-            guard n <= SecretStreamPush.sealedLength(chunk), i + 4 + n <= bytes.count else { throw VaultError.corrupt("the encrypted export is truncated") }
-            do {
-                final = try stream.pull(bytes[(i + 4)..<(i + 4 + n)], associatedData: first ? header : [], into: &out)
-            } catch {
-                wipe(&out)
-                throw first ? VaultError.authenticationFailed("wrong passphrase for the encrypted export (or the file was altered)")
-                    : VaultError.corrupt("the encrypted export was altered")
+        do {
+            while var chunk = try reader.next() {
+                out += chunk
+                wipe(&chunk)
             }
-            first = false
-            i += 4 + n
-        }
-        guard final else {
+        } catch {
             wipe(&out)
-            throw VaultError.corrupt("the encrypted export is truncated (its last chunk is missing)")
+            throw error
         }
         return out
     }
@@ -165,17 +145,6 @@ extension EncryptedExport {
     public static func armor(_ bytes: [UInt8]) -> String {
         let b64 = Data(bytes).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
         return armorBegin + "\n" + b64 + "\n" + armorEnd + "\n"
-    }
-
-    /// The bytes of the text form (or of the bare binary form).
-    /// - Throws: `.corrupt` when the base64 is damaged.
-    public static func dearmor(_ text: [UInt8]) throws -> [UInt8] {
-        if text.starts(with: ImportFormat.encryptedMagic) { return text }
-        let s = String(decoding: text, as: UTF8.self)
-        guard s.hasPrefix(armorBegin), let end = s.range(of: armorEnd) else { throw VaultError.corrupt("the encrypted export has no END line (truncated?)") }
-        let body = s[s.index(s.startIndex, offsetBy: armorBegin.count)..<end.lowerBound].filter { !$0.isWhitespace }
-        guard let d = Data(base64Encoded: String(body)) else { throw VaultError.corrupt("the encrypted export's base64 is damaged") }
-        return Array(d)
     }
 }
 

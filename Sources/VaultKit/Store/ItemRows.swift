@@ -110,13 +110,19 @@ extension UnlockedVault {
     /// Opens a row's overview; its name must hash to the row's index entry.
     /// - Throws: `CryptoError` when it fails authentication, `RecordFormatError` when it is malformed.
     func openOverview(_ row: ItemRow, scratch: RecordScratch) throws -> ItemOverview {
+        try withOverview(row, scratch: scratch) { try OverviewRecord.decode($0) }
+    }
+
+    /// Opens a row's overview record into `scratch` and lends its plaintext, once it has
+    /// authenticated and its name hashes to the row's index entry (the one check every reader
+    /// of an overview goes through).
+    func withOverview<R>(_ row: ItemRow, scratch: RecordScratch, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         guard row.generation == generation else { throw CryptoError.authenticationFailed }
-        let overview = try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce,
-                                        associatedData: recordAD(id: row.id, kind: .overview, generation: row.generation)) {
-            try OverviewRecord.decode($0)
+        return try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce,
+                                associatedData: recordAD(id: row.id, kind: .overview, generation: row.generation)) { plain in
+            guard constantTimeEqual(try nameMAC(try OverviewRecord.name(of: plain)), row.nameMAC) else { throw CryptoError.authenticationFailed }
+            return try body(plain)
         }
-        guard constantTimeEqual(try nameMAC(overview.item.name), row.nameMAC) else { throw CryptoError.authenticationFailed }
-        return overview
     }
 
     /// Opens a row's secrets record and lends its plaintext (in guarded memory, wiped after).
@@ -207,10 +213,7 @@ extension UnlockedVault {
             let row = ItemRow(r)
             var opened = false
             do {
-                guard row.generation == generation else { throw CryptoError.authenticationFailed }
-                try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce,
-                                 associatedData: recordAD(id: row.id, kind: .overview, generation: row.generation)) { plain in
-                    guard constantTimeEqual(try nameMAC(try OverviewRecord.name(of: plain)), row.nameMAC) else { throw CryptoError.authenticationFailed }
+                try withOverview(row, scratch: scratch) { plain in
                     opened = true
                     try body(.record(plain))
                 }
@@ -244,9 +247,10 @@ extension UnlockedVault {
         let row = try row(named: n, overviewOnly: true)
         let scratch = try RecordScratch(capacity: row.overview.count)
         return try reading(n, record: .overview) {
-            _ = try openOverview(row, scratch: scratch)
-            return try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce,
-                                    associatedData: recordAD(id: row.id, kind: .overview, generation: row.generation)) { Array($0) }
+            try withOverview(row, scratch: scratch) { plain in
+                _ = try OverviewRecord.decode(plain)
+                return Array(plain)
+            }
         }
     }
 

@@ -53,8 +53,13 @@ struct RecordWriter {
     }
 
     mutating func field(_ tag: UInt8, int64 n: Int64) {
+        field(tag, Self.bigEndian(n))
+    }
+
+    /// `n` as 8 big-endian bytes.
+    static func bigEndian(_ n: Int64) -> [UInt8] {
         let u = UInt64(bitPattern: n)
-        field(tag, (0..<8).map { UInt8(truncatingIfNeeded: u >> (56 - 8 * UInt64($0))) })
+        return (0..<8).map { UInt8(truncatingIfNeeded: u >> (56 - 8 * UInt64($0))) }
     }
 
     /// A field of two parts: a LEB128-prefixed name and the rest (custom fields).
@@ -232,9 +237,14 @@ enum OverviewRecord {
 
     /// Only the name of an overview's plaintext (a rotation re-indexes names without decoding the rest).
     static func name(of record: UnsafeRawBufferPointer) throws(RecordFormatError) -> String {
+        try RecordReader.text(try nameBytes(of: record))
+    }
+
+    /// The UTF-8 bytes of an overview's name, in place (its first field).
+    static func nameBytes(of record: UnsafeRawBufferPointer) throws(RecordFormatError) -> UnsafeRawBufferPointer {
         var r = try RecordReader(record, kind: .overview)
         guard let (t, v) = try r.next(repeatable: repeatable), t == name else { throw RecordFormatError(reason: "an overview without a name") }
-        return try RecordReader.text(v)
+        return v
     }
 }
 
@@ -250,10 +260,7 @@ enum SecretsRecord {
         w.field(totp, item.totp)
         w.field(notes, item.notes)
         for c in item.fields where c.kind.isSecret { w.field(field, prefix: [], name: c.name, value: c.value) }
-        for h in item.passwordHistory {
-            let u = UInt64(bitPattern: h.replaced)
-            w.field(history, (0..<8).map { UInt8(truncatingIfNeeded: u >> (56 - 8 * UInt64($0))) } + Array(h.password.utf8))
-        }
+        for h in item.passwordHistory { w.field(history, RecordWriter.bigEndian(h.replaced) + Array(h.password.utf8)) }
         return w.bytes
     }
 
@@ -316,6 +323,13 @@ extension ItemOverview {
     /// Decodes an overview record held in an array.
     public init(record: [UInt8]) throws {
         self = try record.withUnsafeBytes { try ItemOverview(record: $0) }
+    }
+
+    /// The UTF-8 bytes of the item's name in an overview record, in place (empty for a malformed
+    /// record). Names are NFC, so their byte order is the order of their strings: the agent's
+    /// index sorts and searches on these without decoding.
+    public static func nameBytes(ofRecord record: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        (try? OverviewRecord.nameBytes(of: record)) ?? UnsafeRawBufferPointer(rebasing: record[0..<0])
     }
 
     /// The item's name as an overview record holds it, without decoding the rest.

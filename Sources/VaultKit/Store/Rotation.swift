@@ -145,11 +145,8 @@ extension UnlockedVault {
 
     /// One row re-sealed under `fresh`'s key.
     private func reseal(_ row: ItemRow, into fresh: UnlockedVault, scratch: RecordScratch) throws -> ItemRow {
-        guard row.generation == generation else { throw CryptoError.authenticationFailed }
-        let o = try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce,
-                                 associatedData: recordAD(id: row.id, kind: .overview, generation: generation)) { plain in
+        let o = try withOverview(row, scratch: scratch) { plain in
             let name = try OverviewRecord.name(of: plain)
-            guard constantTimeEqual(try nameMAC(name), row.nameMAC) else { throw CryptoError.authenticationFailed }
             let sealed = try AEAD.seal(plain, key: fresh.itemKey, associatedData: fresh.recordAD(id: row.id, kind: .overview, generation: fresh.generation))
             return (sealed, try fresh.nameMAC(name))
         }
