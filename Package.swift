@@ -24,11 +24,12 @@ let package = Package(
         .systemLibrary(
             name: "CFprint", pkgConfig: "libfprint-2",
             providers: [.apt(["libfprint-2-dev", "libglib2.0-dev"])]),
-        .systemLibrary(
-            name: "CTSS2", pkgConfig: "tss2-esys tss2-tctildr tss2-mu tss2-rc",
-            providers: [.apt(["libtss2-dev", "libtss2-tcti-swtpm0"])]),
-        .systemLibrary(name: "CNettle", pkgConfig: "nettle", providers: [.apt(["nettle-dev"])]),
-        .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
+        // Opened with dlopen on first use, not linked (each shim.h says why): headers only, so no
+        // pkg-config, whose flags would link them into every process.
+        .systemLibrary(name: "CTSS2", providers: [.apt(["libtss2-dev", "libtss2-tcti-swtpm0"])]),
+        .systemLibrary(name: "CNettle", providers: [.apt(["nettle-dev"])]),
+        .systemLibrary(name: "CArchive", providers: [.apt(["libarchive-dev"])]),
+        .systemLibrary(name: "CXML2", providers: [.apt(["libxml2"])]),
         .target(name: "VaultSystem", swiftSettings: upcoming),
         .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite", "CTSS2", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultOTP", dependencies: ["VaultKit", "CNettle"], swiftSettings: upcoming),
@@ -39,7 +40,7 @@ let package = Package(
             swiftSettings: upcoming),
         .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(
-            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "CArchive"],
+            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "CArchive", "CXML2"],
             swiftSettings: upcoming),
         .executableTarget(name: "vault", dependencies: ["VaultCLI", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-agent", dependencies: ["VaultAgent", "VaultSystem"], swiftSettings: upcoming),

@@ -309,8 +309,19 @@ enum ItemCommands {
             // No touch is spent on a copy that cannot be made.
             if inv.has("--clip") { try Clipboard.check(ctx.environment) }
             let vault = try openAccess(inv, ctx, purpose: "read '\(name)'")
-            let overview = try vault.overview(named: name)
             let field = inv.value("--field")
+            // One secret printed as is: from the record's guarded memory to write(2), never a String.
+            func printSecret(_ f: String) throws {
+                let secret = try Release.secret(name, field: f, command: "get", from: vault, inv, ctx)
+                ctx.stdout.writeSecret(secret)
+                ctx.stdout.write("\n")
+            }
+            // A built-in secret field needs no overview to be checked first: a script's
+            // `get --field password` is one request to the agent, not two.
+            if let f = field, !inv.has("--json"), !inv.has("--clip"), f != "totp", ItemField(rawValue: f)?.isSecret == true {
+                return try printSecret(f)
+            }
+            let overview = try vault.overview(named: name)
             if let f = field, !Item.fieldNames.contains(f), f != "totp-uri", overview.item.customField(f) == nil {
                 throw VaultError.usage("unknown field '\(f)'", hint: "fields: \((Item.fieldNames + ["totp-uri"]).joined(separator: ", "))\(overview.item.fields.isEmpty ? "" : ", or one of this item's: " + overview.item.fields.map(\.name).joined(separator: ", "))")
             }
@@ -342,13 +353,7 @@ enum ItemCommands {
                 ctx.say("vault: copied the \(field) of '\(item.name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
                 return
             }
-            // One secret printed as is: from the record's guarded memory to write(2), never a String.
-            if let f = field, !inv.has("--json"), f != "history", overview.item.isSecretField(f) {
-                let secret = try Release.secret(name, field: f, command: "get", from: vault, inv, ctx)
-                ctx.stdout.writeSecret(secret)
-                ctx.stdout.write("\n")
-                return
-            }
+            if let f = field, !inv.has("--json"), f != "history", overview.item.isSecretField(f) { return try printSecret(f) }
             // Only the secrets printed are released (and so logged).
             let released: [String]
             if let f = field {

@@ -1,15 +1,14 @@
+internal import CXML2
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import VaultKit
 
 /// KeePass 2 XML as KeePassXC writes it (`keepassxc-cli export -f xml`, "Export > KeePass XML"):
 /// `KeePassFile/Root/Group...`, each `Entry` with `String` key/value pairs (`Value
 /// ProtectInMemory="True"` marks a protected one), `Times`, `Tags`, `Binary` attachments and a
 /// `History` of former versions. Groups become `a/b` tags (below the root group); the recycle
-/// bin is skipped. Read with Foundation's SAX parser (libxml2), one entry at a time.
-final class KeePassXMLReader: NSObject, XMLParserDelegate {
+/// bin is skipped. Read with libxml2's pull reader (opened with `dlopen` on first use, see
+/// CXML2/shim.h), one node at a time; no network, no DTD (a document type is refused).
+final class KeePassXMLReader {
     struct Entry {
         var strings: [(key: String, value: String, protected: Bool)] = []
         var created: Int64?
@@ -36,15 +35,46 @@ final class KeePassXMLReader: NSObject, XMLParserDelegate {
     private var finished: [Entry] = []
     private var failure: String?
 
+    /// libxml2's reader functions, or why libxml2 could not be opened; loaded once, on first use.
+    private static let loaded: Result<vault_xml2_api, VaultError> = {
+        let table = UnsafeMutablePointer<vault_xml2_api>.allocate(capacity: 1)
+        defer { table.deallocate() }
+        if let error = vault_xml2_open(table) {
+            return .failure(.failure("reading KeePass XML needs libxml2, which cannot be loaded (\(String(cString: error)))",
+                                     hint: "install the Debian package libxml2"))
+        }
+        return .success(table.pointee)
+    }()
+
+    /// The first error libxml2 reported, kept by the reader's error handler.
+    private final class ErrorBox { var message: String? }
+
     /// Parses `bytes` into a batch.
     static func read(_ bytes: [UInt8], now: Int64) throws -> ImportBatch {
+        let xml = try loaded.get()
         let reader = KeePassXMLReader()
-        let parser = XMLParser(data: Data(bytes))
-        parser.shouldResolveExternalEntities = false
-        parser.delegate = reader
-        if !parser.parse() || reader.failure != nil || !reader.path.isEmpty {
-            let why = reader.failure ?? (reader.path.isEmpty ? nil : "<\(reader.path.last!)> is not closed") ?? parser.parserError.map { ($0 as NSError).localizedDescription } ?? "malformed XML"
-            throw VaultError.usage("line \(parser.lineNumber): the KeePass XML cannot be read (\(why))")
+        guard bytes.count < Int(Int32.max) else { throw VaultError.usage("the KeePass XML is larger than 2 GiB") }
+        let options: Int32 = VAULT_XML_PARSE_NONET | VAULT_XML_PARSE_NOERROR | VAULT_XML_PARSE_NOWARNING
+        let errors = ErrorBox()
+        let line: Int = try bytes.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress, !buffer.isEmpty else { throw VaultError.usage("line 1: the KeePass XML is empty") }
+            guard let r = xml.xmlReaderForMemory(UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), Int32(buffer.count), nil, nil, options) else {
+                throw VaultError.usage("line 1: the KeePass XML cannot be read (libxml2 refused it)")
+            }
+            defer { xml.xmlFreeTextReader(r) }
+            xml.xmlTextReaderSetErrorHandler(r, { arg, message, _, _ in
+                guard let arg else { return }
+                let box = Unmanaged<ErrorBox>.fromOpaque(arg).takeUnretainedValue()
+                if box.message == nil, let message {
+                    box.message = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+                }
+            }, Unmanaged.passUnretained(errors).toOpaque())
+            try withExtendedLifetime(errors) { try reader.pull(r, xml) }
+            return Int(xml.xmlTextReaderGetParserLineNumber(r))
+        }
+        if reader.failure != nil || errors.message != nil || !reader.path.isEmpty {
+            let why = reader.failure ?? errors.message ?? "<\(reader.path.last!)> is not closed"
+            throw VaultError.usage("line \(line): the KeePass XML cannot be read (\(why))")
         }
         guard reader.sawRoot else { throw VaultError.usage("line 1: this XML is not a KeePass export (no KeePassFile/Root)") }
         var batch = ImportBatch()
@@ -53,6 +83,37 @@ final class KeePassXMLReader: NSObject, XMLParserDelegate {
             try batch.add(item(e, now: now, batch: &batch), entry: "entry \(index + 1) ('\(e.value("Title") ?? "")')")
         }
         return batch
+    }
+
+    /// Reads every node of `r`, calling the element handlers below; stops at the first error
+    /// (libxml2's, kept by the error handler, or `failure`).
+    private func pull(_ r: OpaquePointer, _ xml: vault_xml2_api) throws {
+        func string(_ p: UnsafePointer<UInt8>?) -> String { p.map { String(cString: $0) } ?? "" }
+        while failure == nil {
+            let rc = xml.xmlTextReaderRead(r)
+            if rc == 0 { return }
+            if rc < 0 { if failure == nil, path.isEmpty { failure = "malformed XML" }; return }
+            switch xml.xmlTextReaderNodeType(r) {
+            case VAULT_XML_READER_ELEMENT:
+                let name = string(xml.xmlTextReaderConstName(r))
+                var attributes: [String: String] = [:]
+                for attribute in ["ProtectInMemory", "Protected"] where xml.xmlTextReaderMoveToAttribute(r, attribute) == 1 {
+                    attributes[attribute] = string(xml.xmlTextReaderConstValue(r))
+                    _ = xml.xmlTextReaderMoveToElement(r)
+                }
+                let empty = xml.xmlTextReaderIsEmptyElement(r) == 1
+                didStart(name, attributes: attributes)
+                if empty { didEnd(name) }
+            case VAULT_XML_READER_END_ELEMENT:
+                didEnd(string(xml.xmlTextReaderConstName(r)))
+            case VAULT_XML_READER_TEXT, VAULT_XML_READER_CDATA,
+                 VAULT_XML_READER_WHITESPACE, VAULT_XML_READER_SIGNIFICANT_WHITESPACE:
+                text += string(xml.xmlTextReaderConstValue(r))
+            case VAULT_XML_READER_DOCUMENT_TYPE:
+                failure = "a document type declaration; a KeePass export has none"
+            default: break
+            }
+        }
     }
 
     private var sawRoot = false
@@ -89,8 +150,7 @@ final class KeePassXMLReader: NSObject, XMLParserDelegate {
         return item
     }
 
-    func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-                attributes: [String: String] = [:]) {
+    private func didStart(_ name: String, attributes: [String: String]) {
         path.append(name)
         text = ""
         switch name {
@@ -110,13 +170,10 @@ final class KeePassXMLReader: NSObject, XMLParserDelegate {
         }
     }
 
-    func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
-
-    func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
-        // libxml2 recovers from a mismatched end tag; a damaged export must not pass as whole.
+    private func didEnd(_ name: String) {
+        // A damaged export must not pass as whole, whatever libxml2 would recover from.
         guard path.last == name else {
             failure = "</\(name)> closes <\(path.last ?? "nothing")>"
-            parser.abortParsing()
             return
         }
         defer { path.removeLast() }

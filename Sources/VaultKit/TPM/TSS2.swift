@@ -87,6 +87,30 @@ public enum TPMFailure: Error, Equatable, Sendable {
     case other(call: String, code: UInt32, description: String)
 }
 
+/// tpm2-tss, opened on the first TPM operation (`dlopen`, see CTSS2/shim.h) instead of linked, so the
+/// commands that never touch a TPM (`get`, `ls`, the helpers) do not load it with libcrypto.
+private enum TSS2Library {
+    /// The function table, or why the libraries could not be opened; loaded once, on first use.
+    static let loaded: Result<vault_tss2_api, TPMFailure> = {
+        let table = UnsafeMutablePointer<vault_tss2_api>.allocate(capacity: 1)
+        defer { table.deallocate() }
+        if let error = vault_tss2_open(table) {
+            return .failure(.unreachable("tpm2-tss cannot be loaded (\(String(cString: error))); install libtss2-esys-3.0.2-0 and libtss2-tcti-device0"))
+        }
+        return .success(table.pointee)
+    }()
+
+    /// Throws `.unreachable` when tpm2-tss is missing; every connection asks this first.
+    static func require() throws(TPMFailure) { _ = try loaded.get() }
+}
+
+/// The tpm2-tss functions. Reached only after `TSS2Library.require()` succeeded (a connection
+/// exists), so the failure case cannot occur here.
+private var tss: vault_tss2_api {
+    guard case .success(let table) = TSS2Library.loaded else { preconditionFailure("tpm2-tss called before a connection was made") }
+    return table
+}
+
 /// The one gate every tpm2-tss call passes through: a non-zero response code becomes a `TPMFailure`.
 private enum TSS2 {
     static func check(_ rc: TSS2_RC, _ call: String) throws(TPMFailure) {
@@ -103,7 +127,7 @@ private enum TSS2 {
         case vault_tpm2_rc_integrity where tpmLayer: throw .foreignObject
         case vault_tpm2_rc_object_memory where tpmLayer: throw .outOfObjectMemory
         default:
-            let text = Tss2_RC_Decode(rc).map { String(cString: $0) } ?? "unknown"
+            let text = tss.Tss2_RC_Decode(rc).map { String(cString: $0) } ?? "unknown"
             throw .other(call: call, code: rc, description: text)
         }
     }
@@ -138,29 +162,30 @@ private final class TSS2Connection {
         // libtss2 logs every failing response to standard error, the expected ones (a wrong
         // passcode) too: vault reports errors itself. TSS2_LOG set by the user still wins.
         setenv("TSS2_LOG", "all+NONE", 0)
+        try TSS2Library.require()
         var t: OpaquePointer?
-        let rc = Tss2_TctiLdr_Initialize(device.tcti, &t)
+        let rc = tss.Tss2_TctiLdr_Initialize(device.tcti, &t)
         guard rc == 0, t != nil else {
-            throw .unreachable("\(device.tcti): \(Tss2_RC_Decode(rc).map { String(cString: $0) } ?? "cannot load the TCTI")")
+            throw .unreachable("\(device.tcti): \(tss.Tss2_RC_Decode(rc).map { String(cString: $0) } ?? "cannot load the TCTI")")
         }
         var c: OpaquePointer?
-        let erc = Esys_Initialize(&c, t, nil)
+        let erc = tss.Esys_Initialize(&c, t, nil)
         guard erc == 0, let c else {
-            Tss2_TctiLdr_Finalize(&t)
-            throw .unreachable("\(device.tcti): \(Tss2_RC_Decode(erc).map { String(cString: $0) } ?? "no answer")")
+            tss.Tss2_TctiLdr_Finalize(&t)
+            throw .unreachable("\(device.tcti): \(tss.Tss2_RC_Decode(erc).map { String(cString: $0) } ?? "no answer")")
         }
         tcti = t
         context = c
         // A raw TPM (a simulator) may need TPM2_Startup; an already started one answers
         // TPM_RC_INITIALIZE, and the kernel's resource manager refuses it: none of that matters.
-        if !device.tcti.hasPrefix("device") { _ = Esys_Startup(context, TPM2_SU_CLEAR) }
+        if !device.tcti.hasPrefix("device") { _ = tss.Esys_Startup(context, TPM2_SU_CLEAR) }
     }
 
     deinit {
-        for h in transients.reversed() { _ = Esys_FlushContext(context, h) }
+        for h in transients.reversed() { _ = tss.Esys_FlushContext(context, h) }
         var c: OpaquePointer? = context
-        Esys_Finalize(&c)
-        Tss2_TctiLdr_Finalize(&tcti)
+        tss.Esys_Finalize(&c)
+        tss.Tss2_TctiLdr_Finalize(&tcti)
     }
 
     /// Remembers a transient handle for the flush; `flush` lets it go early.
@@ -168,7 +193,7 @@ private final class TSS2Connection {
 
     func flush(_ h: ESYS_TR) {
         if let i = transients.lastIndex(of: h) { transients.remove(at: i) }
-        _ = Esys_FlushContext(context, h)
+        _ = tss.Esys_FlushContext(context, h)
     }
 
     /// The storage key: an ECC P-256 primary under the owner hierarchy from the standard SRK
@@ -190,7 +215,7 @@ private final class TSS2Connection {
         var outside = TPM2B_DATA()
         var creationPCR = TPML_PCR_SELECTION()
         var handle: ESYS_TR = ESYS_TR_NONE
-        try TSS2.check(Esys_CreatePrimary(context, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
+        try TSS2.check(tss.Esys_CreatePrimary(context, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
                                           &sensitive, &pub, &outside, &creationPCR, &handle, nil, nil, nil, nil),
                        "Esys_CreatePrimary")
         return track(handle)
@@ -204,11 +229,11 @@ private final class TSS2Connection {
         sym.keyBits.aes = 128
         sym.mode.aes = TPM2_ALG_CFB
         var session: ESYS_TR = ESYS_TR_NONE
-        try TSS2.check(Esys_StartAuthSession(context, primary, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, nil,
+        try TSS2.check(tss.Esys_StartAuthSession(context, primary, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, nil,
                                              policy ? TPM2_SE_POLICY : TPM2_SE_HMAC, &sym, TPM2_ALG_SHA256, &session),
                        "Esys_StartAuthSession")
         _ = track(session)
-        try TSS2.check(Esys_TRSess_SetAttributes(context, session,
+        try TSS2.check(tss.Esys_TRSess_SetAttributes(context, session,
                                                  TPMA_SESSION_DECRYPT | TPMA_SESSION_ENCRYPT | TPMA_SESSION_CONTINUESESSION, 0xff),
                        "Esys_TRSess_SetAttributes")
         return session
@@ -228,7 +253,7 @@ private final class TSS2Connection {
     func policyPCR7(_ session: ESYS_TR) throws(TPMFailure) {
         var digest = TPM2B_DIGEST()
         var selection = TSS2Connection.pcr7Selection()
-        try TSS2.check(Esys_PolicyPCR(context, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &digest, &selection), "Esys_PolicyPCR")
+        try TSS2.check(tss.Esys_PolicyPCR(context, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &digest, &selection), "Esys_PolicyPCR")
     }
 }
 
@@ -273,16 +298,16 @@ extension TPMDevice {
         var creationPCR = TPML_PCR_SELECTION()
         var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
         var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
-        try TSS2.check(Esys_Create(tpm.context, primary, session, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &pub, &outside, &creationPCR,
+        try TSS2.check(tss.Esys_Create(tpm.context, primary, session, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &pub, &outside, &creationPCR,
                                    &outPrivate, &outPublic, nil, nil, nil),
                        "Esys_Create")
-        defer { Esys_Free(outPrivate); Esys_Free(outPublic) }
+        defer { tss.Esys_Free(outPrivate); tss.Esys_Free(outPublic) }
         guard let outPrivate, let outPublic else { throw .other(call: "Esys_Create", code: 0, description: "no object returned") }
         var publicBytes = [UInt8](repeating: 0, count: MemoryLayout<TPM2B_PUBLIC>.size)
         var privateBytes = [UInt8](repeating: 0, count: MemoryLayout<TPM2B_PRIVATE>.size)
         var pubLength = 0, privLength = 0
-        try TSS2.check(Tss2_MU_TPM2B_PUBLIC_Marshal(outPublic, &publicBytes, publicBytes.count, &pubLength), "Tss2_MU_TPM2B_PUBLIC_Marshal")
-        try TSS2.check(Tss2_MU_TPM2B_PRIVATE_Marshal(outPrivate, &privateBytes, privateBytes.count, &privLength), "Tss2_MU_TPM2B_PRIVATE_Marshal")
+        try TSS2.check(tss.Tss2_MU_TPM2B_PUBLIC_Marshal(outPublic, &publicBytes, publicBytes.count, &pubLength), "Tss2_MU_TPM2B_PUBLIC_Marshal")
+        try TSS2.check(tss.Tss2_MU_TPM2B_PRIVATE_Marshal(outPrivate, &privateBytes, privateBytes.count, &privLength), "Tss2_MU_TPM2B_PRIVATE_Marshal")
         return TPMSealedObject(publicPart: Array(publicBytes.prefix(pubLength)), privatePart: Array(privateBytes.prefix(privLength)))
     }
 
@@ -294,10 +319,10 @@ extension TPMDevice {
         var inPublic = TPM2B_PUBLIC()
         var inPrivate = TPM2B_PRIVATE()
         var offset = 0
-        guard Tss2_MU_TPM2B_PUBLIC_Unmarshal(object.publicPart, object.publicPart.count, &offset, &inPublic) == 0,
+        guard tss.Tss2_MU_TPM2B_PUBLIC_Unmarshal(object.publicPart, object.publicPart.count, &offset, &inPublic) == 0,
               offset == object.publicPart.count else { throw .malformedObject }
         offset = 0
-        guard Tss2_MU_TPM2B_PRIVATE_Unmarshal(object.privatePart, object.privatePart.count, &offset, &inPrivate) == 0,
+        guard tss.Tss2_MU_TPM2B_PRIVATE_Unmarshal(object.privatePart, object.privatePart.count, &offset, &inPrivate) == 0,
               offset == object.privatePart.count else { throw .malformedObject }
         let usesPolicy = inPublic.publicArea.objectAttributes & TPMA_OBJECT_USERWITHAUTH == 0
 
@@ -305,7 +330,7 @@ extension TPMDevice {
         let primary = try tpm.storagePrimary()
         let loadSession = try tpm.saltedSession(primary)
         var handle: ESYS_TR = ESYS_TR_NONE
-        try TSS2.check(Esys_Load(tpm.context, primary, loadSession, ESYS_TR_NONE, ESYS_TR_NONE, &inPrivate, &inPublic, &handle), "Esys_Load")
+        try TSS2.check(tss.Esys_Load(tpm.context, primary, loadSession, ESYS_TR_NONE, ESYS_TR_NONE, &inPrivate, &inPublic, &handle), "Esys_Load")
         _ = tpm.track(handle)
         tpm.flush(loadSession)
 
@@ -315,20 +340,20 @@ extension TPMDevice {
             auth.size = UInt16(min(a.count, MemoryLayout.size(ofValue: auth.buffer)))
             TSS2.fill(&auth.buffer, from: a)
         }
-        try TSS2.check(Esys_TR_SetAuth(tpm.context, handle, &auth), "Esys_TR_SetAuth")
+        try TSS2.check(tss.Esys_TR_SetAuth(tpm.context, handle, &auth), "Esys_TR_SetAuth")
 
         let session = try tpm.saltedSession(primary, policy: usesPolicy)
         if usesPolicy {
             try tpm.policyPCR7(session)
             if authValue.count > 0 {
-                try TSS2.check(Esys_PolicyAuthValue(tpm.context, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE), "Esys_PolicyAuthValue")
+                try TSS2.check(tss.Esys_PolicyAuthValue(tpm.context, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE), "Esys_PolicyAuthValue")
             }
         }
         var out: UnsafeMutablePointer<TPM2B_SENSITIVE_DATA>?
-        try TSS2.check(Esys_Unseal(tpm.context, handle, session, ESYS_TR_NONE, ESYS_TR_NONE, &out), "Esys_Unseal")
+        try TSS2.check(tss.Esys_Unseal(tpm.context, handle, session, ESYS_TR_NONE, ESYS_TR_NONE, &out), "Esys_Unseal")
         defer {
             if let out { TSS2.wipe(&out.pointee) }
-            Esys_Free(out)
+            tss.Esys_Free(out)
         }
         guard let out else { throw .other(call: "Esys_Unseal", code: 0, description: "no data returned") }
         let size = Int(out.pointee.size)
@@ -345,10 +370,10 @@ extension TPMDevice {
         let tpm = try TSS2Connection(self)
         var more: TPMI_YES_NO = 0
         var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
-        try TSS2.check(Esys_GetCapability(tpm.context, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES,
+        try TSS2.check(tss.Esys_GetCapability(tpm.context, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES,
                                           UInt32(vault_tpm2_pt_lockout_counter), 3, &more, &data),
                        "Esys_GetCapability")
-        defer { Esys_Free(data) }
+        defer { tss.Esys_Free(data) }
         var state = TPMDictionaryAttackState(failedTries: 0, maxTries: 0, recoverySeconds: 0)
         guard let data else { return state }
         let properties = data.pointee.data.tpmProperties
@@ -373,18 +398,18 @@ extension TSS2Connection {
         var sym = TPMT_SYM_DEF()
         sym.algorithm = TPM2_ALG_NULL
         var trial: ESYS_TR = ESYS_TR_NONE
-        try TSS2.check(Esys_StartAuthSession(context, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, nil,
+        try TSS2.check(tss.Esys_StartAuthSession(context, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, nil,
                                              TPM2_SE_TRIAL, &sym, TPM2_ALG_SHA256, &trial),
                        "Esys_StartAuthSession")
         _ = track(trial)
         defer { flush(trial) }
         try policyPCR7(trial)
         if authValue {
-            try TSS2.check(Esys_PolicyAuthValue(context, trial, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE), "Esys_PolicyAuthValue")
+            try TSS2.check(tss.Esys_PolicyAuthValue(context, trial, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE), "Esys_PolicyAuthValue")
         }
         var out: UnsafeMutablePointer<TPM2B_DIGEST>?
-        try TSS2.check(Esys_PolicyGetDigest(context, trial, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &out), "Esys_PolicyGetDigest")
-        defer { Esys_Free(out) }
+        try TSS2.check(tss.Esys_PolicyGetDigest(context, trial, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &out), "Esys_PolicyGetDigest")
+        defer { tss.Esys_Free(out) }
         guard let out else { throw .other(call: "Esys_PolicyGetDigest", code: 0, description: "no digest") }
         return out.pointee
     }
