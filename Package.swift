@@ -59,7 +59,7 @@ let package = Package(
             swiftSettings: upcoming),
         .testTarget(name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
-        .testTarget(name: "IntegrationTests", dependencies: ["VaultKit"], swiftSettings: upcoming),
+        .testTarget(name: "IntegrationTests", dependencies: ["VaultKit"], exclude: ["Fixtures"], swiftSettings: upcoming),
     ],
     swiftLanguageModes: [.v6]
 )

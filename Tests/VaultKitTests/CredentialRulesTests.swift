@@ -326,6 +326,21 @@ private func tried(_ plan: CredentialPlan) -> [String]? {
         #expect(try DockerCredentialRules.server("localhost:5000/").path == "")
         #expect(throws: DockerCredentialError.malformed("not a server URL: https://")) { try DockerCredentialRules.server("https://") }
         #expect(throws: DockerCredentialError.malformed("not a server URL: a b://x")) { try DockerCredentialRules.server("a b://x") }
+        // As docker-credential-helpers' registryurl reads them: `//host` has no scheme, `/host` no host,
+        // and a registry speaks https or http only.
+        #expect(try DockerCredentialRules.server("//foobar.example.com:2376")
+                == CredentialTarget(scheme: "https", host: "foobar.example.com:2376", path: ""))
+        #expect(try DockerCredentialRules.server("//Foobar.example.com:443/v1/").samePlace(DockerCredentialRules.server("foobar.example.com/v1")))
+        #expect(throws: DockerCredentialError.malformed("not a server URL: /foobar.example.com")) {
+            try DockerCredentialRules.server("/foobar.example.com")
+        }
+        #expect(throws: DockerCredentialError.malformed("not a server URL: //")) { try DockerCredentialRules.server("//") }
+        #expect(throws: DockerCredentialError.malformed("not a registry URL: ftp://foobar.example.com:2376 (the scheme must be https or http)")) {
+            try DockerCredentialRules.server("ftp://foobar.example.com:2376")
+        }
+        #expect(throws: DockerCredentialError.malformed("not a registry URL: ssh://r.example (the scheme must be https or http)")) {
+            try DockerCredential(json: Array(#"{"ServerURL":"ssh://r.example","Username":"u"}"#.utf8))
+        }
     }
 
     @Test func theServerURLOnStandardInput() throws {
@@ -389,6 +404,17 @@ private func tried(_ plan: CredentialPlan) -> [String]? {
                 == .release("docker/registry.example.com:5000"))
         #expect(throws: DockerCredentialError.notFound) { try DockerCredentialRules.get(DockerCredentialRules.server("registry.example.com"), items: items) }
         #expect(throws: DockerCredentialError.notFound) { try DockerCredentialRules.get(hub, items: Array(items[3...])) }
+    }
+
+    @Test func anItemStoredAsSlashSlashHostServesItsServer() throws {
+        let stored = [listed("docker/foobar.example.com:2376", user: "u", urls: ["//foobar.example.com:2376"], origin: "docker")]
+        for asked in ["//foobar.example.com:2376", "foobar.example.com:2376", "https://foobar.example.com:2376/"] {
+            #expect(try DockerCredentialRules.get(DockerCredentialRules.server(asked), items: stored) == .release("docker/foobar.example.com:2376"),
+                    "\(asked)")
+        }
+        #expect(throws: DockerCredentialError.notFound) {
+            try DockerCredentialRules.get(DockerCredentialRules.server("http://foobar.example.com:2376"), items: stored)
+        }
     }
 
     @Test func eraseRemovesEveryDockerItemForTheServer() throws {

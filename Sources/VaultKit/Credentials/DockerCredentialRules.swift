@@ -65,7 +65,8 @@ public struct DockerCredential: Equatable, Sendable {
     /// Parses docker's JSON object. Field names match regardless of case, as Go's encoding/json
     /// reads them; a missing `Secret` is empty.
     /// - Throws: `.malformed` (not a JSON object, a field that is not a string, a server URL
-    ///   without a host), `.missingServerURL`, `.missingUsername`, in that order of checking.
+    ///   `DockerCredentialRules.server(_:)` refuses), `.missingServerURL`, `.missingUsername`, in
+    ///   that order of checking.
     public init(json bytes: [UInt8]) throws(DockerCredentialError) {
         guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
             throw .malformed("standard input is not a JSON object with ServerURL, Username and Secret")
@@ -96,18 +97,33 @@ public enum DockerCredentialRules {
     public static let auditCommand = "docker-credential"
 
     /// A server URL as docker writes it (`https://index.docker.io/v1/`, `registry:5000`,
-    /// `ghcr.io`), normalised: https when it has no scheme, the default port and surrounding
-    /// slashes dropped, lower case. Throws `.malformed` when it names no host.
+    /// `ghcr.io`), normalised: https when it has no scheme (`host` or `//host`, as
+    /// docker-credential-helpers' `registryurl` reads both), the default port and surrounding
+    /// slashes dropped, lower case.
+    /// - Throws: `.malformed` when it names no host, or a scheme other than https and http (a
+    ///   registry speaks no other, and the reference helpers refuse them too).
     public static func server(_ raw: String) throws(DockerCredentialError) -> CredentialTarget {
-        guard let t = CredentialTarget(url: raw, defaultScheme: "https"), !t.host.isEmpty else {
-            throw .malformed("not a server URL: \(raw)")
+        guard let t = place(raw) else { throw .malformed("not a server URL: \(raw)") }
+        guard t.scheme == "https" || t.scheme == "http" else {
+            throw .malformed("not a registry URL: \(raw) (the scheme must be https or http)")
         }
+        return t
+    }
+
+    /// `raw` read as `server(_:)` reads it, without the scheme check; nil when it names no host.
+    /// Also how the URLs of docker's items are read, so a URL stored as docker wrote it
+    /// (`//host:5000`) serves the same requests it was stored by.
+    static func place(_ raw: String) -> CredentialTarget? {
+        let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        // `//host` is a URL without its scheme; CredentialTarget would take it for a path.
+        guard let t = CredentialTarget(url: text.hasPrefix("//") ? "https:" + text : text, defaultScheme: "https"),
+              !t.host.isEmpty else { return nil }
         return t
     }
 
     /// The server URL `get` and `erase` read: all of standard input, surrounding white space
     /// trimmed; returns it as written and normalised.
-    /// - Throws: `.missingServerURL` when it is empty, `.malformed` when it names no host.
+    /// - Throws: `.missingServerURL` when it is empty, `.malformed` when `server(_:)` refuses it.
     public static func serverURL(input bytes: [UInt8]) throws(DockerCredentialError) -> (text: String, server: CredentialTarget) {
         let raw = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard !raw.isEmpty else { throw .missingServerURL }
@@ -118,7 +134,7 @@ public enum DockerCredentialRules {
     /// as `CredentialTarget` normalises them), in the order of `items`.
     public static func items(serving server: CredentialTarget, in items: [Item]) -> [Item] {
         items.filter { i in
-            i.origin == origin && i.urls.contains { server.samePlace(CredentialTarget(url: $0, defaultScheme: "https")) }
+            i.origin == origin && i.urls.contains { server.samePlace(place($0)) }
         }
     }
 

@@ -1,0 +1,3 @@
+module github.com/docker/docker-credential-helpers
+
+go 1.19
