@@ -122,40 +122,33 @@ public final class SessionAccess: VaultAccess {
         guard case .done = try call(.add(vault: vault, item: item, replace: replace)) else { throw AgentClient.unexpected }
     }
 
-    /// Adds many items in one transaction. Items go in frames under the request limit, held by
-    /// the agent until the last one commits them all.
-    public func add(contentsOf items: [Item], replace: Bool) throws -> Int {
-        let chunks = try Self.chunks(items, vault: vault, replace: replace)
-        var written = 0
-        for (i, chunk) in chunks.enumerated() {
-            let commit = i == chunks.count - 1
-            guard case .imported(let count, let committed) = try call(.importItems(vault: vault, items: chunk, replace: replace, commit: commit)),
-                  committed == commit else { throw AgentClient.unexpected }
-            written = count
-        }
+    /// Adds the items `next` yields in one transaction. They are pulled a frame's worth at a time
+    /// (under the request limit) and held by the agent until the last frame commits them all.
+    public func add(replace: Bool, from next: () throws -> Item?) throws -> Int {
+        let budget = AgentLimits.requestFrame / 2
+        var pending = try next(), written = 0
+        repeat {
+            var run: [Item] = [], size = 0
+            while let item = pending {
+                let s = AgentRequestHandler.estimatedSize(item)
+                guard run.isEmpty || size + s <= budget else { break }
+                run.append(item)
+                size += s
+                pending = try next()
+            }
+            let pieces = try Self.fit(run, vault: vault, replace: replace)
+            for (i, piece) in pieces.enumerated() {
+                let commit = pending == nil && i == pieces.count - 1
+                guard case .imported(let count, let committed) = try call(.importItems(vault: vault, items: piece, replace: replace, commit: commit)),
+                      committed == commit else { throw AgentClient.unexpected }
+                written = count
+            }
+        } while pending != nil
         return written
     }
 
-    /// Splits items into runs whose request frames fit the limit (halving a run that does not).
-    static func chunks(_ items: [Item], vault: String, replace: Bool) throws -> [[Item]] {
-        guard !items.isEmpty else { return [[]] }
-        var out: [[Item]] = [], current: [Item] = [], size = 0
-        let budget = AgentLimits.requestFrame / 2
-        for item in items {
-            let s = AgentRequestHandler.estimatedSize(item)
-            if !current.isEmpty, size + s > budget {
-                out.append(current)
-                current = []
-                size = 0
-            }
-            current.append(item)
-            size += s
-        }
-        out.append(current)
-        return try out.flatMap { try fit($0, vault: vault, replace: replace) }
-    }
-
-    private static func fit(_ run: [Item], vault: String, replace: Bool) throws -> [[Item]] {
+    /// `run` in pieces whose request frames fit the limit (halving a piece that does not).
+    static func fit(_ run: [Item], vault: String, replace: Bool) throws -> [[Item]] {
         do {
             _ = try AgentCodec.frame(.importItems(vault: vault, items: run, replace: replace, commit: false))
             return [run]

@@ -150,23 +150,28 @@ public struct Item: Codable, Equatable, Sendable {
     /// Checks and normalises an item name: Unicode NFC, no leading or trailing space, no control
     /// characters, no `..` component, at most 256 characters.
     public static func normalize(name: String) throws -> String {
-        // ASCII text is already NFC: Foundation's normalisation costs about 4 µs a name (8% of an import).
-        let n = name.utf8.allSatisfy({ $0 < 0x80 }) ? name : name.precomposedStringWithCanonicalMapping
-        guard !n.isEmpty, n.count <= 256, n.utf8.count <= 1024 else {
+        // Printable ASCII is already NFC and holds no control, format or replacement character:
+        // only the Unicode checks below cost (Foundation's normalisation about 4 µs a name, the
+        // scalar properties as much again: 16% of an import before).
+        let printableASCII = name.utf8.allSatisfy { (0x20..<0x7F).contains($0) }
+        let n = printableASCII ? name : name.precomposedStringWithCanonicalMapping
+        guard !n.isEmpty, (printableASCII ? n.utf8.count : n.count) <= 256, n.utf8.count <= 1024 else {
             throw VaultError.usage("an item name must be 1 to 256 characters (at most 1024 bytes)")
         }
-        guard n.trimmingCharacters(in: .whitespaces) == n else {
+        guard printableASCII ? n.utf8.first != 0x20 && n.utf8.last != 0x20 : n.trimmingCharacters(in: .whitespaces) == n else {
             throw VaultError.usage("an item name cannot start or end with a space")
         }
-        guard !n.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw VaultError.usage("an item name cannot contain control characters")
-        }
-        guard !n.unicodeScalars.contains("\u{FFFD}") else {
-            throw VaultError.usage("an item name cannot contain U+FFFD (the replacement character: was it given as invalid UTF-8?)")
-        }
-        // Zero-width and bidi controls make one name look like another (`git\u{200B}hub`).
-        guard !n.unicodeScalars.contains(where: { $0.properties.generalCategory == .format }) else {
-            throw VaultError.usage("an item name cannot contain invisible format characters (zero-width, bidi controls)")
+        if !printableASCII {
+            guard !n.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw VaultError.usage("an item name cannot contain control characters")
+            }
+            guard !n.unicodeScalars.contains("\u{FFFD}") else {
+                throw VaultError.usage("an item name cannot contain U+FFFD (the replacement character: was it given as invalid UTF-8?)")
+            }
+            // Zero-width and bidi controls make one name look like another (`git\u{200B}hub`).
+            guard !n.unicodeScalars.contains(where: { $0.properties.generalCategory == .format }) else {
+                throw VaultError.usage("an item name cannot contain invisible format characters (zero-width, bidi controls)")
+            }
         }
         guard !n.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == ".." || $0 == "." }) else {
             throw VaultError.usage("an item name cannot contain '.' or '..' components")

@@ -35,6 +35,37 @@ import Testing
         spawn(tool, args, env: box.env.merging(extra) { _, b in b }, stdin: stdin)
     }
 
+    // MARK: streamed import
+
+    /// vault's own JSON goes straight into the vault, one item at a time, in one transaction: with
+    /// and without a session, a bad element anywhere (a duplicate name, a malformed last element,
+    /// a wrong type deep in the input) writes nothing; a good import counts what it wrote.
+    @Test func aStreamedImportWritesAllOrNothing() throws {
+        box.initVault()
+        func items(_ n: Int, from start: Int = 0) -> [String] {
+            (start..<(start + n)).map { #"{"name":"s\#($0)","username":"u\#($0)","password":"p-\#($0)","url":"https://s\#($0).example"}"# }
+        }
+        let bad: [(String, String)] = [
+            ("[" + (items(2500) + [#"{"name":"s7"}"#]).joined(separator: ",") + "]", "item 2501: the name 's7' appears twice"),
+            ("[" + items(2500).joined(separator: ",") + #",{"name":"x""#, "the JSON array breaks after item 2500"),
+            ("[" + (items(1200) + [#"{"name":"t","tags":[1]}"#] + items(5, from: 9000)).joined(separator: ",") + "]", "item 1201 ('t'): 'tags[0]' has the wrong type"),
+        ]
+        for session in [false, true] {
+            if session { #expect(box.vault(["unlock", "--timeout", "60"], passcode: pc).status == 0) }
+            for (input, message) in bad {
+                let r = session ? box.vault(["import", "--no-input"], stdin: input) : box.vault(["import"], passcode: pc, stdin: input)
+                #expect(r.status == 2 && r.stderr.contains(message), "session \(session): \(r.status) \(r.stderr.suffix(300))")
+                #expect(box.vault(["ls"], passcode: pc).stdout.isEmpty, "nothing of a refused import was written (session \(session))")
+            }
+        }
+        let r = box.vault(["import", "--no-input", "--json"], stdin: "[" + items(3000).joined(separator: ",") + "]")
+        #expect(r.status == 0 && r.stdout == #"{"added":3000,"imported":3000,"replaced":0}"# + "\n", "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(r.stderr.contains("vault: imported 3000 items\nvault: by type: 3000 logins"), "\(r.stderr)")
+        box.vault(["lock", "--all"])
+        #expect(box.vault(["get", "s2999", "--field", "password"], passcode: pc).stdout == "p-2999\n")
+        #expect(box.vault(["ls"], passcode: pc).stdout.split(separator: "\n").count == 3000)
+    }
+
     // MARK: one-time codes
 
     @Test func otpMatchesOathtoolAndHOTPAdvances() throws {

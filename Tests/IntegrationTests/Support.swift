@@ -70,7 +70,9 @@ func spawn(_ path: String, _ args: [String], env: [String: String], stdin: Strin
     envp.forEach { free($0) }
     toClose.forEach { close($0) }
     precondition(rc == 0, "spawn \(path) failed: \(rc)")
-    for (fd, content) in writes {
+    // The extra descriptors (a passcode: a few bytes, never more than a pipe holds) first: the
+    // child may read one before it reads standard input, which can be larger than a pipe holds.
+    for (fd, content) in writes.dropFirst() + writes.prefix(1) {
         _ = content.withCString { write(fd, $0, strlen($0)) }
         close(fd)
     }
@@ -441,7 +443,9 @@ func start(_ path: String, _ args: [String], env: [String: String], fds: [Int32:
     envp.forEach { free($0) }
     closeAfter.forEach { close($0) }
     precondition(rc == 0, "spawn \(path) failed: \(rc)")
-    for (fd, content) in writes {
+    // The extra descriptors (a passcode: a few bytes, never more than a pipe holds) first: the
+    // child may read one before it reads standard input, which can be larger than a pipe holds.
+    for (fd, content) in writes.dropFirst() + writes.prefix(1) {
         _ = content.withCString { write(fd, $0, strlen($0)) }
         close(fd)
     }

@@ -50,8 +50,20 @@ enum ImportExport {
                     if found != .vault { ctx.say("vault: this looks like \(found.label) (--from \(found.rawValue))") }
                     format = found
                 }
-                if format == .vault {
-                    // Streamed: each item is decoded as soon as its text is read, and the text dropped.
+                if format == .vault, !inv.has("--dry-run"), !inv.has("--force") {
+                    // Straight into the vault: each item is decoded as its text is read and written
+                    // in the one transaction (one item held at a time; a bad one anywhere writes
+                    // nothing). With --force or --dry-run the names are needed first, so the items
+                    // are collected below.
+                    var stream = JSONArrayStream(prefix: head) { try input.chunk(1 << 20) }
+                    let vault = try openAccess(inv, ctx, purpose: "import the items of \(input.label)")
+                    var counted = ImportBatch(), index = 0
+                    let now = ctx.clock()
+                    let n = try vault.add(replace: false) { try VaultJSON.next(from: &stream, index: &index, now: now, counting: &counted) }
+                    if inv.has("--json") { ctx.stdout.write(jsonText(["imported": n, "added": n, "replaced": 0])) }
+                    summarize(counted, verb: "imported", from: .vault, ctx)
+                    return
+                } else if format == .vault {
                     var stream = JSONArrayStream(prefix: head) { try input.chunk(1 << 20) }
                     batch = try VaultJSON.batch(from: &stream, now: ctx.clock())
                 } else if format == .encrypted {
@@ -211,8 +223,9 @@ enum ImportExport {
     /// The per-type summary on stderr, and what could not be kept and why.
     static func summarize(_ batch: ImportBatch, verb: String, from format: ImportFormat, _ ctx: CommandContext) {
         let taken = batch.items.isEmpty && batch.count > 0
-        let total = taken ? batch.count : batch.items.count
-        let types = (taken ? batch.counts : batch.countsByType).map { "\($0.1) \($0.0.rawValue)\($0.1 == 1 ? "" : "s")" }
+        let byType = taken ? batch.counts : batch.countsByType
+        let total = byType.reduce(0) { $0 + $1.1 }
+        let types = byType.map { "\($0.1) \($0.0.rawValue)\($0.1 == 1 ? "" : "s")" }
         ctx.say("vault: \(verb) \(total) item\(total == 1 ? "" : "s")\(format == .vault ? "" : " from " + format.label)")
         if !types.isEmpty { ctx.say("vault: by type: \(types.joined(separator: ", "))") }
         for (reason, n) in batch.notKept.sorted(by: { $0.key < $1.key }) { ctx.say("vault: not kept: \(n) \(reason)") }

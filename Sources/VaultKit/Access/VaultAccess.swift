@@ -164,8 +164,10 @@ public protocol VaultAccess: AnyObject {
     func contains(_ name: String) throws -> Bool
     /// Adds (or with `replace`, replaces) an item.
     func add(_ item: Item, replace: Bool) throws
-    /// Adds many items in one transaction (import); returns how many.
-    func add(contentsOf items: [Item], replace: Bool) throws -> Int
+    /// Adds the items `next` yields, pulled one at a time, in one transaction (an import holds
+    /// one decoded item at a time, or one frame's worth through a session); returns how many.
+    /// Nothing is written when `next` or any item throws.
+    func add(replace: Bool, from next: () throws -> Item?) throws -> Int
     /// Applies `change` to the item called `name` inside one write transaction.
     func update(_ name: String, _ change: ItemChange) throws
     /// Deletes an item.
@@ -175,6 +177,12 @@ public protocol VaultAccess: AnyObject {
 }
 
 extension VaultAccess {
+    /// Adds many items in one transaction; returns how many.
+    public func add(contentsOf items: [Item], replace: Bool) throws -> Int {
+        var rest = items[...]
+        return try add(replace: replace) { rest.popFirst() }
+    }
+
     /// A release without a fresh match (items with fingerprint login on refuse it).
     public func release(named name: String, fields: [String], command: String) throws -> Item {
         try release(named: name, fields: fields, command: command, freshMatch: false)

@@ -107,9 +107,19 @@ public struct ImportBatch: Sendable {
 
     /// Adds one of vault's own items (its name kept exactly; a duplicate is an error).
     mutating func addOwn(_ item: Item, entry: String) throws {
-        guard names.insert(item.name).inserted else { throw VaultError.usage("\(entry): the name '\(item.name)' appears twice") }
+        try passOwn(item, entry: entry)
         items.append(item)
     }
+
+    /// Counts one of vault's own items on its way straight to the vault (a streamed import): its
+    /// name checked as `addOwn` does, the item itself not kept (`count` and `counts` grow).
+    mutating func passOwn(_ item: Item, entry: String) throws {
+        guard names.insert(item.name).inserted else { throw VaultError.usage("\(entry): the name '\(item.name)' appears twice") }
+        streamed[item.type, default: 0] += 1
+    }
+
+    /// The items counted by `passOwn`, by type.
+    private var streamed: [ItemType: Int] = [:]
 
     /// `name` without control characters and surrounding spaces (`untitled` when nothing is left).
     static func cleanName(_ name: String) -> String {
@@ -142,7 +152,7 @@ public struct ImportBatch: Sendable {
     public mutating func takeItems() -> [Item] {
         names = []
         counts = countsByType
-        count = items.count
+        count = counts.reduce(0) { $0 + $1.1 }
         defer { items = [] }
         return items
     }
@@ -152,10 +162,10 @@ public struct ImportBatch: Sendable {
     /// After `takeItems`: how many items.
     public private(set) var count = 0
 
-    /// How many items of each type.
+    /// How many items of each type (those held and those streamed past).
     public var countsByType: [(ItemType, Int)] {
         ItemType.allCases.compactMap { t in
-            let n = items.lazy.filter { $0.type == t }.count
+            let n = items.lazy.filter { $0.type == t }.count + (streamed[t] ?? 0)
             return n > 0 ? (t, n) : nil
         }
     }

@@ -33,27 +33,6 @@ public enum VaultJSON {
         return o
     }
 
-    /// The fields of one object, typed: JSONDecoder tells a number from `true`.
-    private struct Fields: Decodable {
-        var name: String?
-        var username: String?
-        var password: String?
-        var url: String?
-        var urls: [String]?
-        var notes: String?
-        var tags: [String]?
-        var totp: String?
-        var origin: String?
-        var created: Int64?
-        var modified: Int64?
-        var fingerprint_login: Bool?
-        var user_prompt: String?
-        var password_prompt: String?
-        var type: ItemType?
-        var fields: [CustomField]?
-        var password_history: [PasswordChange]?
-    }
-
     /// Parses an export, one element at a time (the array is split without decoding it whole).
     /// Items without `created` are stamped `now`.
     /// - Throws: `.usage` naming the item (by position and name) and the key.
@@ -75,64 +54,78 @@ public enum VaultJSON {
 
     /// Parses a streamed export, one element at a time as it is read.
     public static func batch(from stream: inout JSONArrayStream, now: Int64 = unixNow()) throws -> ImportBatch {
-        var batch = ImportBatch()
-        var index = 0
-        while true {
-            var element: [UInt8]
-            do {
-                guard let e = try stream.next() else { break }
-                element = e
-            } catch is JSONScan.Malformed {
-                throw VaultError.usage(index == 0 ? "the input is not a JSON array of items" : "the JSON array breaks after item \(index)",
-                                       hint: "see 'vault help import'")
-            }
-            index += 1
-            defer { wipe(&element) }
-            try batch.addOwn(try item(element[...], position: "item \(index)", now: now), entry: "item \(index)")
-        }
+        var batch = ImportBatch(), index = 0
+        while let item = try next(from: &stream, index: &index, now: now) { try batch.addOwn(item, entry: "item \(index)") }
         return batch
     }
 
-    /// One element.
+    /// The next item of a streamed export, or nil at its end: what a streamed import pulls into
+    /// the vault one at a time. `index` counts the elements read (for messages); `batch` counts
+    /// the items by type and refuses a name given twice, without keeping them.
+    public static func next(from stream: inout JSONArrayStream, index: inout Int, now: Int64, counting batch: inout ImportBatch) throws -> Item? {
+        let item = try next(from: &stream, index: &index, now: now)
+        if let item { try batch.passOwn(item, entry: "item \(index)") }
+        return item
+    }
+
+    private static func next(from stream: inout JSONArrayStream, index: inout Int, now: Int64) throws -> Item? {
+        var element: [UInt8]
+        do {
+            guard let e = try stream.next() else { return nil }
+            element = e
+        } catch is JSONScan.Malformed {
+            throw VaultError.usage(index == 0 ? "the input is not a JSON array of items" : "the JSON array breaks after item \(index)",
+                                   hint: "see 'vault help import'")
+        }
+        index += 1
+        defer { wipe(&element) }
+        return try item(element[...], position: "item \(index)", now: now)
+    }
+
+    /// One element, read by `JSONValue` (one strict pass) and checked key by key: an unknown key,
+    /// a wrong type, an invalid value or a null in a list names the item and the key's path.
     static func item(_ slice: ArraySlice<UInt8>, position: String, now: Int64) throws -> Item {
-        guard let o = Loose.json(slice) as? [String: Any] else { throw VaultError.usage("\(position) is not a JSON object") }
-        let label = (o["name"] as? String).map { "\(position) ('\($0)')" } ?? position
-        if let unknown = o.keys.sorted().first(where: { !keys.contains($0) }) {
+        guard let o = try? JSONValue.parse(slice), case .object(let members) = o else { throw VaultError.usage("\(position) is not a JSON object") }
+        var label = position
+        if case .string(let n)? = o["name"] { label = "\(position) ('\(n)')" }
+        if let unknown = members.map(\.key).sorted().first(where: { !keys.contains($0) }) {
             throw VaultError.usage("\(label) has an unknown key '\(unknown)'", hint: "keys: \(keys.sorted().joined(separator: ", "))")
         }
         for (list, allowed) in [("fields", fieldKeys), ("password_history", historyKeys)] {
-            for (k, element) in ((o[list] as? [Any]) ?? []).enumerated() {
-                guard let inner = element as? [String: Any] else { throw VaultError.usage("\(label): '\(list)[\(k)]' is not an object") }
-                if let unknown = inner.keys.sorted().first(where: { !allowed.contains($0) }) {
+            guard case .array(let elements)? = o[list] else { continue }
+            for (k, element) in elements.enumerated() {
+                guard case .object(let inner) = element else { throw VaultError.usage("\(label): '\(list)[\(k)]' is not an object") }
+                if let unknown = inner.map(\.key).sorted().first(where: { !allowed.contains($0) }) {
                     throw VaultError.usage("\(label) has an unknown key '\(list)[\(k)].\(unknown)'", hint: "keys: \(allowed.sorted().joined(separator: ", "))")
                 }
             }
         }
-        let f: Fields
-        func where_(_ path: [any CodingKey]) -> String {
-            path.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingCharacters(in: CharacterSet(charactersIn: "."))
-                .replacingOccurrences(of: ".[", with: "[")
+        let f = Typed(label: label)
+        guard let name = try f.string(o["name"], "name") else { throw VaultError.usage("\(position) has no name") }
+        let username = try f.string(o["username"], "username"), password = try f.string(o["password"], "password")
+        var urls = try f.strings(o["urls"], "urls") ?? []
+        if let one = try f.string(o["url"], "url") { urls.insert(one, at: 0) }
+        let notes = try f.string(o["notes"], "notes"), tags = try f.strings(o["tags"], "tags") ?? [], totp = try f.string(o["totp"], "totp")
+        let origin = try f.string(o["origin"], "origin"), created = try f.int64(o["created"], "created"), modified = try f.int64(o["modified"], "modified")
+        let fingerprintLogin = try f.bool(o["fingerprint_login"], "fingerprint_login")
+        let userPrompt = try f.string(o["user_prompt"], "user_prompt"), passwordPrompt = try f.string(o["password_prompt"], "password_prompt")
+        let type = try f.string(o["type"], "type").map { t in
+            guard let type = ItemType(rawValue: t) else { throw VaultError.usage("\(label): 'type' is not valid") }
+            return type
         }
-        do {
-            f = try JSONDecoder().decode(Fields.self, from: Data(slice))
-        } catch let DecodingError.typeMismatch(_, context) {
-            throw VaultError.usage("\(label): '\(where_(context.codingPath))' has the wrong type")
-        } catch let DecodingError.dataCorrupted(context) {
-            throw VaultError.usage("\(label): '\(where_(context.codingPath))' is not valid")
-        } catch let DecodingError.valueNotFound(_, context) {
-            // `"tags": [null]`: a null inside a list (a null value of a key reads as absent).
-            throw VaultError.usage("\(label): '\(where_(context.codingPath))' holds a null")
-        } catch let DecodingError.keyNotFound(key, context) {
-            throw VaultError.usage("\(label): '\(where_(context.codingPath + [key]))' is missing")
-        } catch {
-            throw VaultError.usage("\(label) cannot be read")
-        }
-        guard let name = f.name else { throw VaultError.usage("\(position) has no name") }
-        var urls = f.urls ?? []
-        if let one = f.url { urls.insert(one, at: 0) }
-        var item = Item(name: name, type: f.type ?? .login, username: f.username, password: f.password, urls: urls, notes: f.notes,
-                        tags: f.tags ?? [], totp: f.totp, fields: f.fields ?? [], passwordHistory: f.password_history ?? [],
-                        fingerprintLogin: f.fingerprint_login ?? false, origin: f.origin, now: now)
+        let fields: [CustomField] = try f.objects(o["fields"], "fields") { e, path in
+            let kindName = try f.required(f.string(e["kind"], path + ".kind"), path + ".kind", e)
+            guard let kind = CustomFieldKind(rawValue: kindName) else { throw VaultError.usage("\(label): '\(path).kind' is not valid") }
+            return CustomField(name: try f.required(f.string(e["name"], path + ".name"), path + ".name", e), kind: kind,
+                               value: try f.required(f.string(e["value"], path + ".value"), path + ".value", e))
+        } ?? []
+        let history: [PasswordChange] = try f.objects(o["password_history"], "password_history") { e, path in
+            PasswordChange(password: try f.required(f.string(e["password"], path + ".password"), path + ".password", e),
+                           replaced: try f.required(f.int64(e["replaced"], path + ".replaced"), path + ".replaced", e))
+        } ?? []
+        var item = Item(name: name, type: type ?? .login, username: username, password: password, urls: urls, notes: notes,
+                        tags: tags, totp: totp, fields: fields, passwordHistory: history,
+                        fingerprintLogin: fingerprintLogin ?? false, origin: origin, now: now)
         if let t = item.totp {
             do { item.totp = try OTP.normalize(t, label: name) } catch let e as VaultError { throw VaultError.usage("\(label): 'totp': \(e.message)") }
         }
@@ -148,10 +141,74 @@ public enum VaultJSON {
         guard item.passwordHistory.count <= Item.historyLimit else {
             throw VaultError.usage("\(label): 'password_history' holds more than \(Item.historyLimit) passwords")
         }
-        item.userPrompt = f.user_prompt
-        item.passwordPrompt = f.password_prompt
-        item.created = f.created ?? now
-        item.modified = f.modified ?? item.created
+        item.userPrompt = userPrompt
+        item.passwordPrompt = passwordPrompt
+        item.created = created ?? now
+        item.modified = modified ?? item.created
         return item
+    }
+
+    /// Reads typed values out of one item's `JSONValue`s; a key that is absent or null is nil (as
+    /// an optional field reads), a value of another type is an error naming the item and the path.
+    private struct Typed {
+        let label: String
+
+        func wrongType(_ path: String) -> VaultError { .usage("\(label): '\(path)' has the wrong type") }
+
+        func string(_ v: JSONValue?, _ path: String) throws -> String? {
+            switch v {
+            case nil, .null?: return nil
+            case .string(let s)?: return s
+            default: throw wrongType(path)
+            }
+        }
+
+        func int64(_ v: JSONValue?, _ path: String) throws -> Int64? {
+            switch v {
+            case nil, .null?: return nil
+            case .number?:
+                guard let n = v?.int64 else { throw VaultError.usage("\(label): '\(path)' is not valid") }
+                return n
+            default: throw wrongType(path)
+            }
+        }
+
+        func bool(_ v: JSONValue?, _ path: String) throws -> Bool? {
+            switch v {
+            case nil, .null?: return nil
+            case .bool(let b)?: return b
+            default: throw wrongType(path)
+            }
+        }
+
+        /// A list of strings; a null inside it is an error (only a whole key may be null).
+        func strings(_ v: JSONValue?, _ path: String) throws -> [String]? {
+            switch v {
+            case nil, .null?: return nil
+            case .array(let elements)?:
+                return try elements.enumerated().map { k, e in
+                    if e == .null { throw VaultError.usage("\(label): '\(path)[\(k)]' holds a null") }
+                    guard case .string(let s) = e else { throw wrongType("\(path)[\(k)]") }
+                    return s
+                }
+            default: throw wrongType(path)
+            }
+        }
+
+        /// A list of objects, each read by `read` with its path (`fields[2]`).
+        func objects<T>(_ v: JSONValue?, _ path: String, _ read: (JSONValue, String) throws -> T) throws -> [T]? {
+            switch v {
+            case nil, .null?: return nil
+            case .array(let elements)?: return try elements.enumerated().map { k, e in try read(e, "\(path)[\(k)]") }
+            default: throw wrongType(path)
+            }
+        }
+
+        /// A key a list's object must have: missing, or null, is an error.
+        func required<T>(_ value: T?, _ path: String, _ object: JSONValue) throws -> T {
+            if let value { return value }
+            let key = String(path[path.index(after: path.lastIndex(of: ".")!)...])
+            throw VaultError.usage("\(label): '\(path)' \(object[key] == nil ? "is missing" : "holds a null")")
+        }
     }
 }

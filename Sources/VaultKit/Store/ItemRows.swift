@@ -337,33 +337,23 @@ extension UnlockedVault {
         }
     }
 
-    /// Adds many items in one transaction (import). With `replace`, existing names are overwritten;
-    /// otherwise the first existing name aborts the whole import (nothing is written).
-    /// - Returns: the number of items written.
-    @discardableResult
-    public func add(contentsOf items: [Item], replace: Bool) throws -> Int {
-        var index = 0
-        return try add(replace: replace) {
-            guard index < items.count else { return nil }
-            defer { index += 1 }
-            return items[index]
-        }
-    }
-
     /// Adds the items `next` yields, one at a time, in one transaction (an import that holds one
-    /// decoded item at a time). Returns how many.
+    /// decoded item at a time). With `replace`, existing names are overwritten; otherwise the
+    /// first existing name aborts the whole import (nothing is written). Returns how many.
     @discardableResult
     public func add(replace: Bool, from next: () throws -> Item?) throws -> Int {
         let insert = try db.prepare("INSERT INTO items(\(ItemRow.columns)) VALUES(?,?,?,?,?,?,?)")
         let remove = try db.prepare("DELETE FROM items WHERE name_mac=?")
         let exists = try db.prepare("SELECT 1 FROM items WHERE name_mac=?")
         return try writeTransaction {
-            var seen = Set<[UInt8]>()
+            // The name MACs written so far, as four words: hashing a 32-byte array element by
+            // element cost 5% of a 100k import.
+            var seen = Set<NameMACKey>()
             var count = 0
             while var item = try next() {
                 item.name = try Item.normalize(name: item.name)
                 let sealed = try seal(item, id: randomBytes(16))
-                guard seen.insert(sealed.nameMAC).inserted else { throw VaultError.usage("'\(item.name)' appears twice in the import") }
+                guard seen.insert(NameMACKey(sealed.nameMAC)).inserted else { throw VaultError.usage("'\(item.name)' appears twice in the import") }
                 try exists.bind([.blob(sealed.nameMAC)])
                 if try exists.next() != nil {
                     guard replace else { throw VaultError.alreadyExists(item.name) }
@@ -402,5 +392,27 @@ extension UnlockedVault {
             }
             return n
         }
+    }
+}
+
+/// A 32-byte name MAC as a cheap `Hashable` key.
+private struct NameMACKey: Hashable {
+    let words: (UInt64, UInt64, UInt64, UInt64)
+
+    init(_ mac: [UInt8]) {
+        precondition(mac.count == 32, "a name MAC is 32 bytes")
+        words = mac.withUnsafeBytes { b in
+            (b.loadUnaligned(fromByteOffset: 0, as: UInt64.self), b.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+             b.loadUnaligned(fromByteOffset: 16, as: UInt64.self), b.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+        }
+    }
+
+    static func == (a: Self, b: Self) -> Bool { a.words == b.words }
+
+    func hash(into h: inout Hasher) {
+        h.combine(words.0)
+        h.combine(words.1)
+        h.combine(words.2)
+        h.combine(words.3)
     }
 }
