@@ -150,3 +150,26 @@ import Testing
         }
     }
 }
+
+@Suite struct ExportJSONTests {
+    /// `export`'s object with secrets lent is, as text, the object of the whole item.
+    @Test func theLentObjectIsTheWholeItemsText() throws {
+        let root = TempRoot()
+        let vault = try VaultStore.create(at: try root.location(), passcode: try secret("correct horse"), kdf: fastKDF).vault
+        var odd = Item(name: "odd", notes: "", now: 3)
+        odd.fields = [CustomField(name: "password", kind: .hidden, value: "custom, not the built-in"), CustomField(name: "empty", kind: .hidden, value: "")]
+        let items = [ReleasedSecretsTests.full, Item(name: "plain", now: 1), odd]
+        for item in items { try vault.add(item) }
+        var seen = 0
+        try vault.releaseEachSecrets(command: "export", freshMatch: false) { e in
+            guard case .item(let overview, let secrets) = e, let item = items.first(where: { $0.name == overview.item.name }) else {
+                Issue.record("unexpected entry"); return
+            }
+            let out = try SecretOutput()
+            JSONText.append(ExportJSON.object(overview, secrets), to: out)
+            try out.withUnsafeBytes { #expect(String(decoding: $0, as: UTF8.self) == JSONText.text(VaultJSON.object(item)), "\(item.name)") }
+            seen += 1
+        }
+        #expect(seen == items.count)
+    }
+}

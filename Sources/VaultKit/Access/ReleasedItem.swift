@@ -38,6 +38,18 @@ public struct ItemSecrets {
         (try? SecretsRecord.value(of: field, in: record)) ?? nil
     }
 
+    /// The bytes of the secret custom field `name` (hidden or TOTP), nil when the item has none
+    /// of that name or it was not released. Unlike `value(of:)`, a custom field named like a
+    /// built-in one is still the custom field.
+    public func customValue(of name: String) -> UnsafeRawBufferPointer? {
+        var found: UnsafeRawBufferPointer?
+        forEachField { t, v in
+            guard found == nil, t == SecretsRecord.field, let (n, value) = try? RecordReader.named(v), n == name else { return }
+            found = value
+        }
+        return found
+    }
+
     /// The password history, oldest first: when each password was replaced, and its bytes.
     public func forEachFormerPassword(_ body: (_ replaced: Int64, _ password: UnsafeRawBufferPointer) throws -> Void) rethrows {
         try forEachField { t, v in
@@ -89,6 +101,14 @@ public final class ReleasedItem {
     public convenience init(overview: ItemOverview, secretsRecord: UnsafeRawBufferPointer) throws {
         let record = try SecretOutput(capacity: secretsRecord.count)
         record.append(secretsRecord)
+        try self.init(overview: overview, record: record)
+    }
+
+    /// An item with nothing released: its overview alone (no secrets record was opened).
+    public convenience init(withholdingAllOf overview: ItemOverview) throws {
+        let record = try SecretOutput(capacity: 2)
+        record.append(RecordWriter.version)
+        record.append(RecordKind.secrets.rawValue)
         try self.init(overview: overview, record: record)
     }
 

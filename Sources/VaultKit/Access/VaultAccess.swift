@@ -287,15 +287,9 @@ extension UnlockedVault: VaultAccess {
         let overview = try reading(n, record: .overview) { try openOverview(row, scratch: scratch) }
         if overview.item.releaseNeedsFreshMatch(fields) && !freshMatch { throw VaultError.freshMatchNeeded(item: overview.item.name) }
         let secret = Set(fields.filter { overview.item.isSecretField($0) && $0 != "all" })
-        let record: SecretOutput
-        if secret.isEmpty {
-            record = try SecretOutput(capacity: 2)
-            record.append(RecordWriter.version)
-            record.append(RecordKind.secrets.rawValue)
-        } else {
-            record = try reading(n, record: .secrets) { try withSecrets(row, scratch: scratch) { try SecretsRecord.keeping(secret, of: $0) } }
-        }
-        let released = try ReleasedItem(overview: overview, record: record)
+        let released = secret.isEmpty ? try ReleasedItem(withholdingAllOf: overview) : try ReleasedItem(overview: overview, record: try reading(n, record: .secrets) {
+            try withSecrets(row, scratch: scratch) { try SecretsRecord.keeping(secret, of: $0) }
+        })
         let has = released.withSecrets { s in
             fields.filter { f in secret.contains(f) ? s.has(f) : ((try? overview.item.field(f)) ?? nil) != nil }
         }

@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+@testable import VaultCLI
+import VaultKit
+
+/// A sink that keeps what comes as text apart from what comes from guarded memory
+/// (`writeSecret`), so a test sees which path each byte took.
+final class SplitSink: TextSink {
+    private(set) var text = ""
+    private(set) var guarded = ""
+    /// Everything, in order.
+    private(set) var all = ""
+    func write(_ text: String) {
+        self.text += text
+        all += text
+    }
+    func writeSecret(_ secret: borrowing SecretBytes) {
+        let s = secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        guarded += s
+        all += s
+    }
+    func writeSecret(_ output: SecretOutput) {
+        let s = (try? output.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }) ?? ""
+        guarded += s
+        all += s
+    }
+}
+
+/// The outputs that carry secrets are assembled in guarded memory and handed to the sink from
+/// there (`writeSecret`), never as text; what they write is what the String paths wrote.
+@Suite struct GuardedOutputTests {
+    let cli = InProcess()
+    let pc = "guarded output passcode"
+
+    func passcode() -> String { "\(cli.fd(pc + "\n"))" }
+
+    func run(_ args: [String], stdin: String = "") -> (status: Int32, out: SplitSink, err: String) {
+        let out = SplitSink(), err = BufferSink()
+        let input = cli.fd(stdin)
+        defer { close(input) }
+        let ctx = CommandContext(stdout: out, stderr: err, environment: cli.env, terminal: NoTerminal(), stdinFD: input)
+        return (VaultCLI.run(args, context: ctx), out, err.text)
+    }
+
+    func makeVault() {
+        let r = cli.run(["init", "--kdf-memory", "8", "--kdf-ops", "1", "--no-fingerprint", "--passcode-fd", passcode()])
+        #expect(r.status == 0, "\(r.err)")
+    }
+
+    @Test func gitsAnswerComesFromGuardedMemoryAndIsTheSameText() {
+        makeVault()
+        let password = "g1t \"pw\" ✓"
+        var r = run(["git-credential", "store", "--passcode-fd", passcode()],
+                    stdin: "protocol=https\nhost=example.com\nusername=bob\npassword=\(password)\npassword_expiry_utc=4000000000\noauth_refresh_token=tok-9\n\n")
+        #expect(r.status == 0, "\(r.err)")
+        r = run(["git-credential", "get", "--passcode-fd", passcode()], stdin: "protocol=https\nhost=example.com\n\n")
+        #expect(r.status == 0, "\(r.err)")
+        let expected = GitCredentialRules.answer(from: Item(name: "x", username: "bob", password: password,
+                                                             fields: CredentialExtras(passwordExpiry: 4_000_000_000, oauthRefreshToken: "tok-9").fields))
+        #expect(r.out.guarded == expected, "byte for byte the String answer")
+        #expect(r.out.text.isEmpty, "nothing went out as text")
+    }
+
+    @Test func dockersAnswerComesFromGuardedMemoryAndIsTheSameText() {
+        makeVault()
+        let secret = "d0cker\\\"s\u{1}ecret"
+        let server = "https://index.docker.io/v1/"
+        var r = run(["docker-credential", "store", "--passcode-fd", passcode()],
+                    stdin: JSONText.text(["ServerURL": server, "Username": "me", "Secret": secret]))
+        #expect(r.status == 0, "\(r.out.all)\(r.err)")
+        r = run(["docker-credential", "get", "--passcode-fd", passcode()], stdin: server)
+        #expect(r.status == 0, "\(r.out.all)\(r.err)")
+        #expect(r.out.guarded == JSONText.text(["ServerURL": server, "Username": "me", "Secret": secret]) + "\n")
+        #expect(r.out.text.isEmpty)
+    }
+}
