@@ -73,4 +73,53 @@ final class SplitSink: TextSink {
         #expect(r.out.guarded == JSONText.text(["ServerURL": server, "Username": "me", "Secret": secret]) + "\n")
         #expect(r.out.text.isEmpty)
     }
+
+    /// `get --reveal`, `--json` and `--field` of a secret: written from guarded memory, as the
+    /// String formatting wrote them.
+    @Test func getPrintsSecretsFromGuardedMemoryAsBefore() throws {
+        makeVault()
+        let json = #"[{"name":"x","username":"u","password":"p\"w","notes":"n1\nn2","totp":"otpauth://totp/x?secret=JBSWY3DPEHPK3PXP","#
+            + #""fields":[{"name":"pin","kind":"hidden","value":"1234"},{"name":"site","kind":"text","value":"eu"}],"#
+            + #""password_history":[{"password":"old1","replaced":10},{"password":"old2","replaced":20}],"created":1,"modified":2}]"#
+        #expect(cli.run(["import", "--passcode-fd", passcode()], stdin: json).status == 0)
+        let totp = cli.run(["get", "x", "--field", "totp-uri", "--passcode-fd", passcode()]).out.dropLast()
+        #expect(totp.hasPrefix("otpauth://"))
+
+        var r = run(["get", "x", "--reveal", "--passcode-fd", passcode()])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.guarded == """
+            name: x
+            username: u
+            password: p"w
+            totp: \(totp)
+            notes: n1
+            n2
+            pin: 1234
+            site: eu
+            password history: 2 former passwords (--field history)
+            fingerprint login: off
+
+            """)
+        #expect(r.out.text.isEmpty)
+
+        r = run(["get", "x", "--json", "--reveal", "--passcode-fd", passcode()])
+        let whole: [String: Any] = [
+            "name": "x", "username": "u", "password": "p\"w", "notes": "n1\nn2", "totp": String(totp), "type": "login", "urls": [String](),
+            "tags": [String](), "fingerprint_login": false, "created": 1, "modified": 2, "history_count": 2,
+            "fields": [["name": "pin", "kind": "hidden", "value": "1234"], ["name": "site", "kind": "text", "value": "eu"]],
+        ]
+        #expect(r.out.guarded == JSONText.text(whole) + "\n")
+        #expect(r.out.text.isEmpty)
+
+        r = run(["get", "x", "--json", "--passcode-fd", passcode()])
+        #expect(!r.out.all.contains("p\\\"w") && !r.out.all.contains("1234") && r.out.all.contains(#""has_password":true"#))
+
+        for (field, expected) in [("notes", #"{"notes":"n1\nn2"}"#), ("pin", #"{"pin":"1234"}"#), ("history", #"{"history":"old2\nold1"}"#),
+                                  ("site", #"{"site":"eu"}"#)] {
+            r = run(["get", "x", "--field", field, "--json", "--passcode-fd", passcode()])
+            #expect(r.status == 0 && r.out.guarded == expected + "\n", "\(field): \(r.out.all) \(r.err)")
+        }
+        r = run(["get", "x", "--field", "history", "--passcode-fd", passcode()])
+        #expect(r.out.guarded == "old2\nold1\n")
+    }
 }
