@@ -121,5 +121,9 @@ final class SplitSink: TextSink {
         }
         r = run(["get", "x", "--field", "history", "--passcode-fd", passcode()])
         #expect(r.out.guarded == "old2\nold1\n")
+        r = run(["get", "x", "--field", "totp-uri", "--json", "--passcode-fd", passcode()])
+        #expect(r.out.guarded == JSONText.text(["totp-uri": String(totp)]) + "\n" && r.out.text.isEmpty)
+        r = run(["get", "x", "--field", "totp-uri", "--passcode-fd", passcode()])
+        #expect(r.out.guarded == totp && r.out.text == "\n")
     }
 }

@@ -315,6 +315,20 @@ enum ItemCommands {
                 throw VaultError.usage("unknown field '\(f)'", hint: "fields: \((Item.fieldNames + ["totp-uri"]).joined(separator: ", "))\(overview.item.fields.isEmpty ? "" : ", or one of this item's: " + overview.item.fields.map(\.name).joined(separator: ", "))")
             }
             // `totp` is the current code, `totp-uri` the secret's URI: both release the secret.
+            // The URI printed is the secret itself: from the record's guarded memory to write(2).
+            if field == "totp-uri", !inv.has("--clip") {
+                let secret = try Release.secret(name, field: "totp", command: "get", from: vault, inv, ctx)
+                if inv.has("--json") {
+                    let out = try SecretOutput(capacity: secret.count + 32)
+                    secret.withUnsafeBytes { JSONText.append(["totp-uri": JSONSecret($0)], to: out) }
+                    out.append("\n")
+                    ctx.stdout.writeSecret(out)
+                } else {
+                    ctx.stdout.writeSecret(secret)
+                    ctx.stdout.write("\n")
+                }
+                return
+            }
             if field == "totp" || field == "totp-uri" {
                 let value: String
                 if field == "totp" {
