@@ -126,4 +126,22 @@ final class SplitSink: TextSink {
         r = run(["get", "x", "--field", "totp-uri", "--passcode-fd", passcode()])
         #expect(r.out.guarded == totp && r.out.text == "\n")
     }
+
+    /// `vault login NAME --format env|json|netrc` prints from guarded memory the text the String
+    /// quoting gives.
+    @Test func printedLoginsComeFromGuardedMemory() throws {
+        makeVault()
+        for password in ["it's a \"pw\" \\ x", "plain", "tab\there", "nbsp\u{a0}x"] {
+            let r0 = cli.run(["add", "site", "--force", "--username", "me", "--url", "https://example.com/x", "--password-stdin",
+                              "--passcode-fd", passcode()], stdin: password + "\n")
+            #expect(r0.status == 0, "\(r0.err)")
+            var r = run(["login", "site", "--format", "env", "--passcode-fd", passcode()])
+            #expect(r.out.guarded == "export VAULT_USERNAME='me'\nexport VAULT_PASSWORD=\(shellQuoted(password))\n", "\(r.err)")
+            r = run(["login", "site", "--format", "json", "--passcode-fd", passcode()])
+            #expect(r.out.guarded == JSONText.text(["username": "me", "password": password, "url": "https://example.com/x"]) + "\n")
+            r = run(["login", "site", "--format", "netrc", "--passcode-fd", passcode()])
+            #expect(r.out.guarded == "machine example.com login me password \(netrcToken(password))\n")
+            #expect(r.out.text.isEmpty)
+        }
+    }
 }
