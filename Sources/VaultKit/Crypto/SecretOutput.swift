@@ -5,6 +5,10 @@
 /// remembers it and `withUnsafeBytes` throws, so nothing half-built is ever written.
 public final class SecretOutput {
     private var storage: SecretBytes
+    /// The start of `storage` (which never moves while it lives): JSON is appended a byte at a
+    /// time, so a byte's append is a store, not a closure.
+    private var base: UnsafeMutableRawPointer
+    private var capacity: Int
     /// How many bytes were appended.
     public private(set) var count = 0
     private var failed = false
@@ -12,14 +16,17 @@ public final class SecretOutput {
     /// An empty output with room for `capacity` bytes.
     /// - Throws: `CryptoError.outOfMemory`.
     public init(capacity: Int = 1024) throws {
-        storage = try SecretBytes(zeroed: max(capacity, 16))
+        let storage = try SecretBytes(zeroed: max(capacity, 16))
+        base = storage.withUnsafeMutableBytes { $0.baseAddress! }
+        self.capacity = storage.count
+        self.storage = storage
     }
 
     /// Makes room for `more` bytes; false once an allocation failed.
     private func reserve(_ more: Int) -> Bool {
         guard !failed else { return false }
-        if count + more <= storage.count { return true }
-        var size = storage.count
+        if count + more <= capacity { return true }
+        var size = capacity
         while size < count + more { size *= 2 }
         guard let grown = try? SecretBytes(zeroed: size) else {
             failed = true
@@ -31,6 +38,8 @@ public final class SecretOutput {
                 if n > 0 { new.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: n) }
             }
         }
+        base = grown.withUnsafeMutableBytes { $0.baseAddress! }
+        capacity = grown.count
         storage = grown
         return true
     }
@@ -38,16 +47,14 @@ public final class SecretOutput {
     /// Appends bytes (a secret's, lent from guarded memory, or ordinary ones).
     public func append(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty, reserve(bytes.count) else { return }
-        let at = count
-        storage.withUnsafeMutableBytes { $0.baseAddress!.advanced(by: at).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+        base.advanced(by: count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
         count += bytes.count
     }
 
     /// Appends one byte.
     public func append(_ byte: UInt8) {
-        guard reserve(1) else { return }
-        let at = count
-        storage.withUnsafeMutableBytes { $0[at] = byte }
+        guard !failed, count < capacity || reserve(1) else { return }
+        base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
         count += 1
     }
 

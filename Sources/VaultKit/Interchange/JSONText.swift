@@ -73,24 +73,31 @@ public enum JSONText {
         s.withUTF8 { appendString(bytes: UnsafeRawBufferPointer($0), to: &out) }
     }
 
-    /// Appends `bytes` (UTF-8) as a JSON string, escaping what JSON requires, byte by byte.
+    /// Appends `bytes` (UTF-8) as a JSON string, escaping what JSON requires, byte by byte; the
+    /// runs between escapes are copied whole.
     static func appendString<Out: JSONOutput>(bytes: UnsafeRawBufferPointer, to out: inout Out) {
         out.append(UInt8(ascii: "\""))
-        for b in bytes {
+        var run = 0
+        for i in 0..<bytes.count {
+            let b = bytes[i]
+            guard b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") else { continue }
+            if run < i { out.appendRun(UnsafeRawBufferPointer(rebasing: bytes[run..<i])) }
+            run = i + 1
+            out.append(UInt8(ascii: "\\"))
             switch b {
-            case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "\""))
-            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "\\"))
-            case 0x0A: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
-            case 0x0D: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "r"))
-            case 0x09: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
-            case 0x08: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "b"))
-            case 0x0C: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "f"))
-            case 0..<0x20:
-                out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "u")); out.append(0x30); out.append(0x30)
+            case UInt8(ascii: "\""): out.append(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\"))
+            case 0x0A: out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(UInt8(ascii: "t"))
+            case 0x08: out.append(UInt8(ascii: "b"))
+            case 0x0C: out.append(UInt8(ascii: "f"))
+            default:
+                out.append(UInt8(ascii: "u")); out.append(0x30); out.append(0x30)
                 out.append(hex[Int(b >> 4)]); out.append(hex[Int(b & 15)])
-            default: out.append(b)
             }
         }
+        if run < bytes.count { out.appendRun(UnsafeRawBufferPointer(rebasing: bytes[run...])) }
         out.append(UInt8(ascii: "\""))
     }
 }
@@ -108,15 +115,22 @@ public struct JSONSecret {
 /// Where `JSONText` writes: an ordinary buffer, or guarded memory (`SecretOutput`).
 protocol JSONOutput {
     mutating func append(_ byte: UInt8)
+    /// Appends bytes that need no escaping, as they are.
+    mutating func appendRun(_ bytes: UnsafeRawBufferPointer)
 }
 
 extension JSONOutput {
     /// Appends text that is never a secret (a number, a keyword).
     mutating func append(ascii text: String) {
-        for b in text.utf8 { append(b) }
+        var text = text
+        text.withUTF8 { appendRun(UnsafeRawBufferPointer($0)) }
     }
 }
 
-extension [UInt8]: JSONOutput {}
+extension [UInt8]: JSONOutput {
+    mutating func appendRun(_ bytes: UnsafeRawBufferPointer) { append(contentsOf: bytes) }
+}
 
-extension SecretOutput: JSONOutput {}
+extension SecretOutput: JSONOutput {
+    func appendRun(_ bytes: UnsafeRawBufferPointer) { append(bytes) }
+}
