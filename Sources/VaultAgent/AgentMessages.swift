@@ -18,7 +18,9 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     /// One item with its secrets withheld.
     case overview(vault: String, name: String)
     /// One item with the secrets named in `fields`: the agent writes one audit record per field
-    /// the item has, naming the peer's uid and pid, before it replies. Secrets not named are withheld.
+    /// the item has, naming the peer's uid and pid, before it replies. Secrets not named are
+    /// withheld; those named travel as a secrets record in the reply frame's binary tail, never
+    /// in the JSON.
     case release(vault: String, name: String, fields: [String], command: String, freshMatch: Bool = false)
     /// One secret of an item, in the reply frame's binary tail (never in the JSON): the agent
     /// writes its audit record first, naming the peer.
@@ -27,7 +29,8 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     /// items `term` matches when given (`OverviewMatcher`). The records travel in the reply's
     /// binary tail; nothing is decrypted to answer.
     case list(vault: String, term: String? = nil, from: Int? = nil)
-    /// Every item with its secrets (export): one audit record for the whole release.
+    /// Every item with its secrets (export): one audit record for the whole release. The items
+    /// travel in the reply frame's binary tail, never in the JSON.
     case releaseAll(vault: String, command: String, freshMatch: Bool = false)
     /// Whether an item exists.
     case contains(vault: String, name: String)
@@ -97,8 +100,9 @@ public enum AgentReply: Codable, Equatable, Sendable {
     case status(pid: Int32, sessions: [SessionStatus])
     /// `overview`: never a secret.
     case overview(overview: ItemOverview)
-    /// `release`: the item with the secrets named in the request.
-    case released(item: Item)
+    /// `release`: the item's overview; the secrets named in the request are the frame's binary
+    /// tail, as a secrets record (docs/format.md, "Records").
+    case released(overview: ItemOverview)
     /// `releaseSecret`: the secret is the frame's binary tail.
     case releasedSecret
     /// `list`: one page of overview records (in the frame's binary tail: each a big-endian u32
@@ -106,8 +110,10 @@ public enum AgentReply: Codable, Equatable, Sendable {
     /// rows that failed authentication (on the first page), and the index version the page
     /// belongs to (a listing that sees it change starts again).
     case listingPage(next: Int?, damaged: [String], version: Int64)
-    /// `releaseAll`: every readable item with its secrets.
-    case releasedAll(items: [Item], damaged: [String])
+    /// `releaseAll`: every readable item in the frame's binary tail (each a big-endian u32
+    /// length and its overview record, then a u32 length and its secrets record), and the ids of
+    /// rows that failed authentication.
+    case releasedAll(damaged: [String])
     /// `contains`.
     case contains(exists: Bool)
     /// `add`, `update`, `remove`.

@@ -148,6 +148,34 @@ public final class AgentRequestHandler: @unchecked Sendable {
                     }
                     return (reply, tail)
                 }
+                if case .release(let vault, let name, let fields, let command, let freshMatch) = request {
+                    var tail: [UInt8] = []
+                    // Only the secrets named are audited, and only they are handed out.
+                    let reply = try withSession(vault) { s in
+                        let released = try s.vault.releaseSecrets(named: name, fields: fields, command: command, to: peer, freshMatch: freshMatch)
+                        tail = released.withRecord { Array($0) }
+                        return .released(overview: released.overview)
+                    }
+                    return (reply, tail)
+                }
+                if case .releaseAll(let vault, let command, let freshMatch) = request {
+                    // Assembled in guarded memory, copied once into the frame (which wipes it):
+                    // no grown and abandoned copy of the secrets is left in the heap.
+                    let out = try SecretOutput(capacity: 1 << 16)
+                    let reply = try withSession(vault) { s in
+                        var damaged: [String] = []
+                        try s.vault.releaseEachSecrets(command: command, to: peer, freshMatch: freshMatch) { e in
+                            switch e {
+                            case .item(let overview, let secrets):
+                                overview.record.withUnsafeBytes { Self.appendRecord($0, to: out) }
+                                secrets.withRecord { Self.appendRecord($0, to: out) }
+                            case .damaged(let id): damaged.append(id)
+                            }
+                        }
+                        return .releasedAll(damaged: damaged)
+                    }
+                    return (reply, try out.withUnsafeBytes { Array($0) })
+                }
                 return (try answer(request, key: key, peer: peer, staging: &staging), [])
             }
         } catch let e as VaultError {
@@ -227,24 +255,8 @@ public final class AgentRequestHandler: @unchecked Sendable {
             return try withSession(vault) { _ in .sessionOpen }
         case .overview(let vault, let name):
             return try withSession(vault) { .overview(overview: try $0.vault.overview(named: name)) }
-        case .release(let vault, let name, let fields, let command, let freshMatch):
-            return try withSession(vault) { s in
-                // Only the secrets named are audited, and only they are handed out.
-                .released(item: try s.vault.release(named: name, fields: fields, command: command, to: peer, freshMatch: freshMatch))
-            }
-        case .list, .releaseSecret:
+        case .list, .releaseSecret, .release, .releaseAll:
             throw VaultError.failure("answered with a binary tail")
-        case .releaseAll(let vault, let command, let freshMatch):
-            return try withSession(vault) { s in
-                var items: [Item] = [], damaged: [String] = []
-                try s.vault.releaseEach(command: command, to: peer, freshMatch: freshMatch) { e in
-                    switch e {
-                    case .item(let i): items.append(i)
-                    case .damaged(let id): damaged.append(id)
-                    }
-                }
-                return .releasedAll(items: items, damaged: damaged)
-            }
         case .contains(let vault, let name):
             return try withSession(vault) { .contains(exists: try $0.vault.contains(name)) }
         case .add(let vault, let item, let replace):
@@ -329,6 +341,13 @@ public final class AgentRequestHandler: @unchecked Sendable {
         reset(&staging)
         defer { s.wrote(nil) }
         return .imported(count: try s.vault.add(contentsOf: all, replace: replace), committed: true)
+    }
+
+    /// Appends a big-endian u32 length and `record`.
+    static func appendRecord(_ record: UnsafeRawBufferPointer, to out: SecretOutput) {
+        let n = UInt32(record.count)
+        for shift in [24, 16, 8, 0] as [UInt32] { out.append(UInt8(truncatingIfNeeded: n >> shift)) }
+        out.append(record)
     }
 
     static func estimatedSize(_ i: Item) -> Int {

@@ -229,8 +229,11 @@ public final class AgentServer: @unchecked Sendable {
                 } catch {
                     return refuse(connection, error)
                 }
-                let (reply, tail) = handler.respond(request, key: frame.tail, from: requester, staging: &staging)
-                guard send(reply, tail: tail, on: connection) else { return }
+                var (reply, tail) = handler.respond(request, key: frame.tail, from: requester, staging: &staging)
+                // The tail may hold released secrets: this copy is wiped too, not only the frame's.
+                let sent = send(reply, tail: tail, on: connection)
+                wipe(&tail)
+                guard sent else { return }
                 idleSince = MonotonicClock.seconds()
                 frameStarted = idleSince
             }

@@ -138,4 +138,26 @@ extension AgentCodec {
         }
         return out
     }
+
+    /// Walks the tail of a `releasedAll` reply (each item a big-endian u32 length and its
+    /// overview record, then a u32 length and its secrets record), lending each item's overview
+    /// and secrets in place: the caller has copied the tail into guarded memory.
+    /// - Throws: `.failure` for a tail that is not such a sequence, `.corrupt` for a record that
+    ///   does not decode.
+    public static func forEachReleased(inExport tail: UnsafeRawBufferPointer,
+                                       _ body: (ItemOverview, ItemSecrets) throws -> Void) throws {
+        var i = 0
+        func record() throws -> UnsafeRawBufferPointer {
+            guard tail.count - i >= 4 else { throw VaultError.failure("the agent sent a malformed export") }
+            let n = Int(tail[i]) << 24 | Int(tail[i + 1]) << 16 | Int(tail[i + 2]) << 8 | Int(tail[i + 3])
+            i += 4
+            guard n <= tail.count - i else { throw VaultError.failure("the agent sent a malformed export") }
+            defer { i += n }
+            return UnsafeRawBufferPointer(rebasing: tail[i..<(i + n)])
+        }
+        while i < tail.count {
+            let overview = try ItemOverview(record: try record())
+            try body(overview, try ItemSecrets(record: try record(), of: overview.item))
+        }
+    }
 }

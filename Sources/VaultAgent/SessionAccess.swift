@@ -57,12 +57,13 @@ public final class SessionAccess: VaultAccess {
         return o
     }
 
-    /// One item with the secrets named in `fields`; the agent writes the audit records first.
-    public func release(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> Item {
-        guard case .released(let item) = try call(.release(vault: vault, name: name, fields: fields, command: command, freshMatch: freshMatch)) else {
-            throw AgentClient.unexpected
-        }
-        return item
+    /// One item's overview with the secrets named in `fields`, from the reply frame's binary
+    /// tail straight into guarded memory (the agent writes the audit records first).
+    public func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> ReleasedItem {
+        var (reply, tail) = try exchange(.release(vault: vault, name: name, fields: fields, command: command, freshMatch: freshMatch))
+        defer { wipe(&tail) }
+        guard case .released(let overview) = reply else { throw AgentClient.unexpected }
+        return try tail.withUnsafeBytes { try ReleasedItem(overview: overview, secretsRecord: $0) }
     }
 
     /// One secret, from the reply frame's binary tail straight into guarded memory (the agent
@@ -100,13 +101,16 @@ public final class SessionAccess: VaultAccess {
         throw VaultError.failure("the vault kept changing while it was listed", hint: "try again")
     }
 
-    /// Every item with its secrets, streamed from the agent's one reply; the agent writes one
-    /// audit record for all.
-    public func releaseEach(command: String, freshMatch: Bool, _ body: (ItemEntry) throws -> Void) throws {
-        guard case .releasedAll(let items, let damaged) = try call(.releaseAll(vault: vault, command: command, freshMatch: freshMatch)) else {
-            throw AgentClient.unexpected
-        }
-        for i in items { try body(.item(i)) }
+    /// Every item with its secrets, streamed from the agent's one reply, whose tail is copied
+    /// into guarded memory at once and each item's secrets lent from there; the agent writes
+    /// one audit record for all.
+    public func releaseEachSecrets(command: String, freshMatch: Bool, _ body: (ReleasedEntry) throws -> Void) throws {
+        var (reply, tail) = try exchange(.releaseAll(vault: vault, command: command, freshMatch: freshMatch))
+        defer { wipe(&tail) }
+        guard case .releasedAll(let damaged) = reply else { throw AgentClient.unexpected }
+        let guarded = try SecretBytes(copying: tail)
+        wipe(&tail)
+        try guarded.withUnsafeBytes { try AgentCodec.forEachReleased(inExport: $0) { try body(.item($0, $1)) } }
         for id in damaged { try body(.damaged(rowID: id)) }
     }
 

@@ -13,12 +13,21 @@ public protocol TextSink: AnyObject {
     /// Writes a secret as is, from guarded memory (a terminal gets it with control characters
     /// escaped, as `write` of `terminalSafe` text).
     func writeSecret(_ secret: borrowing SecretBytes)
+    /// Writes output assembled in guarded memory as it is (a protocol answer, JSON, a page with
+    /// secrets: whoever assembled it escaped it for a terminal when it had to).
+    func writeSecret(_ output: SecretOutput)
 }
 
 extension TextSink {
     /// Sinks that are not descriptors (buffers in tests) get the secret as text.
     public func writeSecret(_ secret: borrowing SecretBytes) {
         write(terminalSafe(secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }, onTerminal: isTerminal))
+    }
+
+    /// Sinks that are not descriptors (buffers in tests) get the output as text.
+    public func writeSecret(_ output: SecretOutput) {
+        guard let text = try? output.withUnsafeBytes({ String(decoding: $0, as: UTF8.self) }) else { return }
+        write(text)
     }
 
     /// Sinks that cannot fail.
@@ -72,17 +81,22 @@ public final class FileSink: TextSink {
     public func writeSecret(_ secret: borrowing SecretBytes) {
         guard failure == nil else { return }
         if isTerminal {
-            write(terminalSafe(secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }, onTerminal: true))
+            // Escaped byte by byte into guarded memory: no String on a terminal either.
+            guard let escaped = try? SecretOutput(capacity: secret.count * 2) else { return }
+            secret.withUnsafeBytes { escaped.appendTerminalSafe($0) }
+            writeSecret(escaped)
             return
         }
-        let fd = fd, label = label
-        failure = secret.withUnsafeBytes { b -> SystemError? in
-            do throws(SystemError) {
-                try writeAll(fd: fd, bytes: b, label: label)
-                return nil
-            } catch {
-                return error
-            }
+        secret.withUnsafeBytes { write(bytes: $0) }
+    }
+
+    /// Writes output assembled in guarded memory straight from there with write(2).
+    public func writeSecret(_ output: SecretOutput) {
+        guard failure == nil else { return }
+        do {
+            try output.withUnsafeBytes { write(bytes: $0) }
+        } catch {
+            failure = SystemError(call: "sodium_malloc", path: label, code: ENOMEM)
         }
     }
 

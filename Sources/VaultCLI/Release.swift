@@ -15,6 +15,18 @@ enum Release {
         }
     }
 
+    /// The item's overview with the secrets named in `fields` in guarded memory, after a fresh
+    /// match when its switch is on.
+    static func secrets(_ name: String, fields: [String], command: String, from vault: any VaultAccess,
+                        _ inv: Invocation, _ ctx: CommandContext) throws -> ReleasedItem {
+        do {
+            return try vault.releaseSecrets(named: name, fields: fields, command: command, freshMatch: false)
+        } catch VaultError.freshMatchNeeded(let item) {
+            try freshMatch(for: item, vault, inv, ctx)
+            return try vault.releaseSecrets(named: name, fields: fields, command: command, freshMatch: true)
+        }
+    }
+
     /// One secret in guarded memory, after a fresh match when the item's switch is on.
     static func secret(_ name: String, field: String, command: String, from vault: any VaultAccess,
                        _ inv: Invocation, _ ctx: CommandContext) throws -> SecretBytes {
@@ -26,15 +38,15 @@ enum Release {
         }
     }
 
-    /// Every item with its secrets, streamed (export), after one fresh match when any has the
-    /// switch on (the vault refuses before releasing anything).
+    /// Every item with its secrets lent from guarded memory, streamed (export), after one fresh
+    /// match when any has the switch on (the vault refuses before releasing anything).
     static func each(command: String, from vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext,
-                     _ body: (ItemEntry) throws -> Void) throws {
+                     _ body: (ReleasedEntry) throws -> Void) throws {
         do {
-            try vault.releaseEach(command: command, freshMatch: false, body)
+            try vault.releaseEachSecrets(command: command, freshMatch: false, body)
         } catch VaultError.freshMatchNeeded(let item) {
             try freshMatch(for: item, vault, inv, ctx)
-            try vault.releaseEach(command: command, freshMatch: true, body)
+            try vault.releaseEachSecrets(command: command, freshMatch: true, body)
         }
     }
 

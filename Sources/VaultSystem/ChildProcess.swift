@@ -93,6 +93,25 @@ public struct ChildProcess: Sendable, Equatable {
     /// environment strings are wiped before their memory is freed: they may hold secrets.
     /// - Throws: ``SystemError`` for `posix_spawn` on the path (`ENOENT`, `EACCES`, `ENOEXEC`, ...).
     public static func spawn(_ request: SpawnRequest) throws(SystemError) -> ChildProcess {
+        try spawn(request, secretEnvironment: UnsafeRawBufferPointer(start: nil, count: 0))
+    }
+
+    /// Starts a program as ``spawn(_:)`` does, its environment completed by `secretEnvironment`:
+    /// `NAME=value` entries, each ended by a NUL byte, in memory the caller owns and keeps for the
+    /// call (guarded memory: the child's `envp` points straight into it, and no copy of the
+    /// values is made here). An entry replaces the request's variable of the same name.
+    /// - Throws: ``SystemError`` for `posix_spawn` on the path.
+    public static func spawn(_ request: SpawnRequest, secretEnvironment block: UnsafeRawBufferPointer) throws(SystemError) -> ChildProcess {
+        precondition(block.isEmpty || block[block.count - 1] == 0, "every secret environment entry ends with a NUL byte")
+        var secretEntries: [UnsafeMutablePointer<CChar>?] = []
+        var secretNames = Set<[UInt8]>()
+        var start = 0
+        for i in 0..<block.count where block[i] == 0 {
+            let entry = UnsafeRawBufferPointer(rebasing: block[start..<i])
+            secretNames.insert(Array(entry.prefix { $0 != UInt8(ascii: "=") }))
+            secretEntries.append(UnsafeMutableRawPointer(mutating: block.baseAddress!.advanced(by: start)).assumingMemoryBound(to: CChar.self))
+            start = i + 1
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -127,10 +146,11 @@ public struct ChildProcess: Sendable, Equatable {
         }
 
         let argv = request.arguments.map { strdup($0) } + [nil]
-        let envp = request.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let owned = request.environment.filter { !secretNames.contains(Array($0.key.utf8)) }.map { strdup("\($0.key)=\($0.value)") }
+        let envp = owned + secretEntries + [nil]
         defer {
             argv.forEach { free($0) }
-            for p in envp {
+            for p in owned {
                 if let p {
                     memset(p, 0, strlen(p))
                     free(p)

@@ -187,14 +187,30 @@ extension AgentFuzzTarget {
                                          _ fixture: HandlerFixture) throws(AgentFuzzFinding) {
         func hasSecret(_ i: Item) -> Bool { i.password != nil || i.totp != nil || i.oauthRefreshToken != nil }
         switch (request, reply) {
-        case (.release(_, _, let fields, _, _), .released(let item)):
+        case (.release(_, _, let fields, _, _), .released(let overview)):
+            guard let item = try? tail.withUnsafeBytes({ try ReleasedItem(overview: overview, secretsRecord: $0).item() }) else {
+                throw Self.handler.finding("a release the client cannot read")
+            }
+            if hasSecret(overview.item) { throw Self.handler.finding("a release carries a secret in its JSON") }
             // The git helper's refresh token (a hidden custom field) goes out only when named.
             if item.password != nil && !fields.contains("password") || item.totp != nil && !fields.contains("totp")
                 || item.oauthRefreshToken != nil && !fields.contains(CredentialExtras.refreshTokenField) {
                 throw Self.handler.finding("a release handed out a secret it did not name")
             }
             if hasSecret(item), fixture.auditRecords() <= audited { throw Self.handler.finding("a secret was released without an audit record") }
-        case (.releaseAll, .releasedAll(let items, _)):
+        case (.releaseAll, .releasedAll):
+            var items: [Item] = []
+            do {
+                try tail.withUnsafeBytes { t in
+                    try AgentCodec.forEachReleased(inExport: t) { o, s in
+                        var i = o.item
+                        try s.decode(into: &i)
+                        items.append(i)
+                    }
+                }
+            } catch {
+                throw Self.handler.finding("an export the client cannot read")
+            }
             if items.contains(where: hasSecret), fixture.auditRecords() <= audited {
                 throw Self.handler.finding("an export was released without an audit record")
             }

@@ -20,9 +20,12 @@ import VaultKit
         guard case .overview(let o) = h.handle(.overview(vault: v.path, name: "db"), from: me) else { Issue.record("overview"); return }
         #expect(o.item.username == "admin" && o.item.password == nil && o.hasPassword && o.hasTOTP)
 
-        guard case .released(let item) = h.handle(.release(vault: v.path, name: "db", fields: ["password"], command: "get"), from: me) else {
+        let releaseAnswer = h.respond(.release(vault: v.path, name: "db", fields: ["password"], command: "get"), from: me)
+        guard case .released(let releasedOverview) = releaseAnswer.reply, let item = releasedItem(releaseAnswer) else {
             Issue.record("release"); return
         }
+        #expect(releasedOverview.item.password == nil, "the reply's JSON carries no secret: it is in the tail")
+        #expect(!String(decoding: AgentCodec.frame(releaseAnswer.reply, tail: releaseAnswer.tail).json, as: UTF8.self).contains("db-secret-9"))
         #expect(item.password == "db-secret-9")
         #expect(item.totp == nil, "a secret not named in the release is withheld")
 
@@ -33,7 +36,10 @@ import VaultKit
         #expect(items.map(\.name) == ["db", "web"] && damaged.isEmpty && next == nil)
         #expect(items.allSatisfy { $0.password == nil && $0.totp == nil }, "a listing carries no secret")
 
-        guard case .releasedAll(let all, _) = h.handle(.releaseAll(vault: v.path, command: "export"), from: me) else { Issue.record("releaseAll"); return }
+        let exportAnswer = h.respond(.releaseAll(vault: v.path, command: "export"), from: me)
+        guard let all = releasedItems(exportAnswer) else { Issue.record("releaseAll"); return }
+        #expect(!String(decoding: AgentCodec.frame(exportAnswer.reply, tail: exportAnswer.tail).json, as: UTF8.self).contains("secret"),
+                "the export's JSON carries no secret: the items are in the tail")
         #expect(Set(all.compactMap(\.password)) == ["db-secret-9", "web-secret-3"])
 
         #expect(h.handle(.contains(vault: v.path, name: "web"), from: me) == .contains(exists: true))
@@ -153,8 +159,8 @@ import VaultKit
         v.open(in: h)
         let peer = Requester(uid: me.uid, pid: 31337)
         let before = try v.vault.auditRecords().count
-        guard case .released(let item) = h.handle(.release(vault: v.path, name: "db", fields: ["password", "username", "totp"], command: "run"),
-                                                  from: peer) else { Issue.record("release"); return }
+        guard let item = releasedItem(h.respond(.release(vault: v.path, name: "db", fields: ["password", "username", "totp"], command: "run"),
+                                                from: peer)) else { Issue.record("release"); return }
         #expect(item.password == "db-secret-9" && item.totp != nil)
         // "web" has no username: only the password is handed out, so only it is recorded.
         _ = h.handle(.release(vault: v.path, name: "web", fields: ["password", "username"], command: "login"), from: peer)

@@ -155,7 +155,7 @@ struct SplitMix64: RandomNumberGenerator {
         let start = MonotonicClock.seconds()
         let c = try s.client()
         #expect(try c.send(.probe(vault: v.path)) == .sessionOpen)
-        guard case .released(let item) = try c.send(.release(vault: v.path, name: "db", fields: ["password"], command: "get")) else {
+        guard let item = releasedItem(try c.exchange(.release(vault: v.path, name: "db", fields: ["password"], command: "get"))) else {
             Issue.record("no release"); return
         }
         #expect(item.password == "db-secret-9")

@@ -68,3 +68,33 @@ func failureCode(_ reply: AgentReply) -> Int32? {
 func rawFrame(_ json: String, tail: [UInt8] = []) -> AgentFrame {
     AgentFrame(json: Array(json.utf8), tail: tail)
 }
+
+/// The item a `release` reply hands out: its overview with the secrets of the reply's tail.
+func releasedItem(_ answer: (reply: AgentReply, tail: [UInt8])) -> Item? {
+    guard case .released(let overview) = answer.reply else { return nil }
+    return try? answer.tail.withUnsafeBytes { try ReleasedItem(overview: overview, secretsRecord: $0).item() }
+}
+
+/// The items a `releaseAll` reply hands out, decoded from its tail.
+func releasedItems(_ answer: (reply: AgentReply, tail: [UInt8])) -> [Item]? {
+    guard case .releasedAll = answer.reply else { return nil }
+    var items: [Item] = []
+    do {
+        try answer.tail.withUnsafeBytes { tail in
+            try AgentCodec.forEachReleased(inExport: tail) { overview, secrets in
+                var item = overview.item
+                try secrets.decode(into: &item)
+                items.append(item)
+            }
+        }
+    } catch { return nil }
+    return items
+}
+
+extension AgentRequestHandler {
+    /// Answers one request without import staging, with the reply's tail.
+    func respond(_ request: AgentRequest, from peer: Requester) -> (reply: AgentReply, tail: [UInt8]) {
+        var staging = ImportStaging()
+        return respond(request, from: peer, staging: &staging)
+    }
+}

@@ -31,6 +31,21 @@ func shell(_ script: String, environment: [String: String] = [:], fileActions: [
         #expect(output == "a b'c|unset")
     }
 
+    /// Entries of a secret block reach the child as they are (spaces, `=`, UTF-8), alongside the
+    /// ordinary variables, and replace an ordinary variable of the same name.
+    @Test func aSecretEnvironmentBlockCompletesTheEnvironment() throws {
+        var pipe = try UnixPipe()
+        let request = SpawnRequest(path: "/bin/sh", arguments: ["sh", "-c", #"printf '%s|%s|%s|%s' "$TOKEN" "$PLAIN" "$EMPTY" "$(env | grep -c '^TOKEN=')""#],
+                                   environment: ["PLAIN": "p", "TOKEN": "ordinary, replaced"],
+                                   fileActions: [.dup2(from: pipe.writeEnd.rawValue, to: 1)])
+        let block = Array("TOKEN=s3 cr=t ✓\u{0}EMPTY=\u{0}".utf8)
+        let child = try block.withUnsafeBytes { b throws(SystemError) in try ChildProcess.spawn(request, secretEnvironment: b) }
+        try pipe.writeEnd.close()
+        let output = try pipe.readEnd.readAll(limit: 1 << 20)
+        #expect(try child.wait().isSuccess)
+        #expect(String(decoding: output, as: UTF8.self) == "s3 cr=t ✓|p||1")
+    }
+
     @Test func fileActionsRunInOrder() throws {
         let scratch = Scratch()
         let file = scratch.file("out")

@@ -60,19 +60,21 @@ enum CredentialHelpers {
     }
 
     /// Carries out `plan` on `vault`. Every password read, to answer or to compare with the one
-    /// the helper was given, is a release of the `password` field audited as `command`. Returns
-    /// the released item that answers a `.release` or `.releaseFirst` plan (for `.releaseFirst`,
-    /// the first that `accepts`), else nil; an answer also releases `answerFields` (git's refresh
-    /// token) when the item has them.
+    /// the helper was given, is a release of the `password` field audited as `command`, in
+    /// guarded memory (compared there, byte by byte). Returns the released item that answers a
+    /// `.release` or `.releaseFirst` plan (for `.releaseFirst`, the first that `accepts`), else
+    /// nil; an answer also releases `answerFields` (git's refresh token) when the item has them.
     @discardableResult
     static func carryOut(_ plan: CredentialPlan, on vault: any VaultAccess, command: String,
                          _ inv: Invocation, _ ctx: CommandContext, answerFields: [String] = [],
-                         accepts: (Item) -> Bool = { _ in true }) throws -> Item? {
-        func release(_ name: String) throws -> Item {
-            try Release.item(name, fields: ["password"] + answerFields, command: command, from: vault, inv, ctx)
+                         accepts: (ReleasedItem) throws -> Bool = { _ in true }) throws -> ReleasedItem? {
+        func release(_ name: String) throws -> ReleasedItem {
+            try Release.secrets(name, fields: ["password"] + answerFields, command: command, from: vault, inv, ctx)
         }
-        func releasedPassword(_ name: String) throws -> String? {
-            try Release.item(name, fields: ["password"], command: command, from: vault, inv, ctx).password
+        func releasedPasswordIs(_ name: String, _ password: String) throws -> Bool {
+            try Release.secrets(name, fields: ["password"], command: command, from: vault, inv, ctx).withSecrets {
+                $0.value(of: "password")?.elementsEqual(password.utf8) ?? false
+            }
         }
         switch plan {
         case .none:
@@ -83,7 +85,7 @@ enum CredentialHelpers {
             for name in names {
                 guard try vault.overview(named: name).hasPassword else { continue }
                 let item = try release(name)
-                if accepts(item) { return item }
+                if try accepts(item) { return item }
             }
             return nil
         case .update(let name, let change):
@@ -96,10 +98,10 @@ enum CredentialHelpers {
             for name in names { try vault.remove(name) }
             return nil
         case .compareThenRemove(let names, let password):
-            for name in names where try releasedPassword(name) == password { try vault.remove(name) }
+            for name in names where try releasedPasswordIs(name, password) { try vault.remove(name) }
             return nil
         case .compareThenWrite(let names, let password, let otherwise):
-            for name in names where try releasedPassword(name) == password { return nil }
+            for name in names where try releasedPasswordIs(name, password) { return nil }
             return try carryOut(otherwise, on: vault, command: command, inv, ctx)
         }
     }

@@ -58,10 +58,18 @@ enum DockerCredentialCommand {
             let (raw, server) = try DockerCredentialRules.serverURL(input: CredentialHelpers.readInput(ctx, untilBlankLine: false))
             let vault = try openAccess(inv, ctx, purpose: "docker credentials for \(server.host)")
             let plan = try DockerCredentialRules.get(server, items: try CredentialHelpers.readableItems(vault))
-            guard let item = try CredentialHelpers.carryOut(plan, on: vault, command: DockerCredentialRules.auditCommand, inv, ctx) else {
+            guard let released = try CredentialHelpers.carryOut(plan, on: vault, command: DockerCredentialRules.auditCommand, inv, ctx) else {
                 throw DockerCredentialError.notFound
             }
-            ctx.stdout.write(jsonText(["ServerURL": raw, "Username": item.username ?? "", "Secret": item.password ?? ""]))
+            // The JSON is written into guarded memory, the secret escaped byte by byte from the
+            // released record: it is never a String.
+            let out = try SecretOutput()
+            released.withSecrets { s in
+                let secret: Any = s.value(of: "password").map(JSONSecret.init) ?? ""
+                JSONText.append(["ServerURL": raw, "Username": released.overview.item.username ?? "", "Secret": secret], to: out)
+            }
+            out.append("\n")
+            ctx.stdout.writeSecret(out)
 
         case .erase:
             let (_, server) = try DockerCredentialRules.serverURL(input: CredentialHelpers.readInput(ctx, untilBlankLine: false))

@@ -40,9 +40,12 @@ enum GitCredentialCommand {
         }
         let vault = try openAccess(inv, ctx, purpose: purpose)
         let plan = GitCredentialRules.plan(action, request, items: try CredentialHelpers.readableItems(vault))
-        let released = try CredentialHelpers.carryOut(plan, on: vault, command: GitCredentialRules.auditCommand(action), inv, ctx,
-                                                      answerFields: [CredentialExtras.refreshTokenField],
-                                                      accepts: { GitCredentialRules.answer(from: $0) != nil })
-        if let answer = released.flatMap(GitCredentialRules.answer(from:)) { ctx.stdout.write(answer) }
+        // The answer is assembled in guarded memory from the released secrets and written from
+        // there: the password is never a String.
+        var answer: SecretOutput?
+        _ = try CredentialHelpers.carryOut(plan, on: vault, command: GitCredentialRules.auditCommand(action), inv, ctx,
+                                           answerFields: [CredentialExtras.refreshTokenField],
+                                           accepts: { answer = try GitCredentialRules.answer(from: $0); return answer != nil })
+        if let answer { ctx.stdout.writeSecret(answer) }
     }
 }

@@ -281,34 +281,45 @@ enum ImportExport {
             }
             let vault = try openAccess(inv, ctx, purpose: "export every item")
             // Written as read, about 64 KiB at a time (sealed in 64 KiB chunks with --encrypt):
-            // never the whole vault in memory.
-            var chunk: [UInt8] = []
-            chunk.reserveCapacity(1 << 17)
-            defer { wipe(&chunk) }
+            // never the whole vault in memory. The chunk is guarded memory: vault JSON copies
+            // each item's secrets into it from the opened record, escaped byte by byte.
+            let chunk = try SecretOutput(capacity: 1 << 17)
             func flush() throws {
-                if let sealer { try sealer.write(chunk) } else { ctx.stdout.write(String(decoding: chunk, as: UTF8.self)) }
-                wipe(&chunk)
-                chunk.removeAll(keepingCapacity: true)
+                if let sealer {
+                    var plain = try chunk.withUnsafeBytes { Array($0) }
+                    defer { wipe(&plain) }
+                    try sealer.write(plain)
+                } else {
+                    ctx.stdout.writeSecret(chunk)
+                }
+                chunk.removeAll()
             }
             var damaged = 0, first = true
             var bitwarden = BitwardenJSON.Exporter()
-            chunk += Array((format == "bitwarden" ? #"{"encrypted":false,"items":["# : "[").utf8)
+            chunk.append(format == "bitwarden" ? #"{"encrypted":false,"items":["# : "[")
             try Release.each(command: "export", from: vault, inv, ctx) { e in
                 switch e {
-                case .item(let item):
-                    if !first { chunk += Array(",\n".utf8) }
-                    JSONText.append(format == "bitwarden" ? bitwarden.object(item) : VaultJSON.object(item), to: &chunk)
+                case .item(let overview, let secrets):
+                    if !first { chunk.append(",\n") }
+                    if format == "bitwarden" {
+                        // Bitwarden's exporter takes the item as Strings (see docs/threat-model.md).
+                        var item = overview.item
+                        try secrets.decode(into: &item)
+                        JSONText.append(bitwarden.object(item), to: chunk)
+                    } else {
+                        JSONText.append(ExportJSON.object(overview, secrets), to: chunk)
+                    }
                     first = false
                     if chunk.count >= 1 << 16 { try flush() }
                 case .damaged: damaged += 1
                 }
             }
             if format == "bitwarden" {
-                chunk += Array(#"],"folders":"#.utf8)
-                JSONText.append(bitwarden.folders, to: &chunk)
-                chunk += Array("}\n".utf8)
+                chunk.append(#"],"folders":"#)
+                JSONText.append(bitwarden.folders, to: chunk)
+                chunk.append("}\n")
             } else {
-                chunk += Array("]\n".utf8)
+                chunk.append("]\n")
             }
             try flush()
             try sealer?.finish()

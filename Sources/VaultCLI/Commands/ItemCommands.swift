@@ -326,6 +326,20 @@ enum ItemCommands {
                 throw VaultError.usage("unknown field '\(f)'", hint: "fields: \((Item.fieldNames + ["totp-uri"]).joined(separator: ", "))\(overview.item.fields.isEmpty ? "" : ", or one of this item's: " + overview.item.fields.map(\.name).joined(separator: ", "))")
             }
             // `totp` is the current code, `totp-uri` the secret's URI: both release the secret.
+            // The URI printed is the secret itself: from the record's guarded memory to write(2).
+            if field == "totp-uri", !inv.has("--clip") {
+                let secret = try Release.secret(name, field: "totp", command: "get", from: vault, inv, ctx)
+                if inv.has("--json") {
+                    let out = try SecretOutput(capacity: secret.count + 32)
+                    secret.withUnsafeBytes { JSONText.append(["totp-uri": JSONSecret($0)], to: out) }
+                    out.append("\n")
+                    ctx.stdout.writeSecret(out)
+                } else {
+                    ctx.stdout.writeSecret(secret)
+                    ctx.stdout.write("\n")
+                }
+                return
+            }
             if field == "totp" || field == "totp-uri" {
                 let value: String
                 if field == "totp" {
@@ -367,60 +381,130 @@ enum ItemCommands {
                 let present = f == "password" ? overview.hasPassword : f == "totp" ? overview.hasTOTP : true
                 if !present { throw VaultError.failure("item '\(overview.item.name)' has no \(f)") }
             }
-            if !released.isEmpty {
-                try printItem(try Release.item(name, fields: released, command: "get", from: vault, inv, ctx), overview: overview, inv, ctx)
-            } else {
-                try printItem(overview.item, overview: overview, inv, ctx)
-            }
+            // The secrets go from the released record (guarded memory) into a guarded output.
+            try printItem(released.isEmpty ? try ReleasedItem(withholdingAllOf: overview)
+                                           : try Release.secrets(name, fields: released, command: "get", from: vault, inv, ctx), inv, ctx)
         })
 
-    static func printItem(_ item: Item, overview: ItemOverview? = nil, _ inv: Invocation, _ ctx: CommandContext) throws {
-        let overview = overview ?? ItemOverview(item)
-        if let f = inv.value("--field") {
-            guard let v = try item.field(f) else {
-                throw VaultError.failure("item '\(item.name)' has no \(f)")
-            }
-            if inv.has("--json") { ctx.stdout.write(jsonText([f: v])) } else { ctx.stdout.write(terminalSafe(v, onTerminal: ctx.stdout.isTerminal) + "\n") }
-            return
+    /// One value of `--field`: text of the overview, or bytes of a released secret.
+    enum FieldValue {
+        case text(String)
+        case secret(UnsafeRawBufferPointer)
+    }
+
+    /// Prints an item, `--field`, `--json` and `--reveal` as asked. The output is assembled in
+    /// guarded memory (escaped byte by byte for a terminal) and written from there, the secrets
+    /// copied into it from the released record: none of them becomes a String.
+    static func printItem(_ released: ReleasedItem, _ inv: Invocation, _ ctx: CommandContext) throws {
+        let overview = released.overview
+        let item = overview.item
+        let out = try SecretOutput()
+        let onTerminal = ctx.stdout.isTerminal
+        func put(_ text: String) {
+            if onTerminal { var t = text; t.withUTF8 { out.appendTerminalSafe(UnsafeRawBufferPointer($0)) } } else { out.append(text) }
         }
-        let reveal = inv.has("--reveal")
-        if inv.has("--json") {
-            var o = listingJSON(item)
-            if let n = item.notes { o["notes"] = n }
-            o["type"] = item.type.rawValue
-            if !item.fields.isEmpty {
-                o["fields"] = item.fields.map { f -> [String: Any] in
-                    var e: [String: Any] = ["name": f.name, "kind": f.kind.rawValue]
-                    if !f.kind.isSecret || reveal { e["value"] = f.value }
-                    return e
+        func put(secret bytes: UnsafeRawBufferPointer) {
+            if onTerminal { out.appendTerminalSafe(bytes) } else { out.append(bytes) }
+        }
+        try released.withSecrets { s in
+            // Former passwords, newest first, one a line (as `Item.field("history")`).
+            let history = try SecretOutput()
+            var former: [UnsafeRawBufferPointer] = []
+            s.forEachFormerPassword { _, p in former.append(p) }
+            for (k, p) in former.reversed().enumerated() {
+                if k > 0 { history.append(UInt8(ascii: "\n")) }
+                history.append(p)
+            }
+            try history.withUnsafeBytes { historyBytes in
+                if let f = inv.value("--field") {
+                    let value: FieldValue?
+                    if f == "history" {
+                        value = former.isEmpty ? nil : .secret(historyBytes)
+                    } else if ["password", "totp", "notes"].contains(f) {
+                        value = s.value(of: f).map(FieldValue.secret)
+                    } else if let custom = item.customField(f), custom.kind.isSecret, !Item.fieldNames.contains(f) {
+                        value = s.customValue(of: f).map(FieldValue.secret) ?? .text(custom.value)
+                    } else {
+                        value = try item.field(f).map(FieldValue.text)
+                    }
+                    guard let value else { throw VaultError.failure("item '\(item.name)' has no \(f)") }
+                    if inv.has("--json") {
+                        switch value {
+                        case .text(let t): JSONText.append([f: t], to: out)
+                        case .secret(let b): JSONText.append([f: JSONSecret(b)], to: out)
+                        }
+                        out.append("\n")
+                    } else {
+                        switch value {
+                        case .text(let t): put(t)
+                        case .secret(let b): put(secret: b)
+                        }
+                        out.append("\n")
+                    }
+                    return
                 }
+                let reveal = inv.has("--reveal")
+                func customValue(_ f: CustomField) -> Any {
+                    f.kind.isSecret ? s.customValue(of: f.name).map(JSONSecret.init) ?? "" : f.value
+                }
+                if inv.has("--json") {
+                    var o = listingJSON(item)
+                    if let n = s.value(of: "notes") { o["notes"] = JSONSecret(n) }
+                    o["type"] = item.type.rawValue
+                    if !item.fields.isEmpty {
+                        o["fields"] = item.fields.map { f -> [String: Any] in
+                            var e: [String: Any] = ["name": f.name, "kind": f.kind.rawValue]
+                            if !f.kind.isSecret || reveal { e["value"] = customValue(f) }
+                            return e
+                        }
+                    }
+                    if overview.historyCount > 0 { o["history_count"] = overview.historyCount }
+                    if reveal {
+                        if let p = s.value(of: "password") { o["password"] = JSONSecret(p) }
+                        if let t = s.value(of: "totp") { o["totp"] = JSONSecret(t) }
+                    } else {
+                        o["has_password"] = overview.hasPassword
+                        o["has_notes"] = overview.hasNotes
+                    }
+                    JSONText.append(o, to: out)
+                    out.append("\n")
+                    return
+                }
+                put("name: \(item.name)")
+                if item.type != .login { put("\ntype: \(item.type.rawValue)") }
+                if let u = item.username { put("\nusername: \(u)") }
+                if overview.hasPassword {
+                    put("\npassword: ")
+                    if reveal { s.value(of: "password").map { put(secret: $0) } } else { put("******** (--reveal or --field password shows it)") }
+                }
+                for u in item.urls { put("\nurl: \(u)") }
+                if !item.tags.isEmpty { put("\ntags: \(item.tags.joined(separator: ", "))") }
+                if overview.hasTOTP {
+                    put("\ntotp: ")
+                    if reveal { s.value(of: "totp").map { put(secret: $0) } } else { put("set") }
+                }
+                if let n = s.value(of: "notes") {
+                    put("\nnotes: ")
+                    put(secret: n)
+                } else if overview.hasNotes {
+                    put("\nnotes: (kept with the secrets: --reveal or --field notes shows them)")
+                }
+                for f in item.fields {
+                    put("\n\(f.name): ")
+                    if !f.kind.isSecret {
+                        put(f.value)
+                    } else if reveal, let v = s.customValue(of: f.name), !v.isEmpty {
+                        put(secret: v)
+                    } else {
+                        put("******** (--field '\(f.name)' shows it)")
+                    }
+                }
+                if overview.historyCount > 0 { put("\npassword history: \(overview.historyCount) former password\(overview.historyCount == 1 ? "" : "s") (--field history)") }
+                put("\nfingerprint login: \(item.fingerprintLogin ? "on" : "off")")
+                out.append("\n")
             }
-            if overview.historyCount > 0 { o["history_count"] = overview.historyCount }
-            if reveal {
-                if let p = item.password { o["password"] = p }
-                if let t = item.totp { o["totp"] = t }
-            } else {
-                o["has_password"] = overview.hasPassword
-                o["has_notes"] = overview.hasNotes
-            }
-            ctx.stdout.write(jsonText(o))
-            return
         }
-        var lines = ["name: \(item.name)"]
-        if item.type != .login { lines.append("type: \(item.type.rawValue)") }
-        if let u = item.username { lines.append("username: \(u)") }
-        if overview.hasPassword { lines.append("password: " + (reveal ? item.password ?? "" : "******** (--reveal or --field password shows it)")) }
-        for u in item.urls { lines.append("url: \(u)") }
-        if !item.tags.isEmpty { lines.append("tags: \(item.tags.joined(separator: ", "))") }
-        if overview.hasTOTP { lines.append("totp: " + (reveal ? item.totp ?? "" : "set")) }
-        if let n = item.notes { lines.append("notes: \(n)") } else if overview.hasNotes { lines.append("notes: (kept with the secrets: --reveal or --field notes shows them)") }
-        for f in item.fields {
-            let shown = !f.kind.isSecret || (reveal && !f.value.isEmpty)
-            lines.append("\(f.name): " + (shown ? f.value : "******** (--field '\(f.name)' shows it)"))
-        }
-        if overview.historyCount > 0 { lines.append("password history: \(overview.historyCount) former password\(overview.historyCount == 1 ? "" : "s") (--field history)") }
-        lines.append("fingerprint login: \(item.fingerprintLogin ? "on" : "off")")
-        ctx.stdout.write(terminalSafe(lines.joined(separator: "\n"), onTerminal: ctx.stdout.isTerminal) + "\n")
+        ctx.stdout.writeSecret(out)
     }
 }
 

@@ -46,19 +46,19 @@ enum LoginCommand {
                 } else {
                     try requirePasscode(vault, inv, ctx, item: item.name)
                 }
-                // The match (or the passcode) was just demanded above.
-                let release = { () throws -> Item in
-                    try vault.release(named: item.name, fields: ["password"], command: "login", freshMatch: item.fingerprintLogin)
+                // The match (or the passcode) was just demanded above. The password goes from
+                // the record into guarded memory, and from there to the output or the terminal.
+                let release = { () throws -> SecretBytes in
+                    try vault.releaseSecret(named: item.name, field: "password", command: "login", freshMatch: item.fingerprintLogin)
                 }
                 guard program != nil else {
-                    let released = try release()
-                    let login = LoginSecrets(username: released.username, password: released.password ?? "", url: released.urls.first)
-                    ctx.stdout.write(try format.render(login, item: name))
+                    let password = try release()
+                    ctx.stdout.writeSecret(try format.render(username: item.username, password: password, url: item.urls.first, item: name))
                     return
                 }
                 // Released (and logged) only when its prompt is answered: a program that never
                 // asks gets nothing and the log says nothing was handed out.
-                prompted = PromptedLogin(username: item.username, release: { try release().password ?? "" }, prompts: prompts, ctx: ctx)
+                prompted = PromptedLogin(username: item.username, release: { SecretBox(try release()) }, prompts: prompts, ctx: ctx)
             }
             guard let program else { return }
             let status = try prompted.run(program)
@@ -81,13 +81,6 @@ enum LoginCommand {
 
 // MARK: - printed logins
 
-/// What `vault login` releases.
-struct LoginSecrets {
-    var username: String?
-    var password: String
-    var url: String?
-}
-
 /// `--format`.
 enum LoginFormat: String {
     case env, json, netrc
@@ -100,26 +93,69 @@ enum LoginFormat: String {
         return f
     }
 
-    func render(_ login: LoginSecrets, item: String) throws -> String {
+    /// The login in this format, assembled in guarded memory: the password is copied (quoted
+    /// for the shell or netrc, or JSON-escaped) byte by byte from `password`, never a String.
+    func render(username: String?, password: borrowing SecretBytes, url: String?, item: String) throws -> SecretOutput {
+        let out = try SecretOutput(capacity: password.count * 2 + 128)
         switch self {
         case .env:
-            var s = ""
-            if let u = login.username { s += "export VAULT_USERNAME=\(shellQuoted(u))\n" }
-            return s + "export VAULT_PASSWORD=\(shellQuoted(login.password))\n"
+            if let u = username { out.append("export VAULT_USERNAME=\(shellQuoted(u))\n") }
+            out.append("export VAULT_PASSWORD=")
+            password.withUnsafeBytes { appendShellQuoted($0, to: out) }
+            out.append("\n")
         case .json:
             let absent: Any = NSNull()
-            return jsonText(["username": login.username.map { $0 as Any } ?? absent, "password": login.password,
-                             "url": login.url.map { $0 as Any } ?? absent])
+            password.withUnsafeBytes { p in
+                JSONText.append(["username": username.map { $0 as Any } ?? absent, "password": JSONSecret(p),
+                                 "url": url.map { $0 as Any } ?? absent], to: out)
+            }
+            out.append("\n")
         case .netrc:
-            guard let url = login.url, let host = netrcHost(url) else {
+            guard let url, let host = netrcHost(url) else {
                 throw VaultError.failure("item '\(item)' has no URL with a host name for the netrc 'machine'",
                                          hint: "add one: vault edit \(item) --url https://HOST")
             }
-            var s = "machine \(netrcToken(host))"
-            if let u = login.username { s += " login \(netrcToken(u))" }
-            return s + " password \(netrcToken(login.password))\n"
+            out.append("machine \(netrcToken(host))")
+            if let u = username { out.append(" login \(netrcToken(u))") }
+            out.append(" password ")
+            password.withUnsafeBytes { appendNetrcToken($0, to: out) }
+            out.append("\n")
+        }
+        return out
+    }
+}
+
+/// `shellQuoted` of UTF-8 bytes, into guarded memory.
+func appendShellQuoted(_ bytes: UnsafeRawBufferPointer, to out: SecretOutput) {
+    out.append(UInt8(ascii: "'"))
+    for b in bytes {
+        if b == UInt8(ascii: "'") { out.append("'\\''") } else { out.append(b) }
+    }
+    out.append(UInt8(ascii: "'"))
+}
+
+/// `netrcToken` of UTF-8 bytes, into guarded memory: quoted when empty or when a character is
+/// white space (Unicode's, read scalar by scalar), a quote or a backslash.
+func appendNetrcToken(_ bytes: UnsafeRawBufferPointer, to out: SecretOutput) {
+    var it = bytes.makeIterator()
+    var parser = Unicode.UTF8.ForwardParser()
+    var quote = bytes.isEmpty
+    scan: while !quote {
+        switch parser.parseScalar(from: &it) {
+        case .valid(let encoded):
+            let scalar = Unicode.UTF8.decode(encoded)
+            if scalar.properties.isWhitespace || scalar == "\"" || scalar == "\\" { quote = true }
+        case .emptyInput: break scan
+        case .error: continue
         }
     }
+    guard quote else { out.append(bytes); return }
+    out.append(UInt8(ascii: "\""))
+    for b in bytes {
+        if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+        out.append(b)
+    }
+    out.append(UInt8(ascii: "\""))
 }
 
 /// A POSIX shell word that stands for exactly `s`: single quotes, `'\''` for each quote inside.
@@ -168,11 +204,12 @@ final class PromptedLogin: TerminalRelayDriver {
     let ctx: CommandContext
     private var answerer: PromptAnswerer
     private var username: [UInt8]?
-    /// Releases the password from the vault (audited then); dropped once used, with the vault.
-    private var release: (() throws -> String)?
+    /// Releases the password from the vault into guarded memory (audited then); dropped once
+    /// used, with the vault.
+    private var release: (() throws -> SecretBox)?
 
     /// A driver typing `username` and the password `release` hands out when its prompt comes.
-    init(username: String?, release: @escaping () throws -> String, prompts: LoginPrompts, ctx: CommandContext) {
+    init(username: String?, release: @escaping () throws -> SecretBox, prompts: LoginPrompts, ctx: CommandContext) {
         self.ctx = ctx
         self.username = username.map { Array($0.utf8) }
         self.release = release
@@ -226,9 +263,9 @@ final class PromptedLogin: TerminalRelayDriver {
             guard let release else { break }
             self.release = nil
             do {
-                var password = Array(try release().utf8)
-                _ = try? password.withUnsafeBytes { try keyboard.typeLine($0) }
-                wipe(&password)
+                // Typed from guarded memory: the password is never a String or an ordinary array.
+                let password = try release()
+                _ = try? password.bytes.withUnsafeBytes { b -> Void in try keyboard.typeLine(b) }
             } catch {
                 let e = VaultCLI.vaultError(error)
                 ctx.say("\r\nvault: warning: the password could not be released (\(e.message)); type it yourself\r")

@@ -82,20 +82,44 @@ enum RunCommand {
             var resolved = try resolver.resolve(layered.compactMap(\.fromReference))
             do {
                 for (b, (name, field)) in named {
+                    let overview = try resolver.access(nil).overview(named: name)
+                    if overview.item.isSecretField(field), field != "history" {
+                        // A secret goes from the record into guarded memory, never a String.
+                        let present = switch field {
+                        case "password": overview.hasPassword
+                        case "totp": overview.hasTOTP
+                        case "notes": overview.hasNotes
+                        default: overview.item.customField(field) != nil
+                        }
+                        guard present else { throw VaultError.failure("item '\(overview.item.name)' has no \(field) (for \(b.variable))") }
+                        resolved.append(("--env " + b.variable, .secret(try resolver.releaseSecret(name, field: field, vault: nil)), true))
+                        continue
+                    }
                     let item = try resolver.release(name, fields: [field], vault: nil)
                     guard let value = try item.field(field) else {
                         throw VaultError.failure("item '\(item.name)' has no \(field) (for \(b.variable))")
                     }
-                    resolved.append(("--env " + b.variable, .bytes(Array(value.utf8)), ItemField(rawValue: field)?.isSecret ?? false))
+                    resolved.append(("--env " + b.variable, .bytes(Array(value.utf8)), false))
                 }
             }
             let values = try SecretValues(resolved)
+            // The resolved variables go to the child as one block of `NAME=value` entries in
+            // guarded memory, which its envp points into: no value becomes a String here.
             var env = ctx.environment
-            for v in layered { env[v.key] = v.fromReference.map { values.string($0.text) } ?? v.value }
-            for b in bindings { env[b.variable] = values.string("--env " + b.variable) }
+            let secrets = try SecretOutput()
+            func export(_ name: String, _ reference: String) {
+                env[name] = nil
+                secrets.append(name + "=")
+                values.withValue(reference) { secrets.append($0) }
+                secrets.append(UInt8(0))
+            }
+            for v in layered {
+                if let r = v.fromReference { export(v.key, r.text) } else { env[v.key] = v.value }
+            }
+            for b in bindings { export(b.variable, "--env " + b.variable) }
             let status = inv.has("--no-masking") || values.longestSecret == 0
-                ? try program.runInheriting(environment: env)
-                : try program.runMasked(environment: env, masking: values, ctx)
+                ? try program.runInheriting(environment: env, secrets: secrets)
+                : try program.runMasked(environment: env, secrets: secrets, masking: values, ctx)
             env.removeAll()
             if !status.isSuccess { throw VaultError.childExited(status: status.shellCode) }
         })
@@ -196,6 +220,17 @@ struct ChildProgram {
                      fileActions: closeInChild.map { [.close($0)] } ?? [])
     }
 
+    /// Starts `spawn`, with `secrets` (`NAME=value` entries, each ended by a NUL byte, in guarded
+    /// memory) added to its environment straight from there.
+    func start(_ spawn: SpawnRequest, secrets: SecretOutput?) throws -> ChildProcess {
+        guard let secrets else {
+            do { return try ChildProcess.spawn(spawn) } catch { throw startFailure(error) }
+        }
+        return try secrets.withUnsafeBytes { block in
+            do throws(SystemError) { return try ChildProcess.spawn(spawn, secretEnvironment: block) } catch { throw startFailure(error) }
+        }
+    }
+
     /// A failure to start the program, as the user sees it.
     func startFailure(_ error: SystemError) -> VaultError {
         .failure("cannot run \(path): \(error.reason)")
@@ -206,7 +241,8 @@ struct ChildProgram {
     /// across two writes too); forwards SIGINT, SIGTERM and SIGHUP to it, and returns how it
     /// ended. When our side of a stream fails (a closed pipe), its pipe is closed, so the program
     /// sees the same failure it would have seen writing there itself.
-    func runMasked(environment: [String: String], masking values: SecretValues, _ ctx: CommandContext) throws -> ExitStatus {
+    func runMasked(environment: [String: String], secrets: SecretOutput? = nil, masking values: SecretValues,
+                   _ ctx: CommandContext) throws -> ExitStatus {
         let forwarding = SignalForwarding(skipKernelSent: true)
         defer { forwarding.restore() }
         func makePipe() throws -> UnixPipe {
@@ -216,8 +252,7 @@ struct ChildProgram {
         var spawn = request(environment: environment)
         spawn.fileActions += [.dup2(from: out.writeEnd.rawValue, to: 1), .dup2(from: err.writeEnd.rawValue, to: 2)]
         spawn.defaultSignals = forwarding.forwarded
-        let child: ChildProcess
-        do { child = try ChildProcess.spawn(spawn) } catch { throw startFailure(error) }
+        let child = try start(spawn, secrets: secrets)
         forwarding.attach(child.pid)
         try? out.writeEnd.close()
         try? err.writeEnd.close()
@@ -256,15 +291,14 @@ struct ChildProgram {
 
     /// Runs the program on our standard input, output and error, forwards SIGINT, SIGTERM and
     /// SIGHUP to it, and returns how it ended.
-    func runInheriting(environment: [String: String]) throws -> ExitStatus {
+    func runInheriting(environment: [String: String], secrets: SecretOutput? = nil) throws -> ExitStatus {
         // The child is in our process group: Ctrl-C on the terminal reaches it directly, and
         // the kernel's copy to us is not sent on a second time.
         let forwarding = SignalForwarding(skipKernelSent: true)
         defer { forwarding.restore() }
         var spawn = request(environment: environment)
         spawn.defaultSignals = forwarding.forwarded
-        let child: ChildProcess
-        do { child = try ChildProcess.spawn(spawn) } catch { throw startFailure(error) }
+        let child = try start(spawn, secrets: secrets)
         forwarding.attach(child.pid)
         do { return try child.wait() } catch {
             throw VaultError.failure("cannot wait for \(path): \(error.reason)")

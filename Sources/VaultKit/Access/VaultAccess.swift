@@ -144,10 +144,14 @@ public protocol VaultAccess: AnyObject {
     var vaultName: String { get }
     /// One item without its secrets (`.itemNotFound`, `.corrupt`).
     func overview(named name: String) throws -> ItemOverview
-    /// One item with the secrets named in `fields`; one audit record per field is written first.
-    /// An item with fingerprint login on is released only with `freshMatch` (the caller made
-    /// one); otherwise `.freshMatchNeeded`.
-    func release(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> Item
+    /// One item's overview with the secrets named in `fields` (`password`, `totp`, `notes`,
+    /// `history`, secret custom fields' names; other names are fields of the overview), the
+    /// secrets as a secrets record in guarded memory: they are never Strings on the way from the
+    /// record to the caller. One audit record per field the item has is written first. An item
+    /// with fingerprint login on is released only with `freshMatch` (the caller made one);
+    /// otherwise `.freshMatchNeeded`.
+    /// - Throws: `.itemNotFound`, `.corrupt`, `.freshMatchNeeded`.
+    func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> ReleasedItem
     /// One secret of an item (a field of its secrets record: `password`, `totp`, `notes`, or a
     /// secret custom field), in guarded memory: it is never a String on the way from the record
     /// to the caller. One audit record is written first; fingerprint login as for `release`.
@@ -156,10 +160,11 @@ public protocol VaultAccess: AnyObject {
     /// Streams every row's overview (damaged rows reported as such), or with `term` only the
     /// items `OverviewMatcher` matches. No secret is opened.
     func forEachOverview(matching term: String?, _ body: (OverviewEntry) throws -> Void) throws
-    /// Streams every item with its secrets (export): one audit record for the whole release,
-    /// written before the first item; with any fingerprint-login item in the vault, only with
-    /// `freshMatch` (checked before anything is released).
-    func releaseEach(command: String, freshMatch: Bool, _ body: (ItemEntry) throws -> Void) throws
+    /// Streams every item with its secrets (export), each lent from guarded memory during the
+    /// call: one audit record for the whole release, written before the first item; with any
+    /// fingerprint-login item in the vault, only with `freshMatch` (checked before anything is
+    /// released).
+    func releaseEachSecrets(command: String, freshMatch: Bool, _ body: (ReleasedEntry) throws -> Void) throws
     /// Whether an item exists.
     func contains(_ name: String) throws -> Bool
     /// Adds (or with `replace`, replaces) an item.
@@ -181,6 +186,25 @@ extension VaultAccess {
     public func add(contentsOf items: [Item], replace: Bool) throws -> Int {
         var rest = items[...]
         return try add(replace: replace) { rest.popFirst() }
+    }
+
+    /// One item with the secrets named in `fields` as `String`s (the others withheld), audited
+    /// as `releaseSecrets`: for the paths that still hand secrets out as text.
+    public func release(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> Item {
+        try releaseSecrets(named: name, fields: fields, command: command, freshMatch: freshMatch).item()
+    }
+
+    /// Every item with its secrets as `String`s, streamed (tests, a Bitwarden export).
+    public func releaseEach(command: String, freshMatch: Bool, _ body: (ItemEntry) throws -> Void) throws {
+        try releaseEachSecrets(command: command, freshMatch: freshMatch) { e in
+            switch e {
+            case .item(let overview, let secrets):
+                var item = overview.item
+                try secrets.decode(into: &item)
+                try body(.item(item))
+            case .damaged(let id): try body(.damaged(rowID: id))
+            }
+        }
     }
 
     /// A release without a fresh match (items with fingerprint login on refuse it).
@@ -246,24 +270,41 @@ extension UnlockedVault: VaultAccess {
     /// The vault's name.
     public var vaultName: String { store.location.name }
 
-    /// One item with its secrets, audited as released to this process.
-    public func release(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> Item {
-        try release(named: name, fields: fields, command: command, to: .current, freshMatch: freshMatch)
+    /// One item's overview and the secrets named in `fields`, audited as released to this process.
+    public func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> ReleasedItem {
+        try releaseSecrets(named: name, fields: fields, command: command, to: .current, freshMatch: freshMatch)
     }
 
-    /// One item with the secrets named in `fields` (the others withheld, as the agent does),
-    /// audited as released to `requester` (the agent passes its peer).
+    /// One item with the secrets named in `fields` as `String`s (the others withheld, as the
+    /// agent does), audited as released to `requester`.
     public func release(named name: String, fields: [String], command: String, to requester: Requester,
                         freshMatch: Bool = false) throws -> Item {
-        let overview = try overview(named: name).item
-        if overview.releaseNeedsFreshMatch(fields) && !freshMatch { throw VaultError.freshMatchNeeded(item: overview.name) }
-        // The secrets record is opened only when a secret is asked for.
-        let item = fields.contains(where: overview.isSecretField) ? try self.item(named: name).withholdingSecrets(except: fields) : overview
-        // Only what is actually handed out is a release: a field the item lacks is not logged.
-        for field in fields where ((try? item.field(field)) ?? nil) != nil {
-            try appendAudit(AuditRecord(item: item.name, field: field, command: command, uid: requester.uid, pid: requester.pid))
+        try releaseSecrets(named: name, fields: fields, command: command, to: requester, freshMatch: freshMatch).item()
+    }
+
+    /// One item's overview and the secrets named in `fields`, audited as released to
+    /// `requester` (the agent passes its peer): the overview and the secrets record are opened
+    /// from one read of the row, and the fields named are copied from the opened record (in
+    /// guarded memory) into a new secrets record in guarded memory. The secrets record is
+    /// opened only when a secret is asked for; only what the item has is logged.
+    public func releaseSecrets(named name: String, fields: [String], command: String, to requester: Requester,
+                               freshMatch: Bool = false) throws -> ReleasedItem {
+        let n = try Item.normalize(name: name)
+        let row = try row(named: n)
+        let scratch = try RecordScratch(capacity: max(row.secrets.count, row.overview.count))
+        let overview = try reading(n, record: .overview) { try openOverview(row, scratch: scratch) }
+        if overview.item.releaseNeedsFreshMatch(fields) && !freshMatch { throw VaultError.freshMatchNeeded(item: overview.item.name) }
+        let secret = Set(fields.filter { overview.item.isSecretField($0) && $0 != "all" })
+        let released = secret.isEmpty ? try ReleasedItem(withholdingAllOf: overview) : try ReleasedItem(overview: overview, record: try reading(n, record: .secrets) {
+            try withSecrets(row, scratch: scratch) { try SecretsRecord.keeping(secret, of: $0) }
+        })
+        let has = released.withSecrets { s in
+            fields.filter { f in secret.contains(f) ? s.has(f) : ((try? overview.item.field(f)) ?? nil) != nil }
         }
-        return item
+        for field in has {
+            try appendAudit(AuditRecord(item: overview.item.name, field: field, command: command, uid: requester.uid, pid: requester.pid))
+        }
+        return released
     }
 
     /// One secret in guarded memory, audited as released to this process.
@@ -299,14 +340,29 @@ extension UnlockedVault: VaultAccess {
         try forEachOverview(matcher: term.map(OverviewMatcher.init(term:)), body)
     }
 
-    /// Every item with its secrets, one audit record for all of them.
-    public func releaseEach(command: String, freshMatch: Bool, _ body: (ItemEntry) throws -> Void) throws {
-        try releaseEach(command: command, to: .current, freshMatch: freshMatch, body)
+    /// Every item with its secrets, lent from guarded memory, one audit record for all of them.
+    public func releaseEachSecrets(command: String, freshMatch: Bool, _ body: (ReleasedEntry) throws -> Void) throws {
+        try releaseEachSecrets(command: command, to: .current, freshMatch: freshMatch, body)
     }
 
-    /// Every item with its secrets, audited as released to `requester`, streamed as read. A first
-    /// pass over the overviews finds an item with fingerprint login on before anything is released.
+    /// Every item with its secrets as `String`s, audited as released to `requester` (tests).
     public func releaseEach(command: String, to requester: Requester, freshMatch: Bool = false, _ body: (ItemEntry) throws -> Void) throws {
+        try releaseEachSecrets(command: command, to: requester, freshMatch: freshMatch) { e in
+            switch e {
+            case .item(let overview, let secrets):
+                var item = overview.item
+                try secrets.decode(into: &item)
+                try body(.item(item))
+            case .damaged(let id): try body(.damaged(rowID: id))
+            }
+        }
+    }
+
+    /// Every item with its secrets, audited as released to `requester`, streamed as read: each
+    /// secrets record is lent from the one guarded buffer it was opened into. A first pass over
+    /// the overviews finds an item with fingerprint login on before anything is released.
+    public func releaseEachSecrets(command: String, to requester: Requester, freshMatch: Bool = false,
+                                   _ body: (ReleasedEntry) throws -> Void) throws {
         if !freshMatch {
             var guarded: String?
             try forEachOverview(matching: nil) { e in
@@ -315,7 +371,7 @@ extension UnlockedVault: VaultAccess {
             if let guarded { throw VaultError.freshMatchNeeded(item: guarded) }
         }
         try appendAudit(AuditRecord(item: "*", field: "all", command: command, uid: requester.uid, pid: requester.pid))
-        try forEachItem(body)
+        try forEachItemSecrets(body)
     }
 
     /// Applies `change` inside the write transaction (after checking `requireTOTP`).

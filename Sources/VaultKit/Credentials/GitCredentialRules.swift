@@ -78,6 +78,34 @@ public enum GitCredentialRules {
         return out
     }
 
+    /// The answer git reads for a released item, assembled in guarded memory: the same lines as
+    /// `answer(from: Item)`, the password and the refresh token copied from the released secrets
+    /// record, never a String. nil when it has no password, or a value git's format cannot carry
+    /// (a newline or a NUL byte anywhere in it).
+    /// - Throws: `CryptoError.outOfMemory`.
+    public static func answer(from released: ReleasedItem) throws -> SecretOutput? {
+        let item = released.overview.item
+        guard GitCredentialRequest.canCarry(item.username ?? "") else { return nil }
+        func carries(_ v: UnsafeRawBufferPointer) -> Bool { !v.contains(0x0A) && !v.contains(0) }
+        return try released.withSecrets { s -> SecretOutput? in
+            guard let password = s.value(of: "password"), carries(password) else { return nil }
+            let token = s.value(of: CredentialExtras.refreshTokenField).flatMap { $0.isEmpty ? nil : $0 }
+            if let token, !carries(token) { return nil }
+            let out = try SecretOutput(capacity: 256 + password.count + (token?.count ?? 0))
+            if let u = item.username { out.append("username=\(u)\n") }
+            out.append("password=")
+            out.append(password)
+            out.append("\n")
+            if let e = item.passwordExpiry { out.append("password_expiry_utc=\(e)\n") }
+            if let token {
+                out.append("oauth_refresh_token=")
+                out.append(token)
+                out.append("\n")
+            }
+            return out
+        }
+    }
+
     /// `store`. git stores after every successful use, so a login the vault already gives (an
     /// item serving the request, person-made or not, with exactly the request's username, this
     /// password and the same `password_expiry_utc`) is left alone: the plan compares first. A

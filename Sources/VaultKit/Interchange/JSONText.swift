@@ -7,22 +7,34 @@ import Foundation
 /// an export's time, which this writer removes (docs/performance.md).
 public enum JSONText {
     /// Appends `value` (String, Bool, integers, Double, arrays, `[String: Any]`, nil or NSNull
-    /// as `null`) to `out`. Anything else is written as its description, quoted.
+    /// as `null`, a `JSONSecret`) to `out`. Anything else is written as its description, quoted.
     public static func append(_ value: Any?, to out: inout [UInt8]) {
-        guard let value else { out += Array("null".utf8); return }
+        write(value, to: &out)
+    }
+
+    /// Appends `value` to guarded memory: a `JSONSecret` in it goes from its guarded bytes into
+    /// the output, escaped byte by byte, and is never a `String`.
+    public static func append(_ value: Any?, to out: SecretOutput) {
+        var o = out
+        write(value, to: &o)
+    }
+
+    static func write<Out: JSONOutput>(_ value: Any?, to out: inout Out) {
+        guard let value else { out.append(ascii: "null"); return }
         switch value {
         case let s as String: appendString(s, to: &out)
-        case let b as Bool: out += Array((b ? "true" : "false").utf8)
-        case let n as Int: out += Array(String(n).utf8)
-        case let n as Int64: out += Array(String(n).utf8)
-        case let n as Int32: out += Array(String(n).utf8)
-        case let n as UInt32: out += Array(String(n).utf8)
-        case let n as UInt64: out += Array(String(n).utf8)
+        case let s as JSONSecret: appendString(bytes: s.bytes, to: &out)
+        case let b as Bool: out.append(ascii: b ? "true" : "false")
+        case let n as Int: out.append(ascii: String(n))
+        case let n as Int64: out.append(ascii: String(n))
+        case let n as Int32: out.append(ascii: String(n))
+        case let n as UInt32: out.append(ascii: String(n))
+        case let n as UInt64: out.append(ascii: String(n))
         case let d as Double:
-            if d.isFinite, d == d.rounded(), abs(d) < 1e15 { out += Array(String(Int64(d)).utf8) } else if d.isFinite {
-                out += Array("\(d)".utf8)
+            if d.isFinite, d == d.rounded(), abs(d) < 1e15 { out.append(ascii: String(Int64(d))) } else if d.isFinite {
+                out.append(ascii: "\(d)")
             } else {
-                out += Array("null".utf8)
+                out.append(ascii: "null")
             }
         case let o as [String: Any]:
             out.append(UInt8(ascii: "{"))
@@ -32,17 +44,17 @@ public enum JSONText {
                 first = false
                 appendString(key, to: &out)
                 out.append(UInt8(ascii: ":"))
-                append(o[key] ?? nil, to: &out)
+                write(o[key] ?? nil, to: &out)
             }
             out.append(UInt8(ascii: "}"))
         case let a as [Any]:
             out.append(UInt8(ascii: "["))
             for (i, element) in a.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                append(element, to: &out)
+                write(element, to: &out)
             }
             out.append(UInt8(ascii: "]"))
-        case is NSNull: out += Array("null".utf8)
+        case is NSNull: out.append(ascii: "null")
         default: appendString("\(value)", to: &out)
         }
     }
@@ -56,21 +68,69 @@ public enum JSONText {
 
     private static let hex = Array("0123456789abcdef".utf8)
 
-    static func appendString(_ s: String, to out: inout [UInt8]) {
+    static func appendString<Out: JSONOutput>(_ s: String, to out: inout Out) {
+        var s = s
+        s.withUTF8 { appendString(bytes: UnsafeRawBufferPointer($0), to: &out) }
+    }
+
+    /// Appends `bytes` (UTF-8) as a JSON string, escaping what JSON requires, byte by byte; the
+    /// runs between escapes are copied whole.
+    static func appendString<Out: JSONOutput>(bytes: UnsafeRawBufferPointer, to out: inout Out) {
         out.append(UInt8(ascii: "\""))
-        for b in s.utf8 {
+        var run = 0
+        for i in 0..<bytes.count {
+            let b = bytes[i]
+            guard b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") else { continue }
+            if run < i { out.appendRun(UnsafeRawBufferPointer(rebasing: bytes[run..<i])) }
+            run = i + 1
+            out.append(UInt8(ascii: "\\"))
             switch b {
-            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
-            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
-            case 0x0A: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-            case 0x0D: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-            case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-            case 0x08: out += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
-            case 0x0C: out += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
-            case 0..<0x20: out += [UInt8(ascii: "\\"), UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 15)]]
-            default: out.append(b)
+            case UInt8(ascii: "\""): out.append(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\"))
+            case 0x0A: out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(UInt8(ascii: "t"))
+            case 0x08: out.append(UInt8(ascii: "b"))
+            case 0x0C: out.append(UInt8(ascii: "f"))
+            default:
+                out.append(UInt8(ascii: "u")); out.append(0x30); out.append(0x30)
+                out.append(hex[Int(b >> 4)]); out.append(hex[Int(b & 15)])
             }
         }
+        if run < bytes.count { out.appendRun(UnsafeRawBufferPointer(rebasing: bytes[run...])) }
         out.append(UInt8(ascii: "\""))
     }
+}
+
+/// A secret's bytes as a value of a JSON object given to `JSONText` (lent from guarded memory,
+/// valid only while the object is written): written as a JSON string, escaped byte by byte
+/// into the output, never decoded into a `String`.
+public struct JSONSecret {
+    /// The secret's UTF-8 bytes.
+    public let bytes: UnsafeRawBufferPointer
+    /// A value for the bytes lent.
+    public init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+}
+
+/// Where `JSONText` writes: an ordinary buffer, or guarded memory (`SecretOutput`).
+protocol JSONOutput {
+    mutating func append(_ byte: UInt8)
+    /// Appends bytes that need no escaping, as they are.
+    mutating func appendRun(_ bytes: UnsafeRawBufferPointer)
+}
+
+extension JSONOutput {
+    /// Appends text that is never a secret (a number, a keyword).
+    mutating func append(ascii text: String) {
+        var text = text
+        text.withUTF8 { appendRun(UnsafeRawBufferPointer($0)) }
+    }
+}
+
+extension [UInt8]: JSONOutput {
+    mutating func appendRun(_ bytes: UnsafeRawBufferPointer) { append(contentsOf: bytes) }
+}
+
+extension SecretOutput: JSONOutput {
+    func appendRun(_ bytes: UnsafeRawBufferPointer) { append(bytes) }
 }

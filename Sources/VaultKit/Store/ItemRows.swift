@@ -280,6 +280,31 @@ extension UnlockedVault {
         }
     }
 
+    /// Streams every item's overview with its secrets record lent in place (export): one guarded
+    /// buffer for every row, the record checked before it is lent. A row that cannot be opened
+    /// or read is reported damaged; an error of `body` ends the stream.
+    /// - Throws: `.keysRotated` instead of reporting rows damaged when a rotation committed since.
+    func forEachItemSecrets(_ body: (ReleasedEntry) throws -> Void) throws {
+        let scratch = try RecordScratch()
+        let statement = try db.prepare("SELECT \(ItemRow.columns) FROM items")
+        var checked = false
+        while let r = try statement.next() {
+            let row = ItemRow(r)
+            var lent = false
+            do {
+                let overview = try openOverview(row, scratch: scratch)
+                try withSecrets(row, scratch: scratch) { plain in
+                    let secrets = try ItemSecrets(checking: plain, of: overview.item)
+                    lent = true
+                    try body(.item(overview, secrets))
+                }
+            } catch where !lent {
+                if !checked { try checkStillCurrent(); checked = true }
+                try body(.damaged(rowID: hexString(row.id)))
+            }
+        }
+    }
+
     /// Every item with its secrets.
     func allItemsWithSecrets() throws -> [ItemEntry] {
         var out: [ItemEntry] = []

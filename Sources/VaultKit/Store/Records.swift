@@ -309,6 +309,75 @@ enum SecretsRecord {
     }
 }
 
+extension SecretsRecord {
+    /// Whether a field of a secrets record is one of `fields` (`password`, `totp`, `notes`,
+    /// `history`, or a secret custom field's name).
+    static func isNamed(_ tag: UInt8, _ value: UnsafeRawBufferPointer, in fields: Set<String>) throws(RecordFormatError) -> Bool {
+        switch tag {
+        case password: return fields.contains("password")
+        case totp: return fields.contains("totp")
+        case notes: return fields.contains("notes")
+        case history: return fields.contains("history")
+        case field: return fields.contains(try RecordReader.named(value).name)
+        default: throw RecordFormatError(reason: "unknown secrets field \(tag)")
+        }
+    }
+
+    /// A new secrets record holding only the fields of `record` named in `fields`, written into
+    /// guarded memory (the values go from one guarded buffer to the other, never a String).
+    static func keeping(_ fields: Set<String>, of record: UnsafeRawBufferPointer) throws -> SecretOutput {
+        var r = try RecordReader(record, kind: .secrets)
+        let out = try SecretOutput(capacity: record.count)
+        out.append(RecordWriter.version)
+        out.append(RecordKind.secrets.rawValue)
+        while let (t, v) = try r.next(repeatable: repeatable) {
+            guard try isNamed(t, v, in: fields) else { continue }
+            out.append(t)
+            var n = UInt64(v.count)
+            repeat {
+                let low = UInt8(n & 0x7f)
+                n >>= 7
+                out.append(n == 0 ? low : low | 0x80)
+            } while n != 0
+            out.append(v)
+        }
+        return out
+    }
+
+    /// Checks a secrets record's plaintext without decoding it: its fields are in order and in
+    /// bounds, every text is UTF-8, a history entry has its time, and every secret custom field
+    /// is one the overview `item` names as secret (as `decode` requires).
+    static func check(_ record: UnsafeRawBufferPointer, against item: Item) throws(RecordFormatError) {
+        var r = try RecordReader(record, kind: .secrets)
+        func utf8(_ v: UnsafeRawBufferPointer) throws(RecordFormatError) {
+            var it = v.makeIterator()
+            var parser = Unicode.UTF8.ForwardParser()
+            while true {
+                switch parser.parseScalar(from: &it) {
+                case .valid: continue
+                case .emptyInput: return
+                case .error: throw RecordFormatError(reason: "text that is not UTF-8")
+                }
+            }
+        }
+        while let (t, v) = try r.next(repeatable: repeatable) {
+            switch t {
+            case password, totp, notes: try utf8(v)
+            case field:
+                let (n, value) = try RecordReader.named(v)
+                guard item.fields.contains(where: { $0.name == n && $0.kind.isSecret }) else {
+                    throw RecordFormatError(reason: "a secret for a field the overview does not have")
+                }
+                try utf8(value)
+            case history:
+                guard v.count >= 8 else { throw RecordFormatError(reason: "a short history entry") }
+                try utf8(UnsafeRawBufferPointer(rebasing: v[8...]))
+            default: throw RecordFormatError(reason: "unknown secrets field \(t)")
+            }
+        }
+    }
+}
+
 extension ItemOverview {
     /// Decodes an overview record's plaintext (as the agent's index and its listing pages carry).
     /// - Throws: `VaultError.corrupt` for a malformed record.
