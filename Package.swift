@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "vault-agent", targets: ["vault-agent"]),
         .executable(name: "vault-authd", targets: ["vault-authd"]),
         .executable(name: "vault-reader", targets: ["vault-reader"]),
+        .executable(name: "vault-clipboard", targets: ["vault-clipboard"]),
         .executable(name: "virtual-reader", targets: ["virtual-reader"]),
         .library(name: "VaultKit", targets: ["VaultKit"]),
         .library(name: "VaultOTP", targets: ["VaultOTP"]),
@@ -28,6 +29,7 @@ let package = Package(
             name: "CTSS2", pkgConfig: "tss2-esys tss2-tctildr tss2-mu tss2-rc",
             providers: [.apt(["libtss2-dev", "libtss2-tcti-swtpm0"])]),
         .systemLibrary(name: "CNettle", pkgConfig: "nettle", providers: [.apt(["nettle-dev"])]),
+        .systemLibrary(name: "CXCB", pkgConfig: "xcb", providers: [.apt(["libxcb1-dev"])]),
         .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
         .target(name: "VaultSystem", swiftSettings: upcoming),
         .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite", "CTSS2", "VaultSystem"], swiftSettings: upcoming),
@@ -45,6 +47,7 @@ let package = Package(
         .executableTarget(name: "vault-agent", dependencies: ["VaultAgent", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-authd", dependencies: ["VaultAuthority", "FingerprintKit"], swiftSettings: upcoming),
         .executableTarget(name: "vault-reader", dependencies: ["ReaderLink", "FingerprintKit", "VaultSystem"], swiftSettings: upcoming),
+        .executableTarget(name: "vault-clipboard", dependencies: ["CXCB", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "virtual-reader", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
         .testTarget(
             name: "VaultKitTests", dependencies: ["VaultKit", "VaultOTP"], exclude: ["Fixtures"],

@@ -1,0 +1,122 @@
+// vault-clipboard: the X11 clipboard owner of `vault get --clip`, in a process of its own so that
+// vault itself does not link libxcb. vault starts it detached (next to itself) as
+// `vault-clipboard --after SECONDS`, with the value on standard input (a pipe, read to its end)
+// and a status pipe on standard output; it is not meant to be run by hand.
+//
+// It reads what the clipboard holds, takes the CLIPBOARD selection, writes `ok` (or
+// `error: ...`) and closes standard output. It then serves the value, with the
+// `x-kde-passwordManagerHint: secret` target, for SECONDS. If another client takes the selection
+// meanwhile, it exits at once and touches nothing. At the deadline it wipes the value and gives
+// back what the clipboard held before (served without the hint until another client copies
+// something), or empties the clipboard.
+import Foundation
+import VaultKit
+import VaultSystem
+
+/// The most vault hands over: a value larger than this is refused (exit 1).
+let valueLimit = 1 << 20
+
+/// Writes the one status line vault waits for, then lets go of standard output: vault reads
+/// until end of file.
+func report(_ line: String) {
+    try? writeAll(fd: 1, bytes: Array((line + "\n").utf8))
+    let null = open("/dev/null", O_WRONLY)
+    if null >= 0 {
+        dup2(null, 1)
+        close(null)
+    }
+}
+
+/// Standard input to its end, straight into guarded memory (growing by doubling, each old
+/// buffer wiped as it goes); nil past `limit` bytes.
+func readValue(limit: Int) throws -> SecretBytes? {
+    var buffer = try SecretBytes(zeroed: 4096)
+    var count = 0
+    while true {
+        if count == buffer.count {
+            guard buffer.count <= limit else { return nil }
+            let larger = try SecretBytes(zeroed: buffer.count * 2)
+            buffer.withUnsafeBytes { old in larger.withUnsafeMutableBytes { $0.copyMemory(from: old) } }
+            buffer = larger
+        }
+        let n = try buffer.withUnsafeMutableBytes { b in
+            try readSome(fd: 0, into: UnsafeMutableRawBufferPointer(rebasing: b[count...]), label: "the value")
+        }
+        if n == 0 { break }
+        count += n
+    }
+    guard count <= limit else { return nil }
+    return try buffer.withUnsafeBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+}
+
+/// The whole life of the owner; returns the exit code.
+func run(seconds: Double) -> Int32 {
+    do {
+        try ProcessHardening.disableCoreDumps()
+    } catch {
+        report("error: cannot make this process non-dumpable: \(error)")
+        return 1
+    }
+    do {
+        guard let value = try readValue(limit: valueLimit) else {
+            report("error: the value is larger than \(valueLimit >> 20) MiB")
+            return 1
+        }
+        return own(value, seconds: seconds)
+    } catch {
+        report("error: cannot read the value: \(error)")
+        return 1
+    }
+}
+
+/// Takes the clipboard for `value`, serves it for `seconds`, then wipes it and restores or
+/// empties the clipboard (unless another client took it).
+func own(_ value: borrowing SecretBytes, seconds: Double) -> Int32 {
+    let display = ProcessInfo.processInfo.environment["DISPLAY"] ?? ""
+    let owner: ClipboardOwner
+    do {
+        owner = try ClipboardOwner(try XDisplay(display: display))
+    } catch {
+        report("error: \(error)")
+        return 1
+    }
+    guard value.count <= owner.largestValue else {
+        report("error: the value (\(value.count) bytes) is larger than this X server takes in one piece (\(owner.largestValue))")
+        return 1
+    }
+    guard let previous = try? owner.currentText(other: value) else {
+        report("error: out of guarded memory")
+        return 1
+    }
+    do {
+        try owner.take()
+    } catch {
+        report("error: \(error)")
+        return 1
+    }
+    report("ok")
+    do {
+        let end = try owner.serve(value, secret: true, until: MonotonicClock.seconds() + seconds)
+        // Wiped now, not when the process ends: the previous content may be served for long.
+        value.withUnsafeMutableBytes { b in _ = b.initializeMemory(as: UInt8.self, repeating: 0) }
+        try owner.forgetServedBytes()
+        guard end == .deadline else { return 0 }
+        if previous.count == 0 {
+            try owner.giveUp()
+            return 0
+        }
+        _ = try owner.serve(previous, secret: false, until: nil)
+        return 0
+    } catch {
+        return 1   // the X server went away: nothing left to clear
+    }
+}
+
+ProcessHardening.closeInheritedDescriptors()
+_ = ignoreBrokenPipe()
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard arguments.count == 2, arguments[0] == "--after", let seconds = Double(arguments[1]), seconds >= 0, !isTerminal(0) else {
+    FileHandle.standardError.write(Data("vault-clipboard: started by 'vault get --clip' on X11; not run by hand\n".utf8))
+    exit(2)
+}
+exit(run(seconds: min(seconds, 3600)))
