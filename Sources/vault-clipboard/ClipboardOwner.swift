@@ -27,6 +27,8 @@ final class ClipboardOwner {
     /// The server time ownership was taken (0 before): requests older than it are refused, and
     /// giving the selection up with it never takes it from a client that took it since.
     private var ownedSince: UInt32 = 0
+    /// What the clipboard held before the value (empty: nothing to give back).
+    private var previous: SecretBytes
 
     /// A window of our own on `x`, and the atoms the selection protocol uses.
     /// - Throws: ``XError`` when the server does not answer.
@@ -44,19 +46,30 @@ final class ClipboardOwner {
         incr = try x.atom("INCR")
         transfer = try x.atom("VAULT_CLIPBOARD_TRANSFER")
         scratch = try x.atom("VAULT_CLIPBOARD_SCRATCH")
+        do { previous = try SecretBytes(zeroed: 0) } catch { throw .connection("out of guarded memory") }
     }
 
-    /// The text the clipboard holds now, to give back when the secret is cleared: empty when it
-    /// holds nothing, no text, more than ``previousLimit`` bytes, a value another password
-    /// manager (or an earlier `vault get --clip`) marked with the hint, or `value` itself (copied
-    /// twice): a secret never comes back.
+    /// Keeps the text the clipboard holds now, to give back when the secret is cleared: none
+    /// when it holds nothing, no text, more than ``previousLimit`` bytes, a value another
+    /// password manager (or an earlier `vault get --clip`) marked with the hint, or `value`
+    /// itself (copied twice): a secret never comes back.
     /// - Throws: `CryptoError.outOfMemory` when guarded memory runs out.
-    func currentText(other value: borrowing SecretBytes) throws -> SecretBytes {
-        guard var held = heldText() else { return try SecretBytes(zeroed: 0) }
+    func keepPrevious(other value: borrowing SecretBytes) throws {
+        guard var held = heldText() else { return }
         defer { wipe(&held.bytes) }
         let kept = try SecretBytes(copying: held.bytes)
-        if kept.isEqual(to: value) { return try SecretBytes(zeroed: 0) }
-        return kept
+        if !kept.isEqual(to: value) { previous = kept }
+    }
+
+    /// At the deadline, with the selection still ours: serves the previous text (without the
+    /// hint) until another client takes the selection, or, when there was none, gives it up.
+    /// - Throws: ``XError`` when the connection breaks.
+    func restorePrevious() throws {
+        if previous.count == 0 {
+            try giveUp()
+            return
+        }
+        _ = try serve(previous, secret: false, until: nil)
     }
 
     /// The clipboard's text unless it is marked secret; its owner gets 3 s in all to answer.
@@ -95,7 +108,7 @@ final class ClipboardOwner {
     }
 
     /// Gives the selection up (the clipboard is then empty), unless another client took it since.
-    func giveUp() throws(XError) {
+    private func giveUp() throws(XError) {
         try x.setSelectionOwner(0, of: clipboard, time: ownedSince)
     }
 
@@ -119,9 +132,11 @@ final class ClipboardOwner {
         }
     }
 
-    /// libxcb's output queue held the last value served: overwritten once the value is gone.
-    func forgetServedBytes() throws(XError) {
-        try x.overwriteOutputQueue(scratch: scratch, of: window, type: string)
+    /// Overwrites what libxcb and libc left of the value served: libxcb's output queue, and the
+    /// stack below the caller (call it from the frame that called ``serve(_:secret:until:)``).
+    func forgetServedBytes() {
+        try? x.overwriteOutputQueue(scratch: scratch, of: window, type: string)
+        XDisplay.overwriteStack()
     }
 
     private func answer(_ request: SelectionRequest, with content: borrowing SecretBytes, secret: Bool) throws {

@@ -230,8 +230,7 @@ final class XDisplay {
 
     /// libxcb copies a short request into its 16 KiB output queue before sending it, so the
     /// bytes of a value served stay in this process's memory after the value itself was wiped.
-    /// One request that fills the whole empty queue with zeros overwrites them, and 64 KiB of
-    /// stack below the caller is overwritten for what the calls left in their frames.
+    /// One request that fills the whole empty queue with zeros overwrites them.
     func overwriteOutputQueue(scratch property: UInt32, of window: UInt32, type: UInt32) throws(XError) {
         try flush()
         // 24 bytes of ChangeProperty header + 16360 of data = XCB_QUEUE_BUFFER_SIZE (16384).
@@ -240,7 +239,11 @@ final class XDisplay {
         zeros.initializeMemory(as: UInt8.self, repeating: 0)
         try changeProperty(property, of: window, type: type, format: 8, bytes: UnsafeRawBufferPointer(zeros))
         try deleteProperty(property, of: window)
-        // The frames of those calls, too (libc's and libxcb's copies on the way to writev).
+    }
+
+    /// Overwrites 64 KiB of stack below the caller: libc and libxcb leave pieces of the bytes
+    /// they sent in their frames (copies in vector registers spilled on the way to writev).
+    static func overwriteStack() {
         vault_clipboard_overwrite_stack()
     }
 

@@ -28,28 +28,57 @@ func report(_ line: String) {
 }
 
 /// Standard input to its end, straight into guarded memory (growing by doubling, each old
-/// buffer wiped as it goes); nil past `limit` bytes.
-func readValue(limit: Int) throws -> SecretBytes? {
-    var buffer = try SecretBytes(zeroed: 4096)
-    var count = 0
-    while true {
-        if count == buffer.count {
-            guard buffer.count <= limit else { return nil }
-            let larger = try SecretBytes(zeroed: buffer.count * 2)
-            buffer.withUnsafeBytes { old in larger.withUnsafeMutableBytes { $0.copyMemory(from: old) } }
-            buffer = larger
+/// buffer wiped as it goes); nil (after reporting why) past `limit` bytes or when it cannot be read.
+func readValue(limit: Int) -> SecretBytes? {
+    do {
+        var buffer = try SecretBytes(zeroed: 4096)
+        var count = 0
+        while true {
+            if count == buffer.count {
+                guard buffer.count <= limit else { break }
+                let larger = try SecretBytes(zeroed: buffer.count * 2)
+                buffer.withUnsafeBytes { old in larger.withUnsafeMutableBytes { $0.copyMemory(from: old) } }
+                buffer = larger
+            }
+            let n = try buffer.withUnsafeMutableBytes { b in
+                try readSome(fd: 0, into: UnsafeMutableRawBufferPointer(rebasing: b[count...]), label: "the value")
+            }
+            if n == 0 { break }
+            count += n
         }
-        let n = try buffer.withUnsafeMutableBytes { b in
-            try readSome(fd: 0, into: UnsafeMutableRawBufferPointer(rebasing: b[count...]), label: "the value")
+        guard count <= limit else {
+            report("error: the value is larger than \(limit >> 20) MiB")
+            return nil
         }
-        if n == 0 { break }
-        count += n
+        return try buffer.withUnsafeBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+    } catch {
+        report("error: cannot read the value: \(error)")
+        return nil
     }
-    guard count <= limit else { return nil }
-    return try buffer.withUnsafeBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
 }
 
-/// The whole life of the owner; returns the exit code.
+/// Connects, keeps what the clipboard holds and takes it for `value`; reports `ok`, or the
+/// error and nil.
+func takeClipboard(for value: borrowing SecretBytes) -> ClipboardOwner? {
+    do {
+        let owner = try ClipboardOwner(try XDisplay(display: ProcessInfo.processInfo.environment["DISPLAY"] ?? ""))
+        guard value.count <= owner.largestValue else {
+            report("error: the value (\(value.count) bytes) is larger than this X server takes in one piece (\(owner.largestValue))")
+            return nil
+        }
+        try owner.keepPrevious(other: value)
+        try owner.take()
+        report("ok")
+        return owner
+    } catch {
+        report("error: \(error)")
+        return nil
+    }
+}
+
+/// The whole life of the owner; returns the exit code. The value is served for `seconds`, then
+/// wiped; the previous text is served after it, or the clipboard emptied, unless another client
+/// took the clipboard meanwhile.
 func run(seconds: Double) -> Int32 {
     do {
         try ProcessHardening.disableCoreDumps()
@@ -57,58 +86,23 @@ func run(seconds: Double) -> Int32 {
         report("error: cannot make this process non-dumpable: \(error)")
         return 1
     }
+    guard let value = readValue(limit: valueLimit), let owner = takeClipboard(for: value) else { return 1 }
+    let end: ServingEnd
     do {
-        guard let value = try readValue(limit: valueLimit) else {
-            report("error: the value is larger than \(valueLimit >> 20) MiB")
-            return 1
-        }
-        return own(value, seconds: seconds)
-    } catch {
-        report("error: cannot read the value: \(error)")
-        return 1
-    }
-}
-
-/// Takes the clipboard for `value`, serves it for `seconds`, then wipes it and restores or
-/// empties the clipboard (unless another client took it).
-func own(_ value: borrowing SecretBytes, seconds: Double) -> Int32 {
-    let display = ProcessInfo.processInfo.environment["DISPLAY"] ?? ""
-    let owner: ClipboardOwner
-    do {
-        owner = try ClipboardOwner(try XDisplay(display: display))
-    } catch {
-        report("error: \(error)")
-        return 1
-    }
-    guard value.count <= owner.largestValue else {
-        report("error: the value (\(value.count) bytes) is larger than this X server takes in one piece (\(owner.largestValue))")
-        return 1
-    }
-    guard let previous = try? owner.currentText(other: value) else {
-        report("error: out of guarded memory")
-        return 1
-    }
-    do {
-        try owner.take()
-    } catch {
-        report("error: \(error)")
-        return 1
-    }
-    report("ok")
-    do {
-        let end = try owner.serve(value, secret: true, until: MonotonicClock.seconds() + seconds)
-        // Wiped now, not when the process ends: the previous content may be served for long.
-        value.withUnsafeMutableBytes { b in _ = b.initializeMemory(as: UInt8.self, repeating: 0) }
-        try owner.forgetServedBytes()
-        guard end == .deadline else { return 0 }
-        if previous.count == 0 {
-            try owner.giveUp()
-            return 0
-        }
-        _ = try owner.serve(previous, secret: false, until: nil)
-        return 0
+        end = try owner.serve(value, secret: true, until: MonotonicClock.seconds() + seconds)
     } catch {
         return 1   // the X server went away: nothing left to clear
+    }
+    // Wiped now, not when the process ends: the previous text may be served for long. The
+    // stack is overwritten from here, the frame the serving calls ran below.
+    value.withUnsafeMutableBytes { b in _ = b.initializeMemory(as: UInt8.self, repeating: 0) }
+    owner.forgetServedBytes()
+    guard end == .deadline else { return 0 }
+    do {
+        try owner.restorePrevious()
+        return 0
+    } catch {
+        return 1
     }
 }
 
