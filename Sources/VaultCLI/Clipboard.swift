@@ -163,7 +163,7 @@ enum Clipboard {
             var said: [UInt8] = []
             var chunk = [UInt8](repeating: 0, count: 512)
             let deadline = MonotonicClock.seconds() + 15
-            while said.count < 4096, MonotonicClock.seconds() < deadline {
+            while said.count < 4096, !said.contains(10), MonotonicClock.seconds() < deadline {
                 let left = Int32(max(1, (deadline - MonotonicClock.seconds()) * 1000))
                 guard try Poll.isReadable(status.readEnd.rawValue, timeoutMilliseconds: left) else { continue }
                 let n = try chunk.withUnsafeMutableBytes { try status.readEnd.read(into: $0) }

@@ -3,8 +3,8 @@
 // `vault-clipboard --after SECONDS`, with the value on standard input (a pipe, read to its end)
 // and a status pipe on standard output; it is not meant to be run by hand.
 //
-// It reads what the clipboard holds, takes the CLIPBOARD selection, writes `ok` (or
-// `error: ...`) and closes standard output. It then serves the value, with the
+// It reads what the clipboard holds, takes the CLIPBOARD selection and writes `ok` (or
+// `error: ...`) on standard output. It then serves the value, with the
 // `x-kde-passwordManagerHint: secret` target, for SECONDS. If another client takes the selection
 // meanwhile, it exits at once and touches nothing. At the deadline it wipes the value and gives
 // back what the clipboard held before (served without the hint until another client copies
@@ -16,15 +16,9 @@ import VaultSystem
 /// The most vault hands over: a value larger than this is refused (exit 1).
 let valueLimit = 1 << 20
 
-/// Writes the one status line vault waits for, then lets go of standard output: vault reads
-/// until end of file.
+/// Writes the one status line vault waits for (vault reads up to its newline).
 func report(_ line: String) {
     try? writeAll(fd: 1, bytes: Array((line + "\n").utf8))
-    let null = open("/dev/null", O_WRONLY)
-    if null >= 0 {
-        dup2(null, 1)
-        close(null)
-    }
 }
 
 /// Standard input to its end, straight into guarded memory (growing by doubling, each old
