@@ -142,6 +142,19 @@ import Testing
         #expect(x.paste() == "what I copied before", "the previous content was not restored")
     }
 
+    /// A display with no X server behind it: the owner says why, vault exits 1, nothing of the
+    /// value is printed.
+    @Test func aDisplayWithoutAServerIsAnError() {
+        let box = Self.sandbox()
+        var number = Int.random(in: 901...999)
+        while FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") { number = Int.random(in: 901...999) }
+        box.env["DISPLAY"] = ":\(number)"
+        let r = box.vault(["get", "site", "--clip"], passcode: Sandbox.passcode)
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("vault: error: cannot copy to the clipboard: cannot talk to the X server of ':\(number)'"), "\(r.stderr)")
+        #expect(!r.stderr.contains(Self.secret) && !r.stdout.contains(Self.secret))
+    }
+
     @Test func onlyTheOwnerLinksLibxcb() {
         let env = ["PATH": "/usr/bin:/bin"]
         #expect(!spawn("/usr/bin/ldd", [vaultBinary], env: env).stdout.contains("libxcb"), "vault links libxcb")
