@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "vault-agent", targets: ["vault-agent"]),
         .executable(name: "vault-authd", targets: ["vault-authd"]),
         .executable(name: "vault-reader", targets: ["vault-reader"]),
+        .executable(name: "vault-clipboard", targets: ["vault-clipboard"]),
         .executable(name: "virtual-reader", targets: ["virtual-reader"]),
         .library(name: "VaultKit", targets: ["VaultKit"]),
         .library(name: "VaultOTP", targets: ["VaultOTP"]),
@@ -30,6 +31,7 @@ let package = Package(
         .systemLibrary(name: "CNettle", providers: [.apt(["nettle-dev"])]),
         .systemLibrary(name: "CArchive", providers: [.apt(["libarchive-dev"])]),
         .systemLibrary(name: "CXML2", providers: [.apt(["libxml2"])]),
+        .systemLibrary(name: "CXCB", pkgConfig: "xcb", providers: [.apt(["libxcb1-dev"])]),
         .target(name: "VaultSystem", swiftSettings: upcoming),
         .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite", "CTSS2", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultOTP", dependencies: ["VaultKit", "CNettle"], swiftSettings: upcoming),
@@ -46,6 +48,7 @@ let package = Package(
         .executableTarget(name: "vault-agent", dependencies: ["VaultAgent", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-authd", dependencies: ["VaultAuthority", "FingerprintKit"], swiftSettings: upcoming),
         .executableTarget(name: "vault-reader", dependencies: ["ReaderLink", "FingerprintKit", "VaultSystem"], swiftSettings: upcoming),
+        .executableTarget(name: "vault-clipboard", dependencies: ["CXCB", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "virtual-reader", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
         .testTarget(
             name: "VaultKitTests", dependencies: ["VaultKit", "VaultOTP"], exclude: ["Fixtures"],

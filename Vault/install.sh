@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs vault the Linux way: the release binaries (vault-reader, the reader process vault starts, goes
-# next to vault), the credential helpers, vault(1) and the bash, zsh and fish completions, the system
-# unit of the key authority (vault-authd) and the user unit of the agent, the vault-auth system user
-# and the udev rule that gives it the readers. Safe to run again.
+# Installs vault the Linux way: the release binaries (vault-reader and vault-clipboard, the reader process
+# and the X11 clipboard owner vault starts, go next to vault), the credential helpers, vault(1), the bash,
+# zsh and fish completions, the system unit of the key authority (vault-authd) and the user unit of the
+# agent, the vault-auth system user and the udev rule that gives it the readers. Safe to run again.
 #
 #   sudo ./Vault/install.sh [--dry-run] [--from DIR]
 #
@@ -80,12 +80,12 @@ else
   fi
 fi
 if ((!dry_run)); then
-  for b in vault vault-agent vault-authd vault-reader; do
+  for b in vault vault-agent vault-authd vault-reader vault-clipboard; do
     [ -x "$bin/$b" ] || { echo "vault install: error: no $b in $bin" >&2; exit 1; }
   done
 fi
 
-for b in vault vault-agent vault-authd vault-reader; do
+for b in vault vault-agent vault-authd vault-reader vault-clipboard; do
   run install -D -m 0755 "$bin/$b" "$dest$bindir/$b"
 done
 # The credential helpers are the same binary under another name.

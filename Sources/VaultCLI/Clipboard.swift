@@ -2,9 +2,12 @@ import Foundation
 import VaultKit
 import VaultSystem
 
-/// The desktop clipboard through `wl-copy`/`wl-paste` (Wayland) or `xclip` (X11), and a detached
-/// clearer that, after a delay, puts back what the clipboard held before (as pass does) if it
-/// still holds what vault put there.
+/// The desktop clipboard. On X11, `vault-clipboard` (next to vault) owns the selection itself: it
+/// offers the value with the `x-kde-passwordManagerHint: secret` target that clipboard managers
+/// skip, and after the delay gives back what the clipboard held before, unless another client
+/// copied something meanwhile. Without it (and on Wayland), `xclip` or `wl-copy`/`wl-paste` and a
+/// detached clearer that, after the delay, puts back what the clipboard held before (as pass
+/// does) if it still holds what vault put there; those offer no hint.
 enum Clipboard {
     struct Tool {
         let copy: [String]
@@ -79,7 +82,7 @@ enum Clipboard {
     /// spent on a copy that cannot be made): no graphical session, or no tool for the one there is.
     /// - Throws: `.failure` saying which.
     static func check(_ env: [String: String]) throws {
-        if tool(env) != nil { return }
+        if tool(env) != nil || ownerProgram(env) != nil { return }
         let wayland = env["WAYLAND_DISPLAY"]?.isEmpty == false, x11 = env["DISPLAY"]?.isEmpty == false
         if !wayland && !x11 {
             throw VaultError.failure("no clipboard: no graphical session (neither DISPLAY nor WAYLAND_DISPLAY is set)",
@@ -89,11 +92,35 @@ enum Clipboard {
                                  hint: "install \(wayland ? "wl-clipboard" : "xclip"), or print the value with --field")
     }
 
-    /// Copies `value` and starts the clearer.
+    /// `vault-clipboard`, next to the running vault, when this is an X11 session (not Wayland
+    /// with wl-copy, which is preferred there) and it is installed; nil otherwise.
+    static func ownerProgram(_ env: [String: String]) -> String? {
+        guard env["DISPLAY"]?.isEmpty == false else { return nil }
+        if env["WAYLAND_DISPLAY"]?.isEmpty == false, let t = tool(env), !t.copy[0].hasSuffix("/xclip") { return nil }
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let path = (exe as NSString).deletingLastPathComponent + "/vault-clipboard"
+        return FileManager.default.isExecutableFile(atPath: path) ? path : nil
+    }
+
+    /// Copies `value` (its text) and arranges the clearing.
     static func copy(_ value: String, clearAfter seconds: Double, _ ctx: CommandContext) throws {
+        let secret = try SecretBytes(copying: Array(value.utf8))
+        try copy(secret, clearAfter: seconds, ctx)
+    }
+
+    /// Copies `value` and arranges the clearing after `seconds`: by `vault-clipboard` on X11, by
+    /// the tool and `vault clipboard-clear` otherwise.
+    /// - Throws: `.failure` when there is no clipboard or the copy fails.
+    static func copy(_ value: borrowing SecretBytes, clearAfter seconds: Double, _ ctx: CommandContext) throws {
         try check(ctx.environment)
+        if let owner = ownerProgram(ctx.environment) {
+            try offer(value, clearAfter: seconds, owner: owner, ctx.environment)
+            return
+        }
         guard let tool = tool(ctx.environment) else { return }
         let env = toolEnvironment(ctx.environment)
+        var bytes = value.exposedBytes()
+        defer { wipe(&bytes) }
         // What the clipboard held before (nothing when it was empty or the tool says no), given
         // back when the value is cleared; at most 1 MiB is kept.
         var before: [UInt8] = []
@@ -101,13 +128,61 @@ enum Clipboard {
             before = held
         }
         // A value copied twice must not come back as "what was there before".
-        if before == Array(value.utf8) { wipe(&before) }
+        if before == bytes { wipe(&before) }
         defer { wipe(&before) }
-        let (status, _) = try run(tool.copy, input: Array(value.utf8), env: env)
+        let (status, _) = try run(tool.copy, input: bytes, env: env)
         guard status == 0 else { throw VaultError.failure("\(tool.copy[0]) failed (exit \(status))") }
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         try run([exe, "clipboard-clear", "--after", String(seconds)], input: [], env: env, setsid: true,
-                extraFD: (3, Array(value.utf8)), secondFD: (4, before))
+                extraFD: (3, bytes), secondFD: (4, before))
+    }
+
+    /// Starts `vault-clipboard --after SECONDS` detached, hands it `value` through a pipe on its
+    /// standard input (never argv or the environment, which holds only what an X client needs),
+    /// and waits (at most 15 s) for its status line: `ok` once it owns the clipboard.
+    /// - Throws: `.failure` with its reason when it cannot take the clipboard.
+    static func offer(_ value: borrowing SecretBytes, clearAfter seconds: Double, owner: String, _ env: [String: String]) throws {
+        do {
+            var input = try UnixPipe(), status = try UnixPipe()
+            let child: ChildProcess
+            do {
+                child = try ChildProcess.spawn(
+                    path: owner, arguments: [owner, "--after", String(seconds)],
+                    environment: env.filter { ["DISPLAY", "XAUTHORITY", "HOME"].contains($0.key) },
+                    fileActions: [.dup2(from: input.readEnd.rawValue, to: 0), .dup2(from: status.writeEnd.rawValue, to: 1),
+                                  .open(2, "/dev/null", .writeOnly)],
+                    newSession: true)
+            } catch {
+                throw VaultError.failure("cannot run \(owner): \(error.reason)")
+            }
+            try input.readEnd.close()
+            try status.writeEnd.close()
+            // An owner that ends early (a refused value) shows in its status line.
+            try? value.withUnsafeBytes { try input.writeEnd.writeAll($0) }
+            try input.writeEnd.close()
+            var said: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 512)
+            let deadline = MonotonicClock.seconds() + 15
+            while said.count < 4096, !said.contains(10), MonotonicClock.seconds() < deadline {
+                let left = Int32(max(1, (deadline - MonotonicClock.seconds()) * 1000))
+                guard try Poll.isReadable(status.readEnd.rawValue, timeoutMilliseconds: left) else { continue }
+                let n = try chunk.withUnsafeMutableBytes { try status.readEnd.read(into: $0) }
+                if n == 0 { break }
+                said += chunk[0..<n]
+            }
+            let line = String(decoding: said, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            if line == "ok" { return }   // it lives on, detached: not ours to wait for
+            if line.isEmpty && MonotonicClock.seconds() >= deadline {
+                try? child.send(.kill)
+                _ = try? child.wait()
+                throw VaultError.failure("cannot copy to the clipboard: \(owner) did not take it within 15 s")
+            }
+            let code = (try? child.wait())?.shellCode ?? -1
+            let reason = line.hasPrefix("error: ") ? String(line.dropFirst(7)) : "\(owner) ended (exit \(code)) without taking it"
+            throw VaultError.failure("cannot copy to the clipboard: \(reason)")
+        } catch let e as SystemError {
+            throw VaultError.io(path: e.path ?? owner, e.reason)
+        }
     }
 
     /// The hidden command the clearer runs: waits, then, if the clipboard still holds the value read
