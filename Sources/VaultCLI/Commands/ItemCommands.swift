@@ -361,10 +361,16 @@ enum ItemCommands {
             }
             if inv.has("--clip") {
                 let field = field ?? "password"
-                let item = try Release.item(name, fields: overview.item.isSecretField(field) ? [field] : [], command: "get --clip", from: vault, inv, ctx)
-                guard let value = try item.field(field) else { throw VaultError.failure("item '\(item.name)' has no \(field)") }
-                try Clipboard.copy(value, clearAfter: clearAfter, ctx)
-                ctx.say("vault: copied the \(field) of '\(item.name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
+                if field != "history", overview.item.isSecretField(field) {
+                    // From the record's guarded memory to the clipboard owner's pipe, never a String.
+                    let secret = try Release.secret(name, field: field, command: "get --clip", from: vault, inv, ctx)
+                    try Clipboard.copy(secret, clearAfter: clearAfter, ctx)
+                } else {
+                    let item = try Release.item(name, fields: overview.item.isSecretField(field) ? [field] : [], command: "get --clip", from: vault, inv, ctx)
+                    guard let value = try item.field(field) else { throw VaultError.failure("item '\(item.name)' has no \(field)") }
+                    try Clipboard.copy(value, clearAfter: clearAfter, ctx)
+                }
+                ctx.say("vault: copied the \(field) of '\(overview.item.name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
                 return
             }
             if let f = field, !inv.has("--json"), f != "history", overview.item.isSecretField(f) { return try printSecret(f) }
