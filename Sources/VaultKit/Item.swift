@@ -173,7 +173,7 @@ public struct Item: Codable, Equatable, Sendable {
                 throw VaultError.usage("an item name cannot contain invisible format characters (zero-width, bidi controls)")
             }
         }
-        guard !n.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == ".." || $0 == "." }) else {
+        guard !n.utf8.contains(0x2E) || !n.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == ".." || $0 == "." }) else {
             throw VaultError.usage("an item name cannot contain '.' or '..' components")
         }
         return n

@@ -206,6 +206,22 @@ func secret(_ s: String) throws -> SecretBytes { try SecretBytes(copying: Array(
         #expect(try vault.item(named: "x").password == "2")
     }
 
+    /// An import (many items, one transaction): an existing name refuses the whole import, or
+    /// with `replace` its row is replaced (one row per name), and a name given twice is refused.
+    @Test func anImportRefusesOrReplacesExistingNamesAsAWhole() throws {
+        let (vault, _) = try makeVault()
+        try vault.add(Item(name: "b", password: "old"))
+        let batch = [Item(name: "a", password: "1"), Item(name: "b", password: "2"), Item(name: "c", password: "3")]
+        #expect(throws: VaultError.alreadyExists("b")) { _ = try vault.add(contentsOf: batch, replace: false) }
+        #expect(try vault.allItems().count == 1, "nothing of the refused import was written")
+        #expect(try vault.add(contentsOf: batch, replace: true) == 3)
+        #expect(try vault.allItems().count == 3 && vault.item(named: "b").password == "2")
+        #expect(throws: VaultError.usage("'a' appears twice in the import")) {
+            _ = try vault.add(contentsOf: [Item(name: "z"), Item(name: "a"), Item(name: "a")], replace: true)
+        }
+        #expect(try vault.item(named: "a").password == "1" && (try? vault.item(named: "z")) == nil)
+    }
+
     @Test func renameMovesTheIndexAndRemoveDeletes() throws {
         let (vault, _) = try makeVault()
         try vault.add(Item(name: "old", password: "p"))

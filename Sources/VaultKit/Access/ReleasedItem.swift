@@ -140,4 +140,15 @@ public enum ReleasedEntry {
     case item(ItemOverview, ItemSecrets)
     /// A row that could not be opened, by its row id (hex).
     case damaged(rowID: String)
+
+    /// The entry with its secrets decoded into the item's `String`s (the paths that hand text out).
+    public func decoded() throws -> ItemEntry {
+        switch self {
+        case .item(let overview, let secrets):
+            var item = overview.item
+            try secrets.decode(into: &item)
+            return .item(item)
+        case .damaged(let id): return .damaged(rowID: id)
+        }
+    }
 }

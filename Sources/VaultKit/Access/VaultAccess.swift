@@ -196,15 +196,7 @@ extension VaultAccess {
 
     /// Every item with its secrets as `String`s, streamed (tests, a Bitwarden export).
     public func releaseEach(command: String, freshMatch: Bool, _ body: (ItemEntry) throws -> Void) throws {
-        try releaseEachSecrets(command: command, freshMatch: freshMatch) { e in
-            switch e {
-            case .item(let overview, let secrets):
-                var item = overview.item
-                try secrets.decode(into: &item)
-                try body(.item(item))
-            case .damaged(let id): try body(.damaged(rowID: id))
-            }
-        }
+        try releaseEachSecrets(command: command, freshMatch: freshMatch) { try body($0.decoded()) }
     }
 
     /// A release without a fresh match (items with fingerprint login on refuse it).
@@ -347,15 +339,7 @@ extension UnlockedVault: VaultAccess {
 
     /// Every item with its secrets as `String`s, audited as released to `requester` (tests).
     public func releaseEach(command: String, to requester: Requester, freshMatch: Bool = false, _ body: (ItemEntry) throws -> Void) throws {
-        try releaseEachSecrets(command: command, to: requester, freshMatch: freshMatch) { e in
-            switch e {
-            case .item(let overview, let secrets):
-                var item = overview.item
-                try secrets.decode(into: &item)
-                try body(.item(item))
-            case .damaged(let id): try body(.damaged(rowID: id))
-            }
-        }
+        try releaseEachSecrets(command: command, to: requester, freshMatch: freshMatch) { try body($0.decoded()) }
     }
 
     /// Every item with its secrets, audited as released to `requester`, streamed as read: each

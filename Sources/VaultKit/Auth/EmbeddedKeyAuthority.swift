@@ -268,7 +268,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
             let reader = try reader(sensor ?? preferredSensor(state))
             guard state.prints.contains(where: { $0.sensor == reader.identity }) else { throw VaultError.biometryNotEnrolled }
             let current = try domainState(state, chipPrints: try reader.chipPrints())
-            let b = Binding(vaultID: slot.vaultID, slotID: slot.slotID, secret: randomBytes(32), proofKey: proofBytes,
+            let b = Binding(vaultID: slot.vaultID, slotID: slot.slotID, secret: randomKeyBytes(32), proofKey: proofBytes,
                             sensor: reader.identity, domainState: current.bytes, rules: rules, created: clock())
             var bindings = (state.bindings ?? []).filter { !($0.vaultID == slot.vaultID && $0.slotID == slot.slotID) }
             bindings.append(b)

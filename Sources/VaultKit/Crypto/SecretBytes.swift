@@ -80,8 +80,18 @@ func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     return a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in sodium_memcmp(pa.baseAddress!, pb.baseAddress!, a.count) == 0 } }
 }
 
-/// Cryptographically random public bytes (nonces, salts, identifiers).
+/// Cryptographically random public bytes (nonces, salts, identifiers), from `RandomPool`.
 public func randomBytes(_ count: Int) -> [UInt8] {
+    _ = Sodium.ready
+    var out = [UInt8](repeating: 0, count: count)
+    out.withUnsafeMutableBytes { RandomPool.shared.fill($0) }
+    return out
+}
+
+/// Random bytes for a secret that must live in an ordinary array (a binding secret written to
+/// the authority's file): straight from libsodium, never through `RandomPool`, whose buffer
+/// would hold them before they are asked for.
+public func randomKeyBytes(_ count: Int) -> [UInt8] {
     _ = Sodium.ready
     var out = [UInt8](repeating: 0, count: count)
     out.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, count) }
