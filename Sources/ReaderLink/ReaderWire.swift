@@ -2,7 +2,7 @@ public import VaultSystem
 internal import VaultKit
 internal import Foundation
 
-/// The reader link's wire format: one JSON value per line (`\n`-terminated; JSONEncoder never
+/// The reader link's wire format: one JSON value per line (`\n`-terminated; WireJSON never
 /// writes a raw newline), at most `limit` bytes a line and nested at most 32 deep. Prints travel as
 /// base64 inside the JSON. The channel is a socketpair between vault and its own child, so the limit
 /// and depth checks guard against a broken child, not a hostile one.
@@ -21,7 +21,7 @@ public final class ReaderWire: @unchecked Sendable {
     /// Writes one message (from any thread; lines are not interleaved).
     /// - Throws: ``SystemError`` when the other side is gone.
     public func send(_ message: some Encodable) throws {
-        var line = try JSONEncoder().encode(message)
+        var line = try WireJSON.encode(message)
         line.append(0x0a)
         try writing.withLock { try writeAll(fd: fd, bytes: Array(line), label: "the reader process") }
     }
@@ -38,7 +38,7 @@ public final class ReaderWire: @unchecked Sendable {
                 buffer.removeSubrange(...newline)
                 defer { wipe(&line) }
                 guard !JSONDepth.exceeds(line) else { throw ReaderWireError.malformed("nested too deep") }
-                do { return try JSONDecoder().decode(T.self, from: Data(line)) } catch {
+                do { return try WireJSON.decode(T.self, from: line) } catch {
                     throw ReaderWireError.malformed("\(error)")
                 }
             }

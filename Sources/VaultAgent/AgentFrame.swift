@@ -124,7 +124,7 @@ public enum AgentCodec {
     public static func frame(_ request: AgentRequest, tail: [UInt8] = []) throws -> AgentFrame {
         let json: [UInt8]
         do {
-            json = Array(try JSONEncoder().encode(request))
+            json = try WireJSON.encode(request)
         } catch {
             throw VaultError.usage("the request cannot be encoded for the agent")
         }
@@ -143,7 +143,7 @@ public enum AgentCodec {
         let request: AgentRequest
         guard !JSONDepth.exceeds(frame.json) else { throw .usage("malformed request: nested too deeply") }
         do {
-            request = try JSONDecoder().decode(AgentRequest.self, from: Data(frame.json))
+            request = try WireJSON.decode(AgentRequest.self, from: frame.json)
         } catch let e as DecodingError {
             throw .usage("malformed request: \(describe(e))")
         } catch {
@@ -159,12 +159,12 @@ public enum AgentCodec {
     /// A reply as a frame. A reply that cannot be encoded or is over the reply limit becomes a
     /// `failed` reply saying so.
     public static func frame(_ reply: AgentReply, tail: [UInt8] = []) -> AgentFrame {
-        if let json = try? JSONEncoder().encode(reply), AgentFrame.headerBytes + json.count + tail.count <= AgentLimits.replyFrame {
+        if let json = try? WireJSON.encode(reply), AgentFrame.headerBytes + json.count + tail.count <= AgentLimits.replyFrame {
             return AgentFrame(json: Array(json), tail: tail)
         }
         let error = VaultError.failure("the reply is over the unlock session's limit of \(AgentLimits.replyFrame) bytes",
                                        hint: "run the command without the session: add --passcode")
-        return AgentFrame(json: Array((try? JSONEncoder().encode(AgentReply.failed(error: error))) ?? Data()))
+        return AgentFrame(json: (try? WireJSON.encode(AgentReply.failed(error: error))) ?? [])
     }
 
     /// Decodes a reply frame.
@@ -172,7 +172,7 @@ public enum AgentCodec {
     public static func reply(_ frame: AgentFrame) throws(VaultError) -> AgentReply {
         guard !JSONDepth.exceeds(frame.json) else { throw .failure("the agent sent an unreadable reply (nested too deeply)") }
         do {
-            return try JSONDecoder().decode(AgentReply.self, from: Data(frame.json))
+            return try WireJSON.decode(AgentReply.self, from: frame.json)
         } catch {
             throw .failure("the agent sent an unreadable reply", hint: "stop the agent with 'vault lock --all' and unlock again")
         }

@@ -134,7 +134,7 @@ public enum AuthorityCodec {
     /// - Throws: `.usage` when the request is out of bounds or cannot be encoded.
     public static func frame(_ request: AuthorityRequest, tail: [UInt8] = []) throws(VaultError) -> AuthorityFrame {
         try request.validate()
-        guard let json = try? JSONEncoder().encode(request),
+        guard let json = try? WireJSON.encode(request),
               AuthorityFrame.headerBytes + json.count + tail.count <= AuthorityLimits.requestFrame else {
             throw .usage("the request cannot be encoded for the key authority")
         }
@@ -148,7 +148,7 @@ public enum AuthorityCodec {
         let request: AuthorityRequest
         guard !JSONDepth.exceeds(frame.json) else { throw .usage("malformed request: nested too deeply") }
         do {
-            request = try JSONDecoder().decode(AuthorityRequest.self, from: Data(frame.json))
+            request = try WireJSON.decode(AuthorityRequest.self, from: frame.json)
         } catch let e as DecodingError {
             throw .usage("malformed request: \(describe(e))")
         } catch {
@@ -168,17 +168,17 @@ public enum AuthorityCodec {
     /// A reply as a frame; `tail` is the key of `bound` and `key`. A reply that cannot be
     /// encoded or is over the limit becomes a `failed` reply saying so.
     public static func frame(_ reply: AuthorityReply, tail: [UInt8] = []) -> AuthorityFrame {
-        if let json = try? JSONEncoder().encode(reply), AuthorityFrame.headerBytes + json.count + tail.count <= AuthorityLimits.replyFrame {
+        if let json = try? WireJSON.encode(reply), AuthorityFrame.headerBytes + json.count + tail.count <= AuthorityLimits.replyFrame {
             return AuthorityFrame(json: Array(json), tail: tail)
         }
         let error = VaultError.failure("the key authority's reply is over its limit of \(AuthorityLimits.replyFrame) bytes")
-        return AuthorityFrame(json: Array((try? JSONEncoder().encode(AuthorityReply.failed(error: error))) ?? Data()))
+        return AuthorityFrame(json: (try? WireJSON.encode(AuthorityReply.failed(error: error))) ?? [])
     }
 
     /// Decodes a reply frame.
     /// - Throws: `.failure` when the reply is unreadable, or a key is missing or misplaced.
     public static func reply(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityReply {
-        guard !JSONDepth.exceeds(frame.json), let reply = try? JSONDecoder().decode(AuthorityReply.self, from: Data(frame.json)) else {
+        guard !JSONDepth.exceeds(frame.json), let reply = try? WireJSON.decode(AuthorityReply.self, from: frame.json) else {
             throw .failure("vault-authd sent an unreadable reply", hint: "install matching versions of vault and vault-authd")
         }
         guard reply.carriesKey ? frame.tail.count == AuthorityLimits.keyBytes : frame.tail.isEmpty else {

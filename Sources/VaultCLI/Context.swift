@@ -174,7 +174,7 @@ public final class CommandContext {
     /// The real process: fd 1, fd 2, the process environment, /dev/tty.
     public static func process() -> CommandContext {
         CommandContext(stdout: FileSink(fd: 1), stderr: FileSink(fd: 2),
-                       environment: ProcessInfo.processInfo.environment, terminal: ControllingTerminal())
+                       environment: processEnvironment(), terminal: ControllingTerminal())
     }
 
     /// `--no-color` was given.

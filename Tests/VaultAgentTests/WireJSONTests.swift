@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+@testable import VaultAgent
+import VaultKit
+
+/// `WireJSON`, the coder of the agent's, the authority's and the reader link's frames, against
+/// Foundation's: each reads what the other writes, to equal values, for every kind of message.
+@Suite struct WireJSONTests {
+    static let item: Item = {
+        var i = Item(name: "git/example.org", type: .login, username: "me", password: "p\"w\\é\n\u{1}", urls: ["https://x/y"],
+                     notes: "two\nlines", tags: ["a", "b"], totp: nil, fields: [CustomField(name: "pin", kind: .hidden, value: "12")],
+                     passwordHistory: [PasswordChange(password: "old", replaced: 5)], fingerprintLogin: true, origin: "bitwarden", now: 7)
+        i.userPrompt = "User:"
+        return i
+    }()
+
+    static let change: ItemChange = {
+        var c = ItemChange()
+        c.rename = "y"
+        c.username = "u"
+        c.clear = [.notes]
+        return c
+    }()
+
+    static let requests: [AgentRequest] = [
+        .unlock(root: "/r", name: "n", generation: -3, idleSeconds: 120.5, hardLimitSeconds: 43200),
+        .lock(vault: nil), .lock(vault: "/v"), .status, .probe(vault: "/v"), .overview(vault: "/v", name: "x"),
+        .release(vault: "/v", name: "x", fields: ["password", "notes"], command: "get", freshMatch: true),
+        .releaseSecret(vault: "/v", name: "x", field: "password", command: "get", freshMatch: false),
+        .list(vault: "/v", term: nil, from: nil), .list(vault: "/v", term: "é", from: 1 << 40), .releaseAll(vault: "/v", command: "export"),
+        .contains(vault: "/v", name: "x"), .add(vault: "/v", item: item, replace: true),
+        .importItems(vault: "/v", items: [item, Item(name: "b", now: 1)], replace: false, commit: true),
+        .update(vault: "/v", name: "x", change: change), .remove(vault: "/v", name: "x"),
+        .audit(vault: "/v", limit: nil), .audit(vault: "/v", limit: 10),
+    ]
+
+    static let replies: [AgentReply] = [
+        .sessionOpen, .noSession, .locked(count: 2), .status(pid: 42, sessions: []), .overview(overview: ItemOverview(item)),
+        .released(overview: ItemOverview(item)), .releasedSecret, .listingPage(next: nil, damaged: ["ab"], version: Int64.max),
+        .releasedAll(damaged: []), .contains(exists: false), .done, .imported(count: 3, committed: true),
+        .failed(error: .usage("bad", hint: "a hint")), .failed(error: .itemNotFound("x")),
+        .audit(records: [AuditRecord(item: "x", field: "password", command: "get", uid: 1000, pid: 42)], damaged: 1),
+        .status(pid: 7, sessions: [SessionStatus(vault: "/v", name: "n", idleLeft: 3, hardLeft: 9)]),
+    ]
+
+    @Test(arguments: requests)
+    func requestsReadTheSameEitherWay(request: AgentRequest) throws {
+        #expect(try JSONDecoder().decode(AgentRequest.self, from: Data(WireJSON.encode(request))) == request)
+        #expect(try WireJSON.decode(AgentRequest.self, from: Array(JSONEncoder().encode(request))) == request)
+        #expect(try WireJSON.decode(AgentRequest.self, from: WireJSON.encode(request)) == request)
+    }
+
+    @Test(arguments: replies)
+    func repliesReadTheSameEitherWay(reply: AgentReply) throws {
+        #expect(try JSONDecoder().decode(AgentReply.self, from: Data(WireJSON.encode(reply))) == reply)
+        #expect(try WireJSON.decode(AgentReply.self, from: Array(JSONEncoder().encode(reply))) == reply)
+    }
+
+    /// Data (prints on the reader link) is base64, as Foundation writes it.
+    @Test func dataIsBase64() throws {
+        struct M: Codable, Equatable { var print: Data; var prints: [Data] }
+        let m = M(print: Data([0, 1, 2, 255]), prints: [Data(), Data("x".utf8)])
+        let text = String(decoding: try WireJSON.encode(m), as: UTF8.self)
+        #expect(text.contains(#""AAEC/w==""#), "\(text)")
+        #expect(try JSONDecoder().decode(M.self, from: Data(text.utf8)) == m)
+        #expect(try WireJSON.decode(M.self, from: Array(JSONEncoder().encode(m))) == m)
+    }
+
+    /// Errors carry the coding path (never the value), as the frame checks report them.
+    @Test func errorsNameThePath() {
+        func path(_ json: String) -> String? {
+            do {
+                _ = try WireJSON.decode(AgentRequest.self, from: Array(json.utf8))
+                return nil
+            } catch let e as DecodingError {
+                return AgentCodec.describe(e)
+            } catch { return "\(error)" }
+        }
+        #expect(path(#"{"probe":{"vault":7}}"#) == "'probe.vault' has the wrong type")
+        #expect(path(#"{"probe":{}}"#) == "'probe.vault' is missing")
+        #expect(path(#"{"probe":{"vault":null}}"#) == "'probe.vault' is null")
+        #expect(path(#"{"probe":"#) == "not a JSON request")
+        #expect(path(#"{"audit":{"vault":"v","limit":1.5}}"#) == "'audit.limit' is invalid")
+        #expect(throws: EncodingError.self) { _ = try WireJSON.encode(AgentRequest.unlock(root: "r", name: "n", generation: 0, idleSeconds: .nan, hardLimitSeconds: 1)) }
+    }
+}
