@@ -21,12 +21,12 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
-        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(
             name: "CFprint", pkgConfig: "libfprint-2",
             providers: [.apt(["libfprint-2-dev", "libglib2.0-dev"])]),
         // Opened with dlopen on first use, not linked (each shim.h says why): headers only, so no
-        // pkg-config, whose flags would link them into every process.
+        // pkg-config, whose flags would link them into every process. CSQLite is one of them.
         .systemLibrary(name: "CTSS2", providers: [.apt(["libtss2-dev", "libtss2-tcti-swtpm0"])]),
         .systemLibrary(name: "CNettle", providers: [.apt(["nettle-dev"])]),
         .systemLibrary(name: "CArchive", providers: [.apt(["libarchive-dev"])]),

@@ -33,7 +33,7 @@ enum Nettle {
             n.nettle_hmac_sha1_set_key(&ctx, key.count, key)
             n.nettle_hmac_sha1_update(&ctx, message.count, message)
             n.nettle_hmac_sha1_digest(&ctx, digest.count, &digest)
-            withUnsafeMutableBytes(of: &ctx) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+            _ = withUnsafeMutableBytes(of: &ctx) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
             return try check(digest, 20, "HMAC-SHA-1 digest")
         case .sha256:
             var ctx = hmac_sha256_ctx()
@@ -41,7 +41,7 @@ enum Nettle {
             n.nettle_hmac_sha256_set_key(&ctx, key.count, key)
             n.nettle_hmac_sha256_update(&ctx, message.count, message)
             n.nettle_hmac_sha256_digest(&ctx, digest.count, &digest)
-            withUnsafeMutableBytes(of: &ctx) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+            _ = withUnsafeMutableBytes(of: &ctx) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
             return try check(digest, 32, "HMAC-SHA-256 digest")
         case .sha512:
             var ctx = hmac_sha512_ctx()
@@ -49,7 +49,7 @@ enum Nettle {
             n.nettle_hmac_sha512_set_key(&ctx, key.count, key)
             n.nettle_hmac_sha512_update(&ctx, message.count, message)
             n.nettle_hmac_sha512_digest(&ctx, digest.count, &digest)
-            withUnsafeMutableBytes(of: &ctx) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+            _ = withUnsafeMutableBytes(of: &ctx) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
             return try check(digest, 64, "HMAC-SHA-512 digest")
         }
     }

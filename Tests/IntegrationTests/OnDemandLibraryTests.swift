@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 
-/// tpm2-tss, Nettle, libarchive and libxml2 are opened with dlopen by the command that needs them
-/// (the passcode on a TPM, a one-time code, a 1PUX archive, a KeePass XML export), not linked: the
+/// tpm2-tss, Nettle, libarchive, libxml2 and SQLite are opened with dlopen by the command that needs
+/// them (the passcode on a TPM, a one-time code, a 1PUX archive, a KeePass XML export, a database
+/// opened: not in a session's `get`), not linked: the
 /// `vault` binary does not name them and `get`, `ls` and the helpers never load them (checked with
 /// libfprint's in ReaderProcessTests), and each is loaded (LD_DEBUG=libs reports a dlopen as it
 /// does a link) when its command runs.
@@ -12,7 +13,7 @@ import Testing
 
     /// The libraries and what they pull in (libcrypto with tpm2-tss, ICU with libxml2, the
     /// compressors with libarchive).
-    static let onDemand = ["libtss2", "libcrypto", "libnettle", "libarchive", "liblzma", "libzstd", "libxml2", "libicuuc"]
+    static let onDemand = ["libtss2", "libcrypto", "libnettle", "libarchive", "liblzma", "libzstd", "libxml2", "libicuuc", "libsqlite3"]
 
     init() {
         box.initVault()
@@ -29,6 +30,7 @@ import Testing
         // here that it is made, and that making it opened Nettle.
         var r = run(["add", "t", "--totp-stdin"], stdin: "otpauth://totp/t?secret=GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ\n")
         #expect(r.status == 0, "\(r.stderr.suffix(300))")
+        #expect(r.stderr.contains("libsqlite3.so.0"), "add without a session opened the database, and SQLite")
         #expect(!r.stderr.contains("libnettle"), "adding a TOTP secret makes no code")
         r = run(["otp", "t"])
         #expect(r.status == 0 && r.stdout.count == 7, "\(r.stdout) \(r.stderr.suffix(300))")

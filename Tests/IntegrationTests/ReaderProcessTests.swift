@@ -65,7 +65,8 @@ import Testing
         // cat reads the whole file (Foundation stops at the size stat reports for /proc files).
         let maps = spawn("/bin/cat", ["/proc/\(pid)/maps"], env: ["PATH": "/usr/bin:/bin"]).stdout
         #expect(maps.contains("libsodium"), "the maps of the running get were read")
-        for lib in Self.unneeded { #expect(!maps.contains(lib), "a running vault get maps \(lib)") }
+        #expect(maps.contains("libsqlite3"), "without a session, get opened the database (and so loaded SQLite)")
+        for lib in Self.unneeded where lib != "libsqlite3" { #expect(!maps.contains(lib), "a running vault get maps \(lib)") }
 
         _ = (pc + "\n").withCString { write(feed[1], $0, strlen($0)) }
         close(feed[1])

@@ -9,6 +9,26 @@ enum SQLValue {
     case null
 }
 
+/// libsqlite3, opened on the first database a process opens (`dlopen`, see CSQLite/shim.h).
+enum SQLiteLibrary {
+    /// The function table, or why the library could not be opened; loaded once, on first use.
+    static let loaded: Result<vault_sqlite_api, VaultError> = {
+        let table = UnsafeMutablePointer<vault_sqlite_api>.allocate(capacity: 1)
+        defer { table.deallocate() }
+        if let error = vault_sqlite_open(table) {
+            return .failure(.failure("SQLite cannot be loaded (\(String(cString: error)))", hint: "install the Debian package libsqlite3-0"))
+        }
+        return .success(table.pointee)
+    }()
+}
+
+/// The SQLite functions. Reached only after `Database.init` loaded the library (every statement
+/// and call belongs to an open database), so the failure case cannot occur here.
+private var sqlite: vault_sqlite_api {
+    guard case .success(let table) = SQLiteLibrary.loaded else { preconditionFailure("SQLite called before a database was opened") }
+    return table
+}
+
 /// One SQLite connection. Every return code passes through `check`, which throws a `VaultError`
 /// naming the database path.
 final class Database {
@@ -19,24 +39,25 @@ final class Database {
     /// Opens (or, with `create`, creates) the database at `path` with WAL, foreign keys and a busy timeout.
     init(path: String, create: Bool) throws {
         self.path = path
+        _ = try SQLiteLibrary.loaded.get()
         var db: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX
-        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        let rc = sqlite.sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
-            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
-            if let db { sqlite3_close_v2(db) }
+            let message = db.flatMap { sqlite.sqlite3_errmsg($0).map { String(cString: $0) } } ?? "cannot open"
+            if let db { _ = sqlite.sqlite3_close_v2(db) }
             throw Database.error(code: rc, message: message, path: path)
         }
         handle = db
-        sqlite3_extended_result_codes(db, 1)
-        try check(sqlite3_busy_timeout(db, 5000))
+        _ = sqlite.sqlite3_extended_result_codes(db, 1)
+        try check(sqlite.sqlite3_busy_timeout(db, 5000))
         try execute("PRAGMA journal_mode=WAL")
         try execute("PRAGMA foreign_keys=ON")
         try execute("PRAGMA synchronous=NORMAL")
         try execute("PRAGMA secure_delete=ON")
     }
 
-    deinit { sqlite3_close_v2(handle) }
+    deinit { _ = sqlite.sqlite3_close_v2(handle) }
 
     /// Maps an SQLite result code to the vault's error: damage is exit 5, access problems exit 6.
     static func error(code: Int32, message: String, path: String) -> VaultError {
@@ -55,18 +76,18 @@ final class Database {
     /// Throws unless `code` is SQLITE_OK (or one of `accept`).
     func check(_ code: Int32, accept: [Int32] = []) throws {
         if code == SQLITE_OK || accept.contains(code) { return }
-        throw Database.error(code: code, message: String(cString: sqlite3_errmsg(handle)), path: path)
+        throw Database.error(code: code, message: sqlite.sqlite3_errmsg(handle).map { String(cString: $0) } ?? "unknown error", path: path)
     }
 
     /// Runs SQL without results.
     func execute(_ sql: String) throws {
-        try check(sqlite3_exec(handle, sql, nil, nil, nil))
+        try check(sqlite.sqlite3_exec(handle, sql, nil, nil, nil))
     }
 
     /// Prepares one statement.
     func prepare(_ sql: String) throws -> Statement {
         var stmt: OpaquePointer?
-        try check(sqlite3_prepare_v2(handle, sql, -1, &stmt, nil))
+        try check(sqlite.sqlite3_prepare_v2(handle, sql, -1, &stmt, nil))
         return Statement(stmt!, database: self)
     }
 
@@ -95,10 +116,10 @@ final class Database {
     }
 
     /// The rowid of the last insert.
-    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    var lastInsertRowID: Int64 { sqlite.sqlite3_last_insert_rowid(handle) }
 
     /// Rows changed by the last statement.
-    var changes: Int { Int(sqlite3_changes(handle)) }
+    var changes: Int { Int(sqlite.sqlite3_changes(handle)) }
 }
 
 /// A prepared statement, finalized in `deinit`.
@@ -111,23 +132,23 @@ final class Statement {
         self.database = database
     }
 
-    deinit { sqlite3_finalize(handle) }
+    deinit { _ = sqlite.sqlite3_finalize(handle) }
 
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// Binds values to the parameters 1...n.
     func bind(_ values: [SQLValue]) throws {
-        try database.check(sqlite3_reset(handle))
-        try database.check(sqlite3_clear_bindings(handle))
+        try database.check(sqlite.sqlite3_reset(handle))
+        try database.check(sqlite.sqlite3_clear_bindings(handle))
         for (i, v) in values.enumerated() {
             let idx = Int32(i + 1)
             let rc: Int32
             switch v {
-            case .integer(let n): rc = sqlite3_bind_int64(handle, idx, n)
-            case .text(let t): rc = sqlite3_bind_text(handle, idx, t, -1, Statement.transient)
+            case .integer(let n): rc = sqlite.sqlite3_bind_int64(handle, idx, n)
+            case .text(let t): rc = sqlite.sqlite3_bind_text(handle, idx, t, -1, Statement.transient)
             case .blob(let b):
-                rc = b.withUnsafeBytes { sqlite3_bind_blob(handle, idx, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(b.count), Statement.transient) }
-            case .null: rc = sqlite3_bind_null(handle, idx)
+                rc = b.withUnsafeBytes { sqlite.sqlite3_bind_blob(handle, idx, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(b.count), Statement.transient) }
+            case .null: rc = sqlite.sqlite3_bind_null(handle, idx)
             }
             try database.check(rc)
         }
@@ -135,21 +156,21 @@ final class Statement {
 
     /// Steps once: the next row, or nil when done.
     func next() throws -> [SQLValue]? {
-        let rc = sqlite3_step(handle)
+        let rc = sqlite.sqlite3_step(handle)
         if rc == SQLITE_DONE { return nil }
         guard rc == SQLITE_ROW else {
             try database.check(rc)
             return nil
         }
         var row: [SQLValue] = []
-        for c in 0..<sqlite3_column_count(handle) {
-            switch sqlite3_column_type(handle, c) {
-            case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(handle, c)))
-            case SQLITE_TEXT: row.append(.text(String(cString: sqlite3_column_text(handle, c))))
+        for c in 0..<sqlite.sqlite3_column_count(handle) {
+            switch sqlite.sqlite3_column_type(handle, c) {
+            case SQLITE_INTEGER: row.append(.integer(sqlite.sqlite3_column_int64(handle, c)))
+            case SQLITE_TEXT: row.append(.text(sqlite.sqlite3_column_text(handle, c).map { String(cString: $0) } ?? ""))
             case SQLITE_BLOB:
-                let n = Int(sqlite3_column_bytes(handle, c))
+                let n = Int(sqlite.sqlite3_column_bytes(handle, c))
                 if n == 0 { row.append(.blob([])) } else {
-                    row.append(.blob(Array(UnsafeRawBufferPointer(start: sqlite3_column_blob(handle, c), count: n))))
+                    row.append(.blob(Array(UnsafeRawBufferPointer(start: sqlite.sqlite3_column_blob(handle, c), count: n))))
                 }
             default: row.append(.null)
             }
