@@ -34,7 +34,7 @@ let package = Package(
         .systemLibrary(name: "CXCB", pkgConfig: "xcb", providers: [.apt(["libxcb1-dev"])]),
         .target(name: "VaultSystem", swiftSettings: upcoming),
         .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite", "CTSS2", "VaultSystem"], swiftSettings: upcoming),
-        .target(name: "VaultOTP", dependencies: ["VaultKit", "CNettle"], swiftSettings: upcoming),
+        .target(name: "VaultOTP", dependencies: ["VaultKit", "VaultSystem", "CNettle"], swiftSettings: upcoming),
         .target(name: "FingerprintKit", dependencies: ["CFprint", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(

@@ -1,5 +1,6 @@
 internal import CNettle
 import VaultKit
+internal import VaultSystem
 
 /// The one gate Nettle calls pass through. vault uses Nettle only for HMAC-SHA-1, which libsodium
 /// lacks and TOTP needs, and SHA-256/512 with it, so one library makes every code. It is opened
@@ -7,15 +8,8 @@ import VaultKit
 /// Nettle's HMAC functions cannot fail; what is checked is the digest's length.
 enum Nettle {
     /// The function table, or why libnettle could not be opened; loaded once, on first use.
-    private static let loaded: Result<vault_nettle_api, VaultError> = {
-        let table = UnsafeMutablePointer<vault_nettle_api>.allocate(capacity: 1)
-        defer { table.deallocate() }
-        if let error = vault_nettle_open(table) {
-            return .failure(.failure("one-time codes need Nettle, which cannot be loaded (\(String(cString: error)))",
-                                     hint: "install the Debian package libnettle8"))
-        }
-        return .success(table.pointee)
-    }()
+    private static let loaded: Result<vault_nettle_api, VaultError> = LibraryTable.load(vault_nettle_open)
+        .mapError { .failure("one-time codes need Nettle, which cannot be loaded (\($0.message))", hint: "install the Debian package libnettle8") }
 
     /// Throws `CryptoError.badLength` unless `digest` has the algorithm's size.
     static func check(_ digest: [UInt8], _ size: Int, _ operation: String) throws -> [UInt8] {

@@ -1,6 +1,7 @@
 internal import CXML2
 import Foundation
 import VaultKit
+internal import VaultSystem
 
 /// KeePass 2 XML as KeePassXC writes it (`keepassxc-cli export -f xml`, "Export > KeePass XML"):
 /// `KeePassFile/Root/Group...`, each `Entry` with `String` key/value pairs (`Value
@@ -36,15 +37,8 @@ final class KeePassXMLReader {
     private var failure: String?
 
     /// libxml2's reader functions, or why libxml2 could not be opened; loaded once, on first use.
-    private static let loaded: Result<vault_xml2_api, VaultError> = {
-        let table = UnsafeMutablePointer<vault_xml2_api>.allocate(capacity: 1)
-        defer { table.deallocate() }
-        if let error = vault_xml2_open(table) {
-            return .failure(.failure("reading KeePass XML needs libxml2, which cannot be loaded (\(String(cString: error)))",
-                                     hint: "install the Debian package libxml2"))
-        }
-        return .success(table.pointee)
-    }()
+    private static let loaded: Result<vault_xml2_api, VaultError> = LibraryTable.load(vault_xml2_open)
+        .mapError { .failure("reading KeePass XML needs libxml2, which cannot be loaded (\($0.message))", hint: "install the Debian package libxml2") }
 
     /// The first error libxml2 reported, kept by the reader's error handler.
     private final class ErrorBox { var message: String? }

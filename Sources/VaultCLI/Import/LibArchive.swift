@@ -1,5 +1,6 @@
 internal import CArchive
 import VaultKit
+internal import VaultSystem
 
 /// The one gate libarchive calls pass through: a status below `ARCHIVE_WARN` throws with the
 /// library's own message. vault reads zip archives with it (1Password's 1PUX). It is opened with
@@ -7,15 +8,8 @@ import VaultKit
 /// and its compression libraries.
 enum LibArchive {
     /// The function table, or why libarchive could not be opened; loaded once, on first use.
-    private static let loaded: Result<vault_archive_api, VaultError> = {
-        let table = UnsafeMutablePointer<vault_archive_api>.allocate(capacity: 1)
-        defer { table.deallocate() }
-        if let error = vault_archive_open(table) {
-            return .failure(.failure("reading a zip archive needs libarchive, which cannot be loaded (\(String(cString: error)))",
-                                     hint: "install the Debian package libarchive13"))
-        }
-        return .success(table.pointee)
-    }()
+    private static let loaded: Result<vault_archive_api, VaultError> = LibraryTable.load(vault_archive_open)
+        .mapError { .failure("reading a zip archive needs libarchive, which cannot be loaded (\($0.message))", hint: "install the Debian package libarchive13") }
 
     /// Throws `.usage` with libarchive's message unless `code` is OK or a warning.
     static func check(_ code: Int32, _ archive: OpaquePointer, _ what: String) throws {

@@ -1,5 +1,6 @@
 internal import CSQLite
 import Foundation
+internal import VaultSystem
 
 /// A value bound to or read from a statement.
 enum SQLValue {
@@ -12,14 +13,8 @@ enum SQLValue {
 /// libsqlite3, opened on the first database a process opens (`dlopen`, see CSQLite/shim.h).
 enum SQLiteLibrary {
     /// The function table, or why the library could not be opened; loaded once, on first use.
-    static let loaded: Result<vault_sqlite_api, VaultError> = {
-        let table = UnsafeMutablePointer<vault_sqlite_api>.allocate(capacity: 1)
-        defer { table.deallocate() }
-        if let error = vault_sqlite_open(table) {
-            return .failure(.failure("SQLite cannot be loaded (\(String(cString: error)))", hint: "install the Debian package libsqlite3-0"))
-        }
-        return .success(table.pointee)
-    }()
+    static let loaded: Result<vault_sqlite_api, VaultError> = LibraryTable.load(vault_sqlite_open)
+        .mapError { .failure("SQLite cannot be loaded (\($0.message))", hint: "install the Debian package libsqlite3-0") }
 }
 
 /// The SQLite functions. Reached only after `Database.init` loaded the library (every statement

@@ -1,5 +1,6 @@
 internal import CTSS2
 import Foundation
+internal import VaultSystem
 
 /// A TPM 2.0 reached through a tpm2-tss TCTI string (`device:/dev/tpmrm0`, or
 /// `swtpm:path=SOCKET` in tests). Every operation opens its own connection and closes it before
@@ -91,14 +92,8 @@ public enum TPMFailure: Error, Equatable, Sendable {
 /// commands that never touch a TPM (`get`, `ls`, the helpers) do not load it with libcrypto.
 private enum TSS2Library {
     /// The function table, or why the libraries could not be opened; loaded once, on first use.
-    static let loaded: Result<vault_tss2_api, TPMFailure> = {
-        let table = UnsafeMutablePointer<vault_tss2_api>.allocate(capacity: 1)
-        defer { table.deallocate() }
-        if let error = vault_tss2_open(table) {
-            return .failure(.unreachable("tpm2-tss cannot be loaded (\(String(cString: error))); install libtss2-esys-3.0.2-0 and libtss2-tcti-device0"))
-        }
-        return .success(table.pointee)
-    }()
+    static let loaded: Result<vault_tss2_api, TPMFailure> = LibraryTable.load(vault_tss2_open)
+        .mapError { .unreachable("tpm2-tss cannot be loaded (\($0.message)); install libtss2-esys-3.0.2-0 and libtss2-tcti-device0") }
 
     /// Throws `.unreachable` when tpm2-tss is missing; every connection asks this first.
     static func require() throws(TPMFailure) { _ = try loaded.get() }
