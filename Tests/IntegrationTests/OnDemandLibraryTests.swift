@@ -58,6 +58,28 @@ import Testing
         #expect(r.stderr.contains("libarchive.so.13"), "the 1PUX import opened libarchive")
     }
 
+    /// A library that cannot be used (here a stand-in `libsqlite3.so.0` without SQLite's functions,
+    /// found first through LD_LIBRARY_PATH) is an error naming the missing function and the Debian
+    /// package, exit 1, at the command that needs it; a command that does not is unaffected.
+    @Test func aBrokenLibraryIsNamedWithThePackageToInstall() throws {
+        guard let cc = ["/usr/bin/cc", "/usr/bin/gcc"].first(where: FileManager.default.isExecutableFile) else {
+            print("OnDemandLibraryTests: SKIPPED the broken-library check: no C compiler (gcc)")
+            return
+        }
+        let dir = box.home + "/fakelib"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: dir + "/empty.c", contents: Data("int vault_not_sqlite;\n".utf8))
+        let built = spawn(cc, ["-shared", "-fPIC", "-o", dir + "/libsqlite3.so.0", "-Wl,-soname,libsqlite3.so.0", dir + "/empty.c"],
+                          env: ["PATH": "/usr/bin:/bin"])
+        #expect(built.status == 0, "\(built.stderr)")
+        let env = box.env.merging(["LD_LIBRARY_PATH": dir]) { $1 }
+        let r = spawn(vaultBinary, ["ls", "--passcode-fd", "3"], env: env, fds: [3: pc + "\n"])
+        #expect(r.status == 1, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("SQLite cannot be loaded") && r.stderr.contains("sqlite3_open_v2"), "\(r.stderr)")
+        #expect(r.stderr.contains("hint: install the Debian package libsqlite3-0"), "\(r.stderr)")
+        #expect(spawn(vaultBinary, ["generate", "--length", "12"], env: env).status == 0, "generate opens no database")
+    }
+
     /// A KeePass export has no document type: one with a DTD (an entity bomb, an external entity)
     /// is refused before any entity is read, and nothing is imported.
     @Test func aKeePassXMLWithADocumentTypeIsRefused() {
