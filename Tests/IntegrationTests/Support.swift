@@ -284,8 +284,35 @@ final class ReaderFeed: @unchecked Sendable {
         return statuses
     }
 
+    /// Before a scan that follows another, waits (up to 2 s) until vault printed something since
+    /// the previous one (its progress or its next prompt), then a moment more: a scan queued on the
+    /// virtual device while the authority closes and reopens it between tries is lost, and the
+    /// command then ends in a scan timeout instead of the result the test expects. Other commands
+    /// (`INSERT`, `REMOVE`, ...) go at once: a test may need them queued before vault reads the chip.
+    private func settleAfterScan(_ seenAtLastScan: Int?) {
+        guard let before = seenAtLastScan else { return }
+        cond.lock()
+        let limit = Date(timeIntervalSinceNow: 2)
+        while !cancelled && stderrSoFar.count <= before && cond.wait(until: limit) {}
+        cond.unlock()
+        usleep(150_000)
+    }
+
     private func run() {
+        var seenAtLastScan: Int?
         loop: for step in steps {
+            let isScan: Bool
+            switch step {
+            case .device(let command): isScan = command.hasPrefix("SCAN")
+            case .image: isScan = true
+            default: isScan = false
+            }
+            if isScan { settleAfterScan(seenAtLastScan) }
+            defer {
+                cond.lock()
+                seenAtLastScan = isScan ? stderrSoFar.count : nil
+                cond.unlock()
+            }
             switch step {
             case .awaitStderr(let text):
                 cond.lock()
