@@ -284,16 +284,19 @@ final class ReaderFeed: @unchecked Sendable {
         return statuses
     }
 
-    /// Before a scan that follows another, waits (up to 2 s) until vault printed something since
-    /// the previous one (its progress or its next prompt), then a moment more: a scan queued on the
-    /// virtual device while the authority closes and reopens it between tries is lost, and the
-    /// command then ends in a scan timeout instead of the result the test expects. Other commands
-    /// (`INSERT`, `REMOVE`, ...) go at once: a test may need them queued before vault reads the chip.
-    private func settleAfterScan(_ seenAtLastScan: Int?) {
-        guard let before = seenAtLastScan else { return }
+    /// Before a scan, waits until vault asked for it: the first scan until vault's stderr says
+    /// "touch" (its prompt: at most 5 s), a later one until vault printed something since the
+    /// previous (its progress or its next prompt: at most 2 s); then a moment more. A scan that
+    /// reaches the virtual device before the operation that takes it has started (while the key
+    /// authority opens the reader for a listing first, or reopens it between tries) is dropped
+    /// with that open, and the command ends in a scan timeout instead of the result the test
+    /// expects. Other commands (`INSERT`, `REMOVE`, ...) go at once: a test may need them queued
+    /// before vault reads the chip.
+    private func settleBeforeScan(_ seenAtLastScan: Int?) {
         cond.lock()
-        let limit = Date(timeIntervalSinceNow: 2)
-        while !cancelled && stderrSoFar.count <= before && cond.wait(until: limit) {}
+        let limit = Date(timeIntervalSinceNow: seenAtLastScan == nil ? 5 : 2)
+        func asked() -> Bool { seenAtLastScan.map { stderrSoFar.count > $0 } ?? stderrSoFar.contains("touch") }
+        while !cancelled && !asked() && cond.wait(until: limit) {}
         cond.unlock()
         usleep(150_000)
     }
@@ -307,7 +310,7 @@ final class ReaderFeed: @unchecked Sendable {
             case .image: isScan = true
             default: isScan = false
             }
-            if isScan { settleAfterScan(seenAtLastScan) }
+            if isScan { settleBeforeScan(seenAtLastScan) }
             defer {
                 cond.lock()
                 seenAtLastScan = isScan ? stderrSoFar.count : nil
