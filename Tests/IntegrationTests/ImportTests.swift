@@ -66,6 +66,34 @@ import Testing
         #expect(box.vault(["ls"], passcode: pc).stdout.split(separator: "\n").count == 3000)
     }
 
+    /// A streamed import killed (SIGKILL) after it wrote thousands of items into its transaction,
+    /// while it waits for more input: nothing of it is in the vault, and the vault opens and
+    /// imports again (no lock or damage left behind).
+    @Test func aStreamedImportKilledMidwayLeavesNothing() throws {
+        box.initVault()
+        let fifo = box.home + "/feed"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let pid = start(vaultBinary, ["import", fifo, "--passcode-fd", "3"], env: box.env, fds: [3: pc + "\n"])
+        let fd = open(fifo, O_WRONLY)
+        #expect(fd >= 0)
+        // 3,000 items (about 300 KB) written whole: with a 64 KiB pipe, the import has read and
+        // written at least 2,300 of them when the last write returns.
+        let part = "[" + (0..<3000).map { #"{"name":"k\#($0)","password":"p\#($0)"},"# }.joined()
+        let wrote = part.withCString { write(fd, $0, strlen($0)) }
+        #expect(wrote == part.utf8.count)
+        usleep(200_000)
+        #expect(kill(pid, SIGKILL) == 0)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        close(fd)
+        #expect(status & 0x7f == SIGKILL, "the import was still running when killed")
+        let ls = box.vault(["ls"], passcode: pc)
+        #expect(ls.status == 0 && ls.stdout.isEmpty, "\(ls.status) \(ls.stdout.prefix(100)) \(ls.stderr)")
+        let again = box.vault(["import"], passcode: pc, stdin: #"[{"name":"after","password":"x"}]"#)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(box.vault(["ls"], passcode: pc).stdout == "after\n")
+    }
+
     // MARK: one-time codes
 
     @Test func otpMatchesOathtoolAndHOTPAdvances() throws {

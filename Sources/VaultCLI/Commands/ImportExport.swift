@@ -60,8 +60,7 @@ enum ImportExport {
                     var counted = ImportBatch(), index = 0
                     let now = ctx.clock()
                     let n = try vault.add(replace: false) { try VaultJSON.next(from: &stream, index: &index, now: now, counting: &counted) }
-                    if inv.has("--json") { ctx.stdout.write(jsonText(["imported": n, "added": n, "replaced": 0])) }
-                    summarize(counted, verb: "imported", from: .vault, ctx)
+                    report(written: n, replaced: 0, counted, from: .vault, inv, ctx)
                     return
                 } else if format == .vault {
                     var stream = JSONArrayStream(prefix: head) { try input.chunk(1 << 20) }
@@ -97,9 +96,15 @@ enum ImportExport {
                 ? Set(try CredentialHelpers.readableItems(vault).map(\.name)).intersection(items.compactMap { try? Item.normalize(name: $0.name) }).count
                 : 0
             let n = try vault.add(contentsOf: items, replace: inv.has("--force"))
-            if inv.has("--json") { ctx.stdout.write(jsonText(["imported": n, "added": n - replaced, "replaced": replaced])) }
-            summarize(batch, verb: "imported", from: used, ctx)
+            report(written: n, replaced: replaced, batch, from: used, inv, ctx)
         })
+
+    /// What an import wrote: the counts as JSON on stdout with `--json`, the summary on stderr.
+    static func report(written n: Int, replaced: Int, _ batch: ImportBatch, from format: ImportFormat,
+                       _ inv: Invocation, _ ctx: CommandContext) {
+        if inv.has("--json") { ctx.stdout.write(jsonText(["imported": n, "added": n - replaced, "replaced": replaced])) }
+        summarize(batch, verb: "imported", from: format, ctx)
+    }
 
     /// FILE or standard input, read in chunks.
     final class SourceReader {

@@ -33,8 +33,9 @@ public indirect enum JSONValue: Equatable, Sendable {
         public let reason: String
     }
 
-    /// Arrays and objects nested deeper than this are refused (as `JSONDepth` does for a whole input).
-    public static let depthLimit = 32
+    /// Arrays and objects nested deeper than this are refused: `JSONDepth`'s bound, the one every
+    /// reader of vault's keeps.
+    public static let depthLimit = JSONDepth.limit
 
     /// The one value `bytes` holds (white space around it allowed, nothing else).
     /// - Throws: `Malformed` at the first byte that breaks the grammar, a string that is not UTF-8,
