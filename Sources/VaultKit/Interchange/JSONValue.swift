@@ -205,7 +205,7 @@ public indirect enum JSONValue: Equatable, Sendable {
                         throw fail("a lone surrogate escape")
                     }
                     out.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
-                default: throw fail("an unknown escape '\\\(Character(Unicode.Scalar(e)))'")
+                default: throw fail("an unknown escape (the byte is not repeated: a string may be a secret)")
                 }
             }
             guard let s = String(validating: out, as: UTF8.self) else { throw Malformed(offset: start, reason: "a string is not valid UTF-8") }
