@@ -9,7 +9,7 @@ internal import Foundation
 /// wipe the frame's bytes when it goes.
 public final class AuthorityFrame {
     /// The version byte this code writes and reads.
-    public static let version: UInt8 = 1
+    public static let version: UInt8 = 2
     /// Version byte and JSON length.
     static let headerBytes = 5
 
@@ -181,7 +181,7 @@ public enum AuthorityCodec {
         guard !JSONDepth.exceeds(frame.json), let reply = try? WireJSON.decode(AuthorityReply.self, from: frame.json) else {
             throw .failure("vault-authd sent an unreadable reply", hint: "install matching versions of vault and vault-authd")
         }
-        guard reply.carriesKey ? frame.tail.count == AuthorityLimits.keyBytes : frame.tail.isEmpty else {
+        guard frame.tail.count == reply.tailBytes else {
             throw .failure("vault-authd sent a reply with a malformed key")
         }
         return reply

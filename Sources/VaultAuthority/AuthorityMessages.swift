@@ -13,9 +13,11 @@ public enum AuthorityRequest: Codable, Equatable, Sendable {
     case reader(prefer: SensorIdentity?)
     /// A fresh single-use challenge for a proof (`challenge`).
     case challenge
-    /// A new binding of `slot`; the tail is the vault's 32-byte proof key (`bound`, tail: the KEK).
-    case bind(slot: SlotReference, sensor: SensorIdentity?, rules: PasscodeRules)
-    /// A live match for `slot`'s binding, then its key (`key`, tail: the KEK). Streams events.
+    /// A new binding (`request.slot`), proven by `request.proof` once the vault is known; the
+    /// tail is the vault's 32-byte proof key (`bound`, tail: the KEK).
+    case bind(request: BindRequest)
+    /// A live match for `slot`'s binding, then its key and the next one (`key`, tail: the KEK,
+    /// then the next KEK when `key` names one). Streams events.
     case unlock(slot: SlotReference, rules: PasscodeRules, prompt: String, scanTimeout: Double)
     /// A live match for `slot`'s binding (or one at most `reuse` seconds old), no key (`verified`).
     case verify(slot: SlotReference, reuse: Int, prompt: String, scanTimeout: Double)
@@ -25,10 +27,11 @@ public enum AuthorityRequest: Codable, Equatable, Sendable {
     case beginPasscodeAttempt(vaultID: [UInt8])
     /// Counts a wrong passcode (`done`).
     case recordPasscodeFailure(vaultID: [UInt8])
-    /// Enrols a finger on the daemon's reader (`enrolled`). Streams enrolment progress.
-    case enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?, scanTimeout: Double)
-    /// Removes a finger's prints (`unenrolled`).
-    case unenroll(finger: String, proof: AuthorityProof)
+    /// Enrols a finger on the daemon's reader (`enrolled`), with an owner vault's proof once
+    /// there is one; `label` names that vault in the history. Streams enrolment progress.
+    case enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?, label: String?, scanTimeout: Double)
+    /// Removes a finger's prints (`unenrolled`), with an owner vault's proof once there is one.
+    case unenroll(finger: String, proof: AuthorityProof?, label: String?)
     /// Forgets every print and binding of the caller (`done`).
     case resetPrints(proof: AuthorityProof?)
     /// The caller's view for `vault status` (`status`).
@@ -108,14 +111,16 @@ public enum AuthorityReply: Codable, Equatable, Sendable {
     case reader(sensor: SensorIdentity)
     /// `challenge`: 32 random bytes.
     case challenge(challenge: [UInt8])
-    /// `bind`: the slot's public parameters; the tail is its 32-byte key.
-    case bound(binding: FingerprintBinding)
-    /// `unlock`: the tail is the slot's 32-byte key.
-    case key
+    /// `bind`: the slot's public parameters, what changed in the prints since the vault was
+    /// last bound, whether it is an owner vault; the tail is its 32-byte key.
+    case bound(binding: FingerprintBinding, changes: [PrintChange], owner: Bool)
+    /// `unlock`: the tail is the slot's 32-byte key, then (when `next` is given) the 32-byte key
+    /// the slot is re-sealed with under the parameters `next`.
+    case key(next: FingerprintBinding?)
     /// `verify`: the age in seconds of the match reused, nil after a scan.
     case verified(reusedAge: Int64?)
-    /// `recordPasscodeUnlock`: false when the proof's vault is not bound here.
-    case recorded(bound: Bool)
+    /// `recordPasscodeUnlock`: what was recorded.
+    case recorded(record: PasscodeRecord)
     /// `beginPasscodeAttempt`: seconds to wait before the attempt.
     case passcodeWait(seconds: Int)
     /// `enroll`.
@@ -139,11 +144,13 @@ public enum AuthorityReply: Codable, Equatable, Sendable {
         }
     }
 
-    /// Whether the frame carries a 32-byte key as its tail.
-    var carriesKey: Bool {
+    /// How many bytes of keys the frame's tail carries: one 32-byte key for `bound` and `key`,
+    /// two for a `key` with a next key.
+    var tailBytes: Int {
         switch self {
-        case .bound, .key: true
-        default: false
+        case .bound: AuthorityLimits.keyBytes
+        case .key(let next): next == nil ? AuthorityLimits.keyBytes : 2 * AuthorityLimits.keyBytes
+        default: 0
         }
     }
 }
@@ -196,10 +203,14 @@ extension AuthorityRequest {
             break
         case .reader(let prefer):
             try Self.check(prefer)
-        case .bind(let slot, let sensor, let rules):
-            try Self.check(slot)
-            try Self.check(sensor)
-            try Self.check(rules)
+        case .bind(let request):
+            try Self.check(request.slot)
+            try Self.check(request.sensor)
+            try Self.check(request.rules)
+            if let proof = request.proof { try Self.check(proof) }
+            guard request.confirm.count <= 10 else { throw .usage("malformed request: at most 10 fingers are confirmed at once") }
+            for f in request.confirm { try Self.check(f, "finger") }
+            if let label = request.label { try Self.check(label, "vault name") }
         case .unlock(let slot, let rules, let prompt, _):
             try Self.check(slot)
             try Self.check(rules)
@@ -208,15 +219,19 @@ extension AuthorityRequest {
             try Self.check(slot)
             guard reuse >= 0 else { throw .usage("malformed request: a negative reuse window") }
             try Self.check(prompt, "prompt", allowEmpty: true)
-        case .recordPasscodeUnlock(let proof), .unenroll(_, let proof):
+        case .recordPasscodeUnlock(let proof):
             try Self.check(proof)
-            if case .unenroll(let finger, _) = self { try Self.check(finger, "finger") }
+        case .unenroll(let finger, let proof, let label):
+            if let proof { try Self.check(proof) }
+            try Self.check(finger, "finger")
+            if let label { try Self.check(label, "vault name") }
         case .beginPasscodeAttempt(let vaultID), .recordPasscodeFailure(let vaultID):
             try Self.check(vaultID: vaultID)
-        case .enroll(let finger, let sensor, let proof, _):
+        case .enroll(let finger, let sensor, let proof, let label, _):
             if let finger { try Self.check(finger, "finger") }
             try Self.check(sensor)
             if let proof { try Self.check(proof) }
+            if let label { try Self.check(label, "vault name") }
         case .resetPrints(let proof):
             if let proof { try Self.check(proof) }
         case .status(let slot, let sensor, let rules):
@@ -249,6 +264,7 @@ extension AuthorityRequest {
     static func check(_ slot: SlotReference) throws(VaultError) {
         try check(vaultID: slot.vaultID)
         guard slot.slotID >= 0 else { throw .usage("malformed request: a negative slot id") }
+        if let key = slot.keyID { try check(key, "key id") }
     }
 
     static func check(_ sensor: SensorIdentity?) throws(VaultError) {

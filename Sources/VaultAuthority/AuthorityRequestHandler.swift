@@ -120,7 +120,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
                 case .challenge: return AuthorityResponse(.challenge(challenge: randomBytes(32)))
                 case .beginPasscodeAttempt: return AuthorityResponse(.passcodeWait(seconds: 0))
                 case .recordPasscodeFailure: return AuthorityResponse(.done)
-                case .recordPasscodeUnlock: return AuthorityResponse(.recorded(bound: false))
+                case .recordPasscodeUnlock: return AuthorityResponse(.recorded(record: .notBound))
                 case .resetPrints: break
                 default: throw e
                 }
@@ -136,31 +136,32 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
                 return AuthorityResponse(.reader(sensor: try authority.reader(prefer: prefer)))
             case .challenge:
                 return AuthorityResponse(.challenge(challenge: try authority.challenge()))
-            case .bind(let slot, let sensor, let rules):
+            case .bind(let request):
                 guard key.count == AuthorityLimits.keyBytes else { throw VaultError.usage("malformed request: bind carries a 32-byte proof key") }
                 let proofKey = try SecretBytes(copying: key)
-                let grant = try authority.bind(slot, sensor: sensor, proofKey: proofKey, rules: rules)
-                return AuthorityResponse(.bound(binding: grant.binding), tail: grant.kek.exposedBytes())
+                let grant = try authority.bind(request, proofKey: proofKey)
+                return AuthorityResponse(.bound(binding: grant.binding, changes: grant.changes, owner: grant.owner), tail: grant.kek.exposedBytes())
             case .unlock(let slot, let rules, let prompt, let timeout):
                 session.scanTimeout = timeout
-                let kek = try authority.unlock(slot, rules: rules, prompt: prompt, events: { session.notify(.event(event: $0)) })
-                return AuthorityResponse(.key, tail: kek.exposedBytes())
+                let grant = try authority.unlock(slot, rules: rules, prompt: prompt, events: { session.notify(.event(event: $0)) })
+                guard let next = grant.next else { return AuthorityResponse(.key(next: nil), tail: grant.kek.exposedBytes()) }
+                return AuthorityResponse(.key(next: next.binding), tail: grant.kek.exposedBytes() + next.kek.exposedBytes())
             case .verify(let slot, let reuse, let prompt, let timeout):
                 session.scanTimeout = timeout
                 let age = try authority.verify(slot, reuse: reuse, prompt: prompt, events: { session.notify(.event(event: $0)) })
                 return AuthorityResponse(.verified(reusedAge: age))
             case .recordPasscodeUnlock(let proof):
-                return AuthorityResponse(.recorded(bound: try authority.recordPasscodeUnlock(proof)))
+                return AuthorityResponse(.recorded(record: try authority.recordPasscodeUnlock(proof)))
             case .beginPasscodeAttempt(let vaultID):
                 return AuthorityResponse(.passcodeWait(seconds: try authority.beginPasscodeAttempt(vaultID: vaultID)))
             case .recordPasscodeFailure(let vaultID):
                 try authority.recordPasscodeFailure(vaultID: vaultID)
                 return AuthorityResponse(.done)
-            case .enroll(let finger, let sensor, let proof, let timeout):
+            case .enroll(let finger, let sensor, let proof, let label, let timeout):
                 session.scanTimeout = timeout
-                return AuthorityResponse(.enrolled(finger: try authority.enroll(finger: finger, sensor: sensor, proof: proof)))
-            case .unenroll(let finger, let proof):
-                return AuthorityResponse(.unenrolled(fingers: try authority.unenroll(finger: finger, proof: proof)))
+                return AuthorityResponse(.enrolled(finger: try authority.enroll(finger: finger, sensor: sensor, proof: proof, label: label)))
+            case .unenroll(let finger, let proof, let label):
+                return AuthorityResponse(.unenrolled(fingers: try authority.unenroll(finger: finger, proof: proof, label: label)))
             case .resetPrints(let proof):
                 try authority.resetPrints(proof: proof)
                 return AuthorityResponse(.done)

@@ -259,19 +259,22 @@ public final class SystemKeyAuthority: KeyAuthority {
     }
 
     /// A new binding; the proof key goes as the frame's tail and the slot key comes back as one.
-    public func bind(_ slot: SlotReference, sensor: SensorIdentity?, proofKey: borrowing SecretBytes, rules: PasscodeRules) throws -> BindingGrant {
+    public func bind(_ request: BindRequest, proofKey: borrowing SecretBytes) throws -> BindingGrant {
         var key = proofKey.exposedBytes()
         defer { wipe(&key) }
-        let response = try exchange(.bind(slot: slot, sensor: sensor, rules: rules), key: key)
-        let binding = try answer(response) { if case .bound(let b) = $0 { b } else { nil } }
-        return BindingGrant(kek: try SecretBytes(copying: response.tail), binding: binding)
+        let response = try exchange(.bind(request: request), key: key)
+        let (binding, changes, owner) = try answer(response) { if case .bound(let b, let c, let o) = $0 { (b, c, o) } else { nil } }
+        return BindingGrant(kek: try SecretBytes(copying: response.tail), binding: binding, changes: changes, owner: owner)
     }
 
-    /// The daemon's live match for `slot`'s binding, then its key.
-    public func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> SecretBytes {
+    /// The daemon's live match for `slot`'s binding, then its key and the next one.
+    public func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> UnlockGrant {
         let response = try exchange(.unlock(slot: slot, rules: rules, prompt: prompt, scanTimeout: scanTimeout), events: events)
-        try answer(response) { if case .key = $0 { () } else { nil } }
-        return try SecretBytes(copying: response.tail)
+        let next = try answer(response) { if case .key(let n) = $0 { .some(n) } else { nil } }
+        let n = AuthorityLimits.keyBytes
+        let kek = try SecretBytes(copying: Array(response.tail[0..<n]))
+        guard let next else { return UnlockGrant(kek: kek, next: nil) }
+        return UnlockGrant(kek: kek, next: NextSlotKey(kek: try SecretBytes(copying: Array(response.tail[n..<2 * n])), binding: next))
     }
 
     /// The daemon's live match for `slot`'s binding (or a recent one), no key.
@@ -284,8 +287,8 @@ public final class SystemKeyAuthority: KeyAuthority {
 
     /// Records a passcode unlock with a proof of the vault's key.
     @discardableResult
-    public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> Bool {
-        try answer(try exchange(.recordPasscodeUnlock(proof: proof))) { if case .recorded(let b) = $0 { b } else { nil } }
+    public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord {
+        try answer(try exchange(.recordPasscodeUnlock(proof: proof))) { if case .recorded(let r) = $0 { r } else { nil } }
     }
 
     /// The wait before a passcode attempt.
@@ -299,15 +302,15 @@ public final class SystemKeyAuthority: KeyAuthority {
     }
 
     /// Enrols a finger on the daemon's reader (progress in `notices`).
-    public func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?) throws -> EnrolledFinger {
-        try answer(try exchange(.enroll(finger: finger, sensor: sensor, proof: proof, scanTimeout: scanTimeout))) {
+    public func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?, label: String?) throws -> EnrolledFinger {
+        try answer(try exchange(.enroll(finger: finger, sensor: sensor, proof: proof, label: label, scanTimeout: scanTimeout))) {
             if case .enrolled(let f) = $0 { f } else { nil }
         }
     }
 
     /// Removes a finger's prints.
-    public func unenroll(finger: String, proof: AuthorityProof) throws -> [EnrolledFinger] {
-        try answer(try exchange(.unenroll(finger: finger, proof: proof))) { if case .unenrolled(let f) = $0 { f } else { nil } }
+    public func unenroll(finger: String, proof: AuthorityProof?, label: String?) throws -> [EnrolledFinger] {
+        try answer(try exchange(.unenroll(finger: finger, proof: proof, label: label))) { if case .unenrolled(let f) = $0 { f } else { nil } }
     }
 
     /// Forgets every print and binding of this uid.

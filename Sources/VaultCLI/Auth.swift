@@ -109,7 +109,9 @@ enum Auth {
     static func unlock(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext, purpose: String) throws -> UnlockedVault {
         let auth = try context(store, inv, ctx)
         if auth.reason == nil { auth.reason = purpose }
-        return try quietTerminal(ctx) { try auth.unlock(store) }
+        let vault = try quietTerminal(ctx) { try auth.unlock(store) }
+        sayUnrecorded(vault, ctx)
+        return vault
     }
 
     /// Runs an evaluation with the terminal's echo off (passcode prompts still end their line):
@@ -152,9 +154,17 @@ enum Auth {
                 ctx.say("vault: wrong passcode; \(tries - attempt) \(tries - attempt == 1 ? "try" : "tries") left")
                 continue
             }
+            sayUnrecorded(vault, ctx)
             return try body(vault, passcode)
         }
         throw VaultError.authenticationFailed("wrong passcode")
+    }
+
+    /// A passcode or recovery-key unlock the key authority could not record opened the vault
+    /// all the same: the person hears that the lockout and the passcode clock stay as they were.
+    static func sayUnrecorded(_ vault: UnlockedVault, _ ctx: CommandContext) {
+        guard let why = vault.unrecorded else { return }
+        ctx.say("vault: warning: the key authority did not record this unlock (\(why)); the vault is open, but a fingerprint lockout or the passcode rules stay until it can")
     }
 
     /// The wait after wrong passcodes, said, then slept.
@@ -174,7 +184,9 @@ enum Auth {
         } else {
             key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
         }
-        return try authority(for: store, inv, ctx).unlock(store, recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
+        let vault = try authority(for: store, inv, ctx).unlock(store, recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
+        sayUnrecorded(vault, ctx)
+        return vault
     }
 
     /// The fresh match fingerprint login demands (`vault login`, the switch): a live scan even in

@@ -43,6 +43,10 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case sessionInvalid(String)
     /// 20: the enrolled prints changed since this vault's fingerprint slot was bound.
     case domainStateChanged
+    /// 20: the prints include fingers no vault of this user vouched for (enrolled without an
+    /// owner vault's proof, or changed outside vault): each change said, the fingers named;
+    /// `owner`: whether the vault binding could confirm them.
+    case unconfirmedPrints([String], fingers: [String], owner: Bool)
     /// 5: the key authority's state (prints file, lockout record, device secret) failed authentication.
     case authorityDamaged(String)
     /// 19: a rotation committed while this command held the old key: nothing was written.
@@ -96,7 +100,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .biometryLockout: .biometryLockout
         case .appCancel: .appCancel
         case .sessionInvalid, .keysRotated: .invalidContext
-        case .domainStateChanged: .domainStateChanged
+        case .domainStateChanged, .unconfirmedPrints: .domainStateChanged
         case .commandNotExecutable: .cannotExecute
         case .commandNotFound: .commandNotFound
         case .childExited, .alreadyReported: nil
@@ -135,6 +139,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .appCancel(let m): "cancelled: \(m)"
         case .sessionInvalid(let m): "the unlock session \(m)"
         case .domainStateChanged: "the enrolled fingerprints changed since this vault was bound to them"
+        case .unconfirmedPrints(let changes, _, _):
+            "not bound: the fingerprints include a finger no vault of yours vouched for: " + changes.joined(separator: "; ")
         case .authorityDamaged(let m): "the fingerprint state is damaged: \(m)"
         case .settingsDamaged(let v): "the settings of vault '\(v)' are damaged"
         case .changedMeanwhile(let item): "item '\(item)' was changed by another command meanwhile; nothing was written"
@@ -182,6 +188,9 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .appCancel: nil
         case .sessionInvalid: "unlock again with '\(command("unlock"))'"
         case .domainStateChanged: "give its passcode once to re-bind it: \(VaultError.rebindCommand(vault: vault))"
+        case .unconfirmedPrints(_, let fingers, let owner):
+            owner ? "if it is yours, confirm it: '\(command("enroll --bind --confirm " + fingers.joined(separator: ",")))'; if not, remove it: 'vault unenroll \(fingers[0])' (or fprintd-delete)"
+                  : "only a vault that manages your fingerprints (your first one) can confirm it: 'vault enroll --bind --confirm \(fingers.joined(separator: ",")) --vault NAME'"
         case .changedMeanwhile: "run the command again"
         case .settingsDamaged(let v): "restore the vault from a backup, or set them again: vault settings\(v == "default" ? "" : " --vault \(v)") --policy P"
         case .commandNotExecutable: nil

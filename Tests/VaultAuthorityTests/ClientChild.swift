@@ -12,10 +12,18 @@ enum ClientCommand: Codable, Sendable {
     case fingers
     /// Enrols; with `vaultID` and `proofKey`, with a proof of that vault.
     case enroll(finger: String?, vaultID: [UInt8]?, proofKey: [UInt8]?)
-    case bind(vaultID: [UInt8], slot: Int64, proofKey: [UInt8], rules: PasscodeRules)
-    /// Unlocks; `cancel` is sent (from another thread, as the keyboard watch does) once the
-    /// daemon says to touch the reader.
-    case unlock(vaultID: [UInt8], slot: Int64, rules: PasscodeRules, scanTimeout: Double, cancel: ScanCancelReason?)
+    /// Removes a finger; with `vaultID` and `proofKey`, with a proof of that vault.
+    case unenroll(finger: String, vaultID: [UInt8]?, proofKey: [UInt8]?)
+    /// Forgets every print; with `vaultID` and `proofKey`, with a proof of that vault.
+    case reset(vaultID: [UInt8]?, proofKey: [UInt8]?)
+    /// Binds `slot` registering `proofKey`, proven under `proverKey` (nil: `proofKey`; the
+    /// registered key of the vault, or any other key for a forgery).
+    case bind(vaultID: [UInt8], slot: Int64, proofKey: [UInt8], rules: PasscodeRules, proverKey: [UInt8]?, confirm: [String])
+    /// Unlocks the slot sealed with `keyID`; `cancel` is sent (from another thread, as the
+    /// keyboard watch does) once the daemon says to touch the reader.
+    case unlock(vaultID: [UInt8], slot: Int64, keyID: String?, rules: PasscodeRules, scanTimeout: Double, cancel: ScanCancelReason?)
+    /// One raw frame (JSON and tail) on a fresh connection: the first reply's JSON comes back as `message`.
+    case raw(json: String, tail: [UInt8])
     case recordPasscode(vaultID: [UInt8], proofKey: [UInt8], forged: Bool)
     case status(vaultID: [UInt8]?, slot: Int64?)
     case testSettings(bootID: String?, now: Int64?)
@@ -34,10 +42,16 @@ struct ClientResult: Codable, Sendable {
     var message: String?
     var retryLimit = false
     var key: [UInt8]?
+    var keyID: String?
+    var nextKey: [UInt8]?
+    var nextKeyID: String?
+    var owner: Bool?
+    var changes: [String]?
     var fingers: Int?
+    var fingerNames: [String]?
     var failedMatches: Int?
     var bindingCurrent: Bool?
-    var recorded: Bool?
+    var recorded: String?
     var kind: String?
 }
 
@@ -117,11 +131,11 @@ final class LineReader {
             }
         })
         var r = ClientResult()
-        func proof(_ purpose: ProofPurpose, _ vaultID: [UInt8], _ proofKey: [UInt8], forged: Bool = false) throws -> AuthorityProof {
+        func proof(_ purpose: ProofPurpose, _ vaultID: [UInt8], _ proofKey: [UInt8], forged: Bool = false, subject: [UInt8] = []) throws -> AuthorityProof {
             let challenge = try authority.challenge()
             let key = try SecretBytes(copying: forged ? randomBytes(32) : proofKey)
             return AuthorityProof(vaultID: vaultID, challenge: challenge,
-                                  mac: try AuthorityProofMAC.mac(key: key, purpose: purpose, vaultID: vaultID, challenge: challenge))
+                                  mac: try AuthorityProofMAC.mac(key: key, purpose: purpose, vaultID: vaultID, challenge: challenge, subject: subject))
         }
         do {
             switch command {
@@ -130,25 +144,54 @@ final class LineReader {
             case .fingers:
                 r.fingers = try authority.fingers().count
             case .enroll(let finger, let vaultID, let proofKey):
-                let p = try vaultID.flatMap { id in try proofKey.map { try proof(.enroll, id, $0) } }
-                _ = try authority.enroll(finger: finger, sensor: nil, proof: p)
-            case .bind(let vaultID, let slot, let proofKey, let rules):
-                let grant = try authority.bind(SlotReference(vaultID: vaultID, slotID: slot), sensor: nil,
-                                               proofKey: try SecretBytes(copying: proofKey), rules: rules)
+                let subject = AuthorityProofMAC.fingerSubject(finger)
+                let p = try vaultID.flatMap { id in try proofKey.map { try proof(.enroll, id, $0, subject: subject) } }
+                _ = try authority.enroll(finger: finger, sensor: nil, proof: p, label: "test")
+            case .unenroll(let finger, let vaultID, let proofKey):
+                let subject = AuthorityProofMAC.fingerSubject(finger)
+                let p = try vaultID.flatMap { id in try proofKey.map { try proof(.unenroll, id, $0, subject: subject) } }
+                r.fingers = try authority.unenroll(finger: finger, proof: p, label: "test").count
+            case .reset(let vaultID, let proofKey):
+                try authority.resetPrints(proof: try vaultID.flatMap { id in try proofKey.map { try proof(.resetPrints, id, $0) } })
+            case .bind(let vaultID, let slot, let proofKey, let rules, let proverKey, let confirm):
+                let ref = SlotReference(vaultID: vaultID, slotID: slot)
+                let key = try SecretBytes(copying: proofKey)
+                let subject = try BindRequest.subject(slot: ref, proofKey: key, confirm: confirm)
+                let request = BindRequest(slot: ref, sensor: nil, rules: rules, proof: try proof(.bind, vaultID, proverKey ?? proofKey, subject: subject),
+                                          confirm: confirm, label: "test")
+                let grant = try authority.bind(request, proofKey: key)
                 r.key = grant.kek.exposedBytes()
-            case .unlock(let vaultID, let slot, let rules, let timeout, let cancel):
+                r.keyID = grant.binding.keyID
+                r.owner = grant.owner
+                r.changes = grant.changes.map(\.sentence)
+            case .unlock(let vaultID, let slot, let keyID, let rules, let timeout, let cancel):
                 cancelOnPrompt.withLock { $0 = cancel }
                 authority.scanTimeout = timeout
-                let kek = try authority.unlock(SlotReference(vaultID: vaultID, slotID: slot), rules: rules, prompt: "touch the reader",
-                                               events: { out.write(.event($0)) })
-                r.key = kek.exposedBytes()
+                let grant = try authority.unlock(SlotReference(vaultID: vaultID, slotID: slot, keyID: keyID), rules: rules, prompt: "touch the reader",
+                                                 events: { out.write(.event($0)) })
+                r.key = grant.kek.exposedBytes()
+                r.nextKey = grant.next?.kek.exposedBytes()
+                r.nextKeyID = grant.next?.binding.keyID
+            case .raw(let json, let tail):
+                let connection = try UnixSocket.connect(path: socket)
+                try connection.sendAll(AuthorityFrame(json: Array(json.utf8), tail: tail).encoded())
+                let replies = try rawReplies(connection, within: 10)
+                if case .failed(let e)? = replies.last?.0 {
+                    r.exitCode = e.exitCode
+                    r.message = e.message
+                } else {
+                    r.message = replies.last.map { "\($0.0)" }
+                    r.key = replies.last.map { $0.1 }
+                }
             case .recordPasscode(let vaultID, let proofKey, let forged):
-                r.recorded = try authority.recordPasscodeUnlock(try proof(.passcodeUnlock, vaultID, proofKey, forged: forged))
+                r.recorded = try authority.recordPasscodeUnlock(try proof(.passcodeUnlock, vaultID, proofKey, forged: forged)).rawValue
             case .status(let vaultID, let slot):
                 let ref = vaultID.flatMap { id in slot.map { SlotReference(vaultID: id, slotID: $0) } }
                 let s = try authority.status(slot: ref, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0))
                 r.failedMatches = s.failedMatches
                 r.fingers = s.fingers.count
+                r.fingerNames = s.fingers.map(\.finger)
+                r.owner = s.owner
                 r.bindingCurrent = s.bindingCurrent
                 r.kind = s.kind.rawValue
             case .testSettings(let bootID, let now):
@@ -158,7 +201,7 @@ final class LineReader {
             case .burst(let vaultID, let slot, let proofKey, let rounds):
                 for _ in 0..<rounds {
                     _ = try authority.fingers()
-                    r.recorded = try authority.recordPasscodeUnlock(try proof(.passcodeUnlock, vaultID, proofKey))
+                    r.recorded = try authority.recordPasscodeUnlock(try proof(.passcodeUnlock, vaultID, proofKey)).rawValue
                     r.bindingCurrent = try authority.status(slot: SlotReference(vaultID: vaultID, slotID: slot), sensor: nil,
                                                             rules: PasscodeRules()).bindingCurrent
                 }

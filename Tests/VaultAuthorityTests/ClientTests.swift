@@ -48,6 +48,14 @@ final class Notices: @unchecked Sendable {
 
 private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
 
+/// Binds `vault` through `authority` with a proof of its key (`confirm`: fingers confirmed).
+func bindFake(_ authority: any KeyAuthority, _ vault: FakeVault, confirm: [String] = [], rules: PasscodeRules = relaxed) throws -> BindingGrant {
+    let grant = try authority.bind(try vault.bindRequest(challenge: try authority.challenge(), rules: rules, confirm: confirm),
+                                   proofKey: try SecretBytes(copying: vault.proofKey))
+    vault.key.current = grant.binding.keyID
+    return grant
+}
+
 /// `SystemKeyAuthority` against the server over a real socket.
 @Suite struct ClientTests {
     @Test func aVaultBindsAndOpensThroughTheSocketWithTheUnchangedAuthContext() throws {
@@ -60,9 +68,9 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
         let created = try VaultStore.create(at: location, passcode: try SecretBytes(copying: Array("pass".utf8)),
                                             kdf: KDFParameters(memoryMiB: 8, operations: 1))
         try created.vault.add(Item(name: "gh", password: "pw"))
-        _ = try authority.enroll(finger: "right-index", sensor: nil, proof: nil)
-        try created.vault.bindFingerprint(authority: authority, sensor: nil)
-        try authority.recordUnlock(of: created.vault)
+        _ = try authority.enroll(finger: "right-index", sensor: nil, proof: nil, label: nil)
+        try created.vault.bindFingerprint(authority: authority, sensor: nil, confirm: ["right-index"])
+        authority.recordUnlock(of: created.vault)
 
         let store = try VaultStore.open(location)
         let said = Notices()
@@ -93,9 +101,9 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
         let daemon = try InProcessDaemon(script: [.match])
         let authority = daemon.client()
         let vault = FakeVault()
-        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil)
-        let grant = try authority.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
-        let again = try authority.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil, label: nil)
+        let grant = try bindFake(authority, vault, confirm: ["right-index"])
+        let again = try bindFake(authority, vault)
         let same = grant.kek.isEqual(to: again.kek)
         #expect(!same)
         daemon.readers.set([.noMatch])
@@ -120,8 +128,8 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
             if case .touchReader = n { DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { control.cancel(reason) } }
         })
         let vault = FakeVault()
-        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil)
-        _ = try authority.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil, label: nil)
+        _ = try bindFake(authority, vault, confirm: ["right-index"])
         daemon.readers.set([.waitForCancel])
         let error = #expect(throws: VaultError.self) { _ = try authority.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in }) }
         #expect(error?.exitCode == code)
@@ -146,8 +154,8 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
         })
         let authority = daemon.client(control: control)
         let vault = FakeVault()
-        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil)
-        _ = try authority.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil, label: nil)
+        _ = try bindFake(authority, vault, confirm: ["right-index"])
         daemon.readers.set([.waitForCancel])
         #expect(throws: VaultError.passcodeNeeded("you chose the passcode")) {
             _ = try authority.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in })
@@ -159,8 +167,8 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
         let daemon = try InProcessDaemon(script: [.match], busyWait: 0.5)
         let authority = daemon.client()
         let vault = FakeVault()
-        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil)
-        _ = try authority.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil, label: nil)
+        _ = try bindFake(authority, vault, confirm: ["right-index"])
         daemon.readers.set([.waitForCancel, .match])
         do {
             let socket = try UnixSocket.connect(path: daemon.socketPath)
@@ -181,8 +189,8 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
         let first = daemon.client(control: control)
         let second = daemon.client()
         let vault = FakeVault()
-        _ = try first.enroll(finger: nil, sensor: nil, proof: nil)
-        _ = try first.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        _ = try first.enroll(finger: nil, sensor: nil, proof: nil, label: nil)
+        _ = try bindFake(first, vault, confirm: ["right-index"])
         daemon.readers.set([.waitForCancel, .match])
         let done = DispatchSemaphore(value: 0)
         let box = Mutex<Int32?>(nil)
@@ -208,8 +216,8 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
         let daemon = try InProcessDaemon(script: [.match])
         let vault = FakeVault()
         let setup = daemon.client()
-        _ = try setup.enroll(finger: nil, sensor: nil, proof: nil)
-        _ = try setup.bind(vault.reference, sensor: nil, proofKey: try SecretBytes(copying: vault.proofKey), rules: relaxed)
+        _ = try setup.enroll(finger: nil, sensor: nil, proof: nil, label: nil)
+        _ = try bindFake(setup, vault, confirm: ["right-index"])
         let served = Mutex(0)
         DispatchQueue.concurrentPerform(iterations: 20) { i in
             let c = daemon.client()
@@ -217,7 +225,7 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
                 for _ in 0..<5 {
                     #expect(try c.fingers().count == 1)
                     let challenge = try c.challenge()
-                    #expect(try c.recordPasscodeUnlock(try vault.proof(.passcodeUnlock, challenge: challenge)))
+                    #expect(try c.recordPasscodeUnlock(try vault.proof(.passcodeUnlock, challenge: challenge)) == .owner)
                     #expect(try c.status(slot: vault.reference, sensor: nil, rules: relaxed).bindingCurrent == true)
                 }
                 served.withLock { $0 += 1 }
@@ -234,7 +242,7 @@ private let relaxed = PasscodeRules(afterReboot: false, intervalHours: 0)
         #expect(SystemKeyAuthority.probe(socketPath: daemon.socketPath, daemon: .uid(me)))
         #expect(SystemKeyAuthority.probe(socketPath: daemon.socketPath, daemon: .user(NSUserName())))
         let info = try SystemKeyAuthority.describe(socketPath: daemon.socketPath, daemon: .uid(me))
-        #expect(info.uid == me && info.pid == ProcessIdentity.pid && info.testMode && info.version == 1)
+        #expect(info.uid == me && info.pid == ProcessIdentity.pid && info.testMode && info.version == 2)
         #expect(!SystemKeyAuthority.probe(socketPath: daemon.socketPath, daemon: .uid(me &+ 1)))
         #expect(!SystemKeyAuthority.probe(socketPath: daemon.socketPath, daemon: .user("no-such-user-\(me)")))
         #expect(!SystemKeyAuthority.probe(socketPath: daemon.fixture.folder.path + "/nothing", daemon: .uid(me)))

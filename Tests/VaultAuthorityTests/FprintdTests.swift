@@ -22,7 +22,7 @@ struct FprintdTests {
     func unlock(_ client: ClientProcess, _ vault: FakeVault, _ fprintd: PrivateFprintd, scans: [String],
                 beforeScan: () throws -> Void = {}, events: ((AuthorityEvent) -> Void)? = nil) throws -> ClientResult {
         var left = scans
-        return try client.run(.unlock(vaultID: vault.id, slot: vault.slot, rules: relaxedRules, scanTimeout: 20, cancel: nil),
+        return try client.run(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: relaxedRules, scanTimeout: 20, cancel: nil),
                               events: events, onNotice: { notice in
             if case .touchReader = notice {
                 try beforeScan()
@@ -64,7 +64,7 @@ struct FprintdTests {
 
         // Bind, unlock by a match.
         let vault = FakeVault()
-        let kek = try #require(try alice.bind(vault).key)
+        let kek = try #require(try alice.bind(vault, confirm: ["right-index"]).key)
         #expect(try unlock(alice, vault, fprintd, scans: ["alice-1"]).key == kek)
         #expect(fprintd.polkitLog.contains("net.reactivated.fprint.device.verify"))
 
@@ -98,24 +98,37 @@ struct FprintdTests {
         #expect(try fprintdEnroll("right-index-finger", "alice-1") == 0)
         let (taken, notices) = try enroll(alice, fprintd, finger: "right-index", print: "unused")
         #expect(taken.ok && notices.isEmpty, "no enrolment scan for a finger fprintd has: \(notices) \(taken)")
-        var kek = try #require(try alice.bind(vault).key)
+        var kek = try #require(try alice.bind(vault, confirm: ["right-index"]).key)
         #expect(try unlock(alice, vault, fprintd, scans: ["alice-1"]).key == kek)
 
         let other = FakeVault()
-        #expect(try alice.bind(other).key != nil)
+        let second = try alice.bind(other)
+        #expect(second.key != nil && second.owner == false, "a vault bound after the first does not manage the fingers")
 
-        // Another finger enrolled outside vault: every binding of the user is 20 until re-bound.
+        // Another finger enrolled outside vault (as the user's own code could, through fprintd):
+        // every binding of the user is 20, and re-binding says what changed and binds to it only
+        // when an owner vault confirms it explicitly.
         #expect(try fprintdEnroll("left-thumb", "alice-2") == 0)
         #expect(try unlock(alice, vault, fprintd, scans: ["alice-1"]).exitCode == 20)
         #expect(try unlock(alice, other, fprintd, scans: ["alice-1"]).exitCode == 20)
         #expect(try alice.status(other).bindingCurrent == false)
-        kek = try #require(try alice.bind(vault).key)
+        let unconfirmed = try alice.bind(vault)
+        #expect(unconfirmed.exitCode == 20 && unconfirmed.key == nil)
+        #expect(unconfirmed.message?.contains("left-thumb was enrolled or changed on ") == true
+                && unconfirmed.message?.contains("outside vault") == true, "\(unconfirmed.message ?? "")")
+        #expect(try alice.bind(other, confirm: ["left-thumb"]).exitCode == 20, "a vault that does not manage the fingers cannot confirm")
+        #expect(try unlock(alice, vault, fprintd, scans: ["alice-2"]).exitCode == 20, "nothing was bound meanwhile")
+        let confirmed = try alice.bind(vault, confirm: ["left-thumb"])
+        kek = try #require(confirmed.key)
+        #expect(confirmed.changes?.contains { $0.hasPrefix("left-thumb was enrolled or changed on ") } == true, "\(confirmed.changes ?? [])")
         #expect(try unlock(alice, vault, fprintd, scans: ["alice-2"]).key == kek)
+        #expect(try alice.bind(other).key != nil, "once confirmed, every vault binds")
 
         // Re-enrolling the same finger (a byte-identical file on virtual_device): 20 again.
         #expect(try fprintdEnroll("left-thumb", "alice-2") == 0)
         #expect(try unlock(alice, vault, fprintd, scans: ["alice-2"]).exitCode == 20)
-        kek = try #require(try alice.bind(vault).key)
+        #expect(try alice.bind(vault).exitCode == 20)
+        kek = try #require(try alice.bind(vault, confirm: ["left-thumb"]).key)
 
         // fprintd-delete outside vault: 20.
         #expect(try fprintd.tool("fprintd-delete", [user]) == 0)
@@ -128,7 +141,7 @@ struct FprintdTests {
         let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
         #expect(try enroll(alice, fprintd, finger: "right-index", print: "alice-1").0.ok)
         let vault = FakeVault()
-        #expect(try alice.bind(vault).key != nil)
+        #expect(try alice.bind(vault, confirm: ["right-index"]).key != nil)
 
         // Another client (root, for its own name) claims the device and keeps it.
         let holder = try ChildProcess.spawn(
@@ -152,7 +165,7 @@ struct FprintdTests {
 
         // fprintd stops while the daemon waits for a finger: the scan ends (13 or 15), no hang.
         let started = MonotonicClock.seconds()
-        let stopped = try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, rules: relaxedRules, scanTimeout: 20, cancel: nil),
+        let stopped = try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: relaxedRules, scanTimeout: 20, cancel: nil),
                                     timeout: 30, onNotice: { notice in
             if case .touchReader = notice { fprintd.stopFprintd() }
         })
@@ -180,7 +193,7 @@ struct FprintdTests {
         let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
         #expect(try enroll(alice, fprintd, finger: "right-index", print: "alice-1").0.ok, "real polkitd with the shipped rule")
         let vault = FakeVault()
-        let kek = try #require(try alice.bind(vault).key)
+        let kek = try #require(try alice.bind(vault, confirm: ["right-index"]).key)
         #expect(try unlock(alice, vault, fprintd, scans: ["alice-1"]).key == kek)
         // The rule is for vault-auth alone: an ordinary user may not claim for another name.
         let pkcheck = try runProgram("/usr/bin/setpriv", ["--reuid=\(TestUsers.alice)", "--regid=\(TestUsers.alice)", "--init-groups",
@@ -211,9 +224,9 @@ struct FprintdTests {
             try fprintd.images([prints + "/matching.pgm"])
         } == 0)
         let vault = FakeVault()
-        let kek = try #require(try alice.bind(vault).key)
+        let kek = try #require(try alice.bind(vault, confirm: ["right-index"]).key)
         func unlockWith(_ image: String) throws -> ClientResult {
-            try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, rules: relaxedRules, scanTimeout: 20, cancel: nil), onNotice: { notice in
+            try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: relaxedRules, scanTimeout: 20, cancel: nil), onNotice: { notice in
                 if case .touchReader = notice { try fprintd.images([prints + "/" + image]) }
             })
         }

@@ -11,12 +11,13 @@ import VaultKit
     /// One of every request, with its tail.
     static let samples: [(AuthorityRequest, [UInt8])] = [
         (.ping, []), (.fingers, []), (.reader(prefer: testSensor), []), (.challenge, []),
-        (.bind(slot: slot, sensor: nil, rules: PasscodeRules()), Array(repeating: 9, count: 32)),
+        (.bind(request: BindRequest(slot: slot, sensor: nil, rules: PasscodeRules(), proof: proof, confirm: ["left-thumb"], label: "work")),
+         Array(repeating: 9, count: 32)),
         (.unlock(slot: slot, rules: PasscodeRules(), prompt: "touch", scanTimeout: 30), []),
         (.verify(slot: slot, reuse: 60, prompt: "touch", scanTimeout: 30), []),
         (.recordPasscodeUnlock(proof: proof), []), (.beginPasscodeAttempt(vaultID: slot.vaultID), []),
-        (.enroll(finger: "right-index", sensor: nil, proof: proof, scanTimeout: 30), []),
-        (.unenroll(finger: "right-index", proof: proof), []), (.resetPrints(proof: nil), []),
+        (.enroll(finger: "right-index", sensor: nil, proof: proof, label: nil, scanTimeout: 30), []),
+        (.unenroll(finger: "right-index", proof: proof, label: "work"), []), (.resetPrints(proof: nil), []),
         (.status(slot: slot, sensor: testSensor, rules: PasscodeRules()), []),
         (.testSettings(bootID: "b", now: 5), []), (.cancel(reason: .fallback), []),
     ]
@@ -46,7 +47,7 @@ import VaultKit
         #expect(String(decoding: frame.json, as: UTF8.self) == #"{"cancel":{"reason":"fallback"}}"#)
         let reply = AuthorityCodec.frame(.event(event: .noMatch(triesLeft: 2)))
         #expect(String(decoding: reply.json, as: UTF8.self) == #"{"event":{"event":{"noMatch":{"triesLeft":2}}}}"#)
-        #expect(Array(frame.encoded()[0..<9]) == [0, 0, 0, UInt8(5 + frame.json.count), 1, 0, 0, 0, UInt8(frame.json.count)])
+        #expect(Array(frame.encoded()[0..<9]) == [0, 0, 0, UInt8(5 + frame.json.count), 2, 0, 0, 0, UInt8(frame.json.count)])
     }
 
     @Test func framesOverTheLimitOrMalformedAreRefusedFromTheHeader() {
@@ -55,8 +56,8 @@ import VaultKit
             ([0x00, 0x01, 0x00, 0x01], .tooLarge(length: (64 << 10) + 1, limit: AuthorityLimits.requestFrame)),
             ([0, 0, 0, 1, 9], .tooShort(length: 1)),
             ([0, 0, 0, 0], .tooShort(length: 0)),
-            ([0, 0, 0, 9, 2, 0, 0, 0, 4, 1, 2, 3, 4], .unsupportedVersion(2)),
-            ([0, 0, 0, 9, 1, 0, 0, 0, 5, 1, 2, 3, 4], .badJSONLength(5, frame: 9)),
+            ([0, 0, 0, 9, 1, 0, 0, 0, 4, 1, 2, 3, 4], .unsupportedVersion(1)),
+            ([0, 0, 0, 9, 2, 0, 0, 0, 5, 1, 2, 3, 4], .badJSONLength(5, frame: 9)),
         ]
         for (input, expected) in cases {
             let decoder = AuthorityFrameDecoder(limit: AuthorityLimits.requestFrame)
@@ -91,7 +92,7 @@ import VaultKit
     }
 
     @Test func aKeyInTheWrongReplyIsRefusedByTheClient() {
-        let missing = AuthorityCodec.frame(.key)
+        let missing = AuthorityCodec.frame(.key(next: nil))
         #expect(throws: VaultError.self) { _ = try AuthorityCodec.reply(missing) }
         let extra = AuthorityCodec.frame(.done, tail: [1, 2, 3])
         #expect(throws: VaultError.self) { _ = try AuthorityCodec.reply(extra) }

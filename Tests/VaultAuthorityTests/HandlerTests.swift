@@ -15,8 +15,8 @@ private let bob: UInt32 = 1002
         let kek = try f.enrolAndBind(vault, as: alice)
         let stream = Stream()
         let opened = f.unlock(vault, as: alice, stream: stream)
-        #expect(opened.reply == .key)
-        #expect(opened.tail == kek)
+        #expect(opened.isKey)
+        #expect(opened.slotKey == kek)
         #expect(stream.notices == [.touchReader(prompt: "touch the reader")])
 
         // No finger, a non-matching finger, a cancelled scan: never a key.
@@ -24,7 +24,7 @@ private let bob: UInt32 = 1002
             f.readers.set([script])
             let r = f.unlock(vault, as: alice)
             #expect(r.tail.isEmpty, "\(script)")
-            #expect(r.reply != .key)
+            #expect(!r.isKey)
             _ = try f.recordPasscode(vault, as: alice)
         }
     }
@@ -78,11 +78,11 @@ private let bob: UInt32 = 1002
         #expect(f.failures(of: bob) == 0)
         f.readers.set([.match])
         let bobOpens = f.unlock(bobsVault, as: bob)
-        #expect(bobOpens.reply == .key)
-        #expect(bobOpens.tail == bobsKey)
+        #expect(bobOpens.isKey)
+        #expect(bobOpens.slotKey == bobsKey)
 
         // Bob's passcode unlock of the same vault id resets his record, not Alice's lockout.
-        #expect(try f.recordPasscode(bobsVault, as: bob).reply == .recorded(bound: true))
+        #expect(try f.recordPasscode(bobsVault, as: bob).reply == .recorded(record: .owner))
         #expect(f.failures(of: alice) == 5)
         #expect(f.unlock(vault, as: alice).exitCode == 17)
 
@@ -114,8 +114,8 @@ private let bob: UInt32 = 1002
         let third = try f.bind(rotated, as: alice)
         #expect(Set([first, second, third]).count == 3)
         let r = f.unlock(vault, as: alice)
-        #expect(r.tail == second)
-        #expect(f.unlock(rotated, as: alice).tail == third)
+        #expect(r.slotKey == second)
+        #expect(f.unlock(rotated, as: alice).slotKey == third)
         // A slot id never bound answers 20 without a scan.
         let scans = f.readers.scans
         #expect(f.unlock(vault.at(slot: 99), as: alice).exitCode == 20)
@@ -141,18 +141,18 @@ private let bob: UInt32 = 1002
         f.readers.set([.match])
         #expect(f.unlock(vault, as: alice).exitCode == 17)
 
-        #expect(try f.recordPasscode(vault, as: alice).reply == .recorded(bound: true))
+        #expect(try f.recordPasscode(vault, as: alice).reply == .recorded(record: .owner))
         #expect(f.failures(of: alice) == 0)
-        #expect(f.unlock(vault, as: alice).reply == .key)
+        #expect(f.unlock(vault, as: alice).isKey)
     }
 
     @Test func enrollingOnceBoundNeedsAProof() throws {
         let f = try HandlerFixture(script: [.match])
         let vault = FakeVault()
         _ = try f.enrolAndBind(vault, as: alice)
-        #expect(f.send(.enroll(finger: "left-index", sensor: nil, proof: nil, scanTimeout: 5), as: alice).exitCode == 10)
-        let proof = try vault.proof(.enroll, challenge: try f.challenge(as: alice))
-        guard case .enrolled(let finger) = f.send(.enroll(finger: "left-index", sensor: nil, proof: proof, scanTimeout: 5), as: alice).reply else {
+        #expect(f.send(.enroll(finger: "left-index", sensor: nil, proof: nil, label: nil, scanTimeout: 5), as: alice).exitCode == 10)
+        let proof = try vault.proof(.enroll, challenge: try f.challenge(as: alice), subject: Array("left-index".utf8))
+        guard case .enrolled(let finger) = f.send(.enroll(finger: "left-index", sensor: nil, proof: proof, label: nil, scanTimeout: 5), as: alice).reply else {
             Issue.record("enrol with a proof failed"); return
         }
         #expect(finger.finger == "left-index")
@@ -165,7 +165,7 @@ private let bob: UInt32 = 1002
         let r = f.send(.testSettings(bootID: "another-boot", now: 1), as: alice)
         #expect(r.exitCode == 2)
         #expect(r.error?.message.contains("--test-mode") == true)
-        #expect(f.send(.ping, as: alice).reply == .pong(version: 1, testMode: false))
+        #expect(f.send(.ping, as: alice).reply == .pong(version: 2, testMode: false))
     }
 
     @Test func theRebootAndIntervalRulesUseTheUsersInjectedBootAndClock() throws {
@@ -173,10 +173,10 @@ private let bob: UInt32 = 1002
         let vault = FakeVault()
         let strict = PasscodeRules(afterReboot: true, intervalHours: 48)
         #expect(f.send(.testSettings(bootID: "boot-1", now: 1_800_000_000), as: alice).reply == .done)
-        _ = f.send(.enroll(finger: nil, sensor: nil, proof: nil, scanTimeout: 5), as: alice)
-        _ = try f.bind(vault, as: alice, rules: strict)
-        #expect(try f.recordPasscode(vault, as: alice).reply == .recorded(bound: true))
-        #expect(f.unlock(vault, as: alice, rules: strict).reply == .key)
+        _ = f.send(.enroll(finger: nil, sensor: nil, proof: nil, label: nil, scanTimeout: 5), as: alice)
+        _ = try f.bind(vault, as: alice, rules: strict, confirm: ["right-index"])
+        #expect(try f.recordPasscode(vault, as: alice).reply == .recorded(record: .owner))
+        #expect(f.unlock(vault, as: alice, rules: strict).isKey)
 
         // A reboot for Alice only.
         _ = f.send(.testSettings(bootID: "boot-2", now: 1_800_000_000), as: alice)
@@ -184,7 +184,7 @@ private let bob: UInt32 = 1002
         #expect(rebooted.exitCode == 12)
         #expect(rebooted.error?.message.contains("first unlock since the machine started") == true)
         _ = try f.recordPasscode(vault, as: alice)
-        #expect(f.unlock(vault, as: alice, rules: strict).reply == .key)
+        #expect(f.unlock(vault, as: alice, rules: strict).isKey)
 
         // 49 hours later.
         _ = f.send(.testSettings(bootID: "boot-2", now: 1_800_000_000 + 49 * 3600), as: alice)
@@ -235,6 +235,6 @@ private let bob: UInt32 = 1002
         #expect(fingers.count == 1)
         first.cancel(.program)
         done.wait()
-        #expect(f.unlock(vault, as: bob).reply == .key)
+        #expect(f.unlock(vault, as: bob).isKey)
     }
 }

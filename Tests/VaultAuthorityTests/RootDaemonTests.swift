@@ -22,7 +22,7 @@ struct RootDaemonTests {
         #expect(notices.first == .enrolling(finger: "right-index", reader: "Virtual device for debugging", stages: 5))
         #expect(notices.last == .enrollProgress(completed: 5, total: 5, advice: nil))
         let vault = FakeVault()
-        let bound = try alice.bind(vault)
+        let bound = try alice.bind(vault, confirm: ["right-index"])
         let kek = try #require(bound.key)
         #expect(kek.count == 32)
         let opened = try alice.unlock(vault, on: daemon, scans: ["alice-finger"])
@@ -30,7 +30,7 @@ struct RootDaemonTests {
         #expect(try alice.bind(vault).key != kek, "a second bind gives another key")
         let rebound = try alice.status(vault)
         #expect(rebound.kind == "system" && rebound.bindingCurrent == true)
-        let current = try #require(try alice.unlock(vault, on: daemon, scans: ["alice-finger"]).key)
+        let current = try #require(try alice.unlock(vault, on: daemon, scans: ["alice-finger"]).nextKey, "the key the slot is re-sealed with")
 
         // Three non-matches: the retry limit, narrated; two more: the lockout.
         let events = Mutex<[AuthorityEvent]>([])
@@ -76,7 +76,7 @@ struct RootDaemonTests {
         #expect(try again.status().failedMatches == 5)
 
         // The passcode's proof lifts it; the finger opens again.
-        #expect(try again.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false)).recorded == true)
+        #expect(try again.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false)).recorded == "owner")
         #expect(try again.status().failedMatches == 0)
         #expect(try again.unlock(vault, on: daemon, scans: ["alice-finger"]).key == current)
         #expect(daemon.daemon.isRunning)
@@ -88,7 +88,7 @@ struct RootDaemonTests {
         let bob = try ClientProcess(user: TestUsers.bob, daemon: daemon)
         #expect(try alice.enroll("alice-finger", on: daemon).ok)
         let vault = FakeVault()
-        _ = try alice.bind(vault)
+        _ = try alice.bind(vault, confirm: ["right-index"])
 
         // Bob sees nothing of Alice's and gets no scan for her slot.
         #expect(try bob.run(.fingers).fingers == 0)
@@ -97,7 +97,7 @@ struct RootDaemonTests {
         #expect(try bob.enroll("bob-finger", on: daemon).ok)
         let bobsVault = vault.withNewProofKey()
         #expect(try bob.run(.status(vaultID: vault.id, slot: vault.slot)).bindingCurrent == false)
-        let bobs = try #require(try bob.bind(bobsVault).key)
+        let bobs = try #require(try bob.bind(bobsVault, confirm: ["right-index"]).key)
         #expect(try bob.unlock(bobsVault, on: daemon, scans: ["alice-finger"]).retryLimit, "Alice's finger is not Bob's")
         #expect(try bob.unlock(bobsVault, on: daemon, scans: ["bob-finger"]).key == bobs)
 
@@ -105,7 +105,7 @@ struct RootDaemonTests {
         _ = try bob.unlock(bobsVault, on: daemon, scans: ["nobody"])
         #expect(try bob.status().failedMatches == 3)
         #expect(try alice.status().failedMatches == 0)
-        #expect(try bob.run(.recordPasscode(vaultID: vault.id, proofKey: bobsVault.proofKey, forged: false)).recorded == true)
+        #expect(try bob.run(.recordPasscode(vaultID: vault.id, proofKey: bobsVault.proofKey, forged: false)).recorded == "owner")
         #expect(try alice.run(.recordPasscode(vaultID: vault.id, proofKey: bobsVault.proofKey, forged: false)).exitCode == 10)
         #expect(try alice.status().fingers == 1 && bob.status().fingers == 1)
     }
@@ -115,10 +115,10 @@ struct RootDaemonTests {
         let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
         #expect(try alice.enroll("alice-finger", on: daemon).ok)
         let vault = FakeVault()
-        let kek = try #require(try alice.bind(vault).key)
+        let kek = try #require(try alice.bind(vault, confirm: ["right-index"]).key)
 
         let doomed = try ClientProcess(user: TestUsers.alice, daemon: daemon)
-        let first = try doomed.start(.unlock(vaultID: vault.id, slot: vault.slot, rules: relaxedRules, scanTimeout: 60, cancel: nil))
+        let first = try doomed.start(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: relaxedRules, scanTimeout: 60, cancel: nil))
         #expect(first == .touchReader(prompt: "touch the reader"))
         // While it scans, another scan waits a moment and is refused as busy (13).
         let start = MonotonicClock.seconds()
@@ -139,18 +139,18 @@ struct RootDaemonTests {
         let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
         #expect(try alice.enroll("alice-finger", on: daemon, finger: "right-index").ok)
         let vault = FakeVault()
-        _ = try alice.bind(vault, rules: PasscodeRules(afterReboot: true, intervalHours: 48))
+        _ = try alice.bind(vault, rules: PasscodeRules(afterReboot: true, intervalHours: 48), confirm: ["right-index"])
         #expect(try alice.run(.testSettings(bootID: "boot-1", now: 1_800_000_000)).ok)
-        #expect(try alice.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false)).recorded == true)
+        #expect(try alice.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false)).recorded == "owner")
         let strict = PasscodeRules(afterReboot: true, intervalHours: 48)
 
         // Enter (fallback) and Ctrl-C (user) from the client's side: 12 and 11, not counted.
         for (reason, code) in [(ScanCancelReason.fallback, Int32(12)), (.user, 11)] {
-            let r = try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, rules: strict, scanTimeout: 20, cancel: reason))
+            let r = try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: strict, scanTimeout: 20, cancel: reason))
             #expect(r.exitCode == code, "\(reason): \(String(describing: r.message))")
         }
         // No finger within the scan timeout: 18.
-        let slow = try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, rules: strict, scanTimeout: 1, cancel: nil))
+        let slow = try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: strict, scanTimeout: 1, cancel: nil))
         #expect(slow.exitCode == 18)
         #expect(try alice.status().failedMatches == 0)
 
@@ -176,7 +176,7 @@ struct RootDaemonTests {
         let setup = [try ClientProcess(user: TestUsers.alice, daemon: daemon), try ClientProcess(user: TestUsers.bob, daemon: daemon)]
         for (i, c) in setup.enumerated() {
             #expect(try c.enroll("finger-\(i)", on: daemon).ok)
-            #expect(try c.bind(vaults[i]).key != nil)
+            #expect(try c.bind(vaults[i], confirm: ["right-index"]).key != nil)
         }
         let clients = try (0..<20).map { try ClientProcess(user: $0 % 2 == 0 ? TestUsers.alice : TestUsers.bob, daemon: daemon) }
         let served = Mutex(0)
@@ -184,7 +184,7 @@ struct RootDaemonTests {
         DispatchQueue.concurrentPerform(iterations: 20) { i in
             let v = vaults[i % 2]
             guard let r = try? moved.value[i].run(.burst(vaultID: v.id, slot: v.slot, proofKey: v.proofKey, rounds: 5)) else { return }
-            if r.ok && r.recorded == true && r.bindingCurrent == true { served.withLock { $0 += 1 } } else { Issue.record("client \(i): \(r)") }
+            if r.ok && r.recorded == "owner" && r.bindingCurrent == true { served.withLock { $0 += 1 } } else { Issue.record("client \(i): \(r)") }
         }
         #expect(served.withLock { $0 } == 20)
         #expect(daemon.daemon.isRunning)

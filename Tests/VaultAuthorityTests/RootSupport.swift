@@ -189,20 +189,28 @@ extension ClientProcess {
         })
     }
 
-    /// Unlocks, answering the daemon's scans with `prints` in order (the last repeats).
+    /// Unlocks, answering the daemon's scans with `prints` in order (the last repeats); the
+    /// next key granted is taken as the slot's (`commit` false: a client that crashed before
+    /// re-sealing its slot).
     func unlock(_ vault: FakeVault, on daemon: SystemDaemon, scans prints: [String], rules: PasscodeRules = relaxedRules,
-                events: ((AuthorityEvent) -> Void)? = nil) throws -> ClientResult {
+                commit: Bool = true, events: ((AuthorityEvent) -> Void)? = nil) throws -> ClientResult {
         var left = prints
-        return try run(.unlock(vaultID: vault.id, slot: vault.slot, rules: rules, scanTimeout: 20, cancel: nil), events: events, onNotice: { notice in
+        let r = try run(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: rules, scanTimeout: 20, cancel: nil),
+                        events: events, onNotice: { notice in
             if case .touchReader = notice {
                 let next = left.count > 1 ? left.removeFirst() : (left.first ?? "nobody")
                 try daemon.reader("SCAN \(next)")
             }
         })
+        if commit, let id = r.nextKeyID { vault.key.current = id }
+        return r
     }
 
-    func bind(_ vault: FakeVault, rules: PasscodeRules = relaxedRules) throws -> ClientResult {
-        try run(.bind(vaultID: vault.id, slot: vault.slot, proofKey: vault.proofKey, rules: rules))
+    /// Binds `vault` with a proof of its key (`proverKey`: another key, a forgery).
+    func bind(_ vault: FakeVault, rules: PasscodeRules = relaxedRules, proverKey: [UInt8]? = nil, confirm: [String] = []) throws -> ClientResult {
+        let r = try run(.bind(vaultID: vault.id, slot: vault.slot, proofKey: vault.proofKey, rules: rules, proverKey: proverKey, confirm: confirm))
+        if r.ok, let id = r.keyID { vault.key.current = id }
+        return r
     }
 
     func status(_ vault: FakeVault? = nil) throws -> ClientResult {

@@ -120,31 +120,53 @@ final class HandlerFixture: @unchecked Sendable {
     }
 }
 
-/// A vault as the authority sees it: an id, a slot, a proof key.
+/// Which key of its binding a fake vault's slot is sealed with (what a real vault keeps in the
+/// slot's parameters): moved on by each unlock the fake "commits".
+final class FakeSlotKey: @unchecked Sendable {
+    private let lock = NSLock()
+    private var id: String?
+    var current: String? {
+        get { lock.withLock { id } }
+        set { lock.withLock { id = newValue } }
+    }
+}
+
+/// A vault as the authority sees it: an id, a slot, a proof key, and the key its slot is sealed with.
 struct FakeVault {
     let id: [UInt8]
     let slot: Int64
     let proofKey: [UInt8]
+    let key: FakeSlotKey
     init(slot: Int64 = 3) {
         id = randomBytes(16)
         self.slot = slot
         proofKey = randomBytes(32)
+        key = FakeSlotKey()
     }
-    var reference: SlotReference { SlotReference(vaultID: id, slotID: slot) }
-    func at(slot: Int64) -> FakeVault { FakeVault(id: id, slot: slot, proofKey: proofKey) }
+    var reference: SlotReference { SlotReference(vaultID: id, slotID: slot, keyID: key.current) }
+    func at(slot: Int64) -> FakeVault { FakeVault(id: id, slot: slot, proofKey: proofKey, key: FakeSlotKey()) }
     /// The same vault id and slot with another proof key (another user's vault of that id).
-    func withNewProofKey() -> FakeVault { FakeVault(id: id, slot: slot, proofKey: randomBytes(32)) }
-    private init(id: [UInt8], slot: Int64, proofKey: [UInt8]) {
+    func withNewProofKey() -> FakeVault { FakeVault(id: id, slot: slot, proofKey: randomBytes(32), key: FakeSlotKey()) }
+    private init(id: [UInt8], slot: Int64, proofKey: [UInt8], key: FakeSlotKey) {
         self.id = id
         self.slot = slot
         self.proofKey = proofKey
+        self.key = key
     }
 
-    /// A proof for `purpose` over `challenge` (`forged`: under another key).
-    func proof(_ purpose: ProofPurpose, challenge: [UInt8], forged: Bool = false) throws -> AuthorityProof {
+    /// A proof for `purpose` and `subject` over `challenge` (`forged`: under another key).
+    func proof(_ purpose: ProofPurpose, challenge: [UInt8], subject: [UInt8] = [], forged: Bool = false) throws -> AuthorityProof {
         let key = try SecretBytes(copying: forged ? randomBytes(32) : proofKey)
         return AuthorityProof(vaultID: id, challenge: challenge,
-                              mac: try AuthorityProofMAC.mac(key: key, purpose: purpose, vaultID: id, challenge: challenge))
+                              mac: try AuthorityProofMAC.mac(key: key, purpose: purpose, vaultID: id, challenge: challenge, subject: subject))
+    }
+
+    /// A bind request of this vault's slot, proven over `challenge` (`confirm`: fingers confirmed).
+    func bindRequest(challenge: [UInt8], rules: PasscodeRules, confirm: [String] = [], forged: Bool = false) throws -> BindRequest {
+        let ref = SlotReference(vaultID: id, slotID: slot)
+        let subject = try BindRequest.subject(slot: ref, proofKey: try SecretBytes(copying: proofKey), confirm: confirm)
+        return BindRequest(slot: ref, sensor: nil, rules: rules, proof: try proof(.bind, challenge: challenge, subject: subject, forged: forged),
+                           confirm: confirm, label: "fake")
     }
 }
 
@@ -152,6 +174,10 @@ extension AuthorityResponse {
     /// The error of a `failed` reply.
     var error: VaultError? { if case .failed(let e) = reply { e } else { nil } }
     var exitCode: Int32? { error?.exitCode }
+    /// Whether the reply is a key (`unlock`).
+    var isKey: Bool { if case .key = reply { true } else { false } }
+    /// The slot key of a `bound` or `key` reply (a `key` reply's tail also holds the next key).
+    var slotKey: [UInt8] { Array(tail.prefix(32)) }
 }
 
 extension HandlerFixture {
@@ -160,21 +186,28 @@ extension HandlerFixture {
         return c
     }
 
-    /// Enrols (no proof: the first finger) and binds `vault`; returns the slot key.
+    /// Enrols (no proof: the first finger) and binds `vault`, confirming that finger; returns the slot key.
     func enrolAndBind(_ vault: FakeVault, as uid: UInt32, finger: String = "right-index") throws -> [UInt8] {
-        let enrolled = send(.enroll(finger: finger, sensor: nil, proof: nil, scanTimeout: 5), as: uid)
+        let enrolled = send(.enroll(finger: finger, sensor: nil, proof: nil, label: nil, scanTimeout: 5), as: uid)
         guard case .enrolled = enrolled.reply else { throw VaultError.failure("enrol: \(enrolled.reply)") }
-        return try bind(vault, as: uid)
+        return try bind(vault, as: uid, confirm: [finger])
     }
 
-    func bind(_ vault: FakeVault, as uid: UInt32, rules: PasscodeRules = PasscodeRules(afterReboot: false, intervalHours: 0)) throws -> [UInt8] {
-        let r = send(.bind(slot: vault.reference, sensor: nil, rules: rules), as: uid, key: vault.proofKey)
-        guard case .bound = r.reply, r.tail.count == 32 else { throw VaultError.failure("bind: \(r.reply)") }
+    func bind(_ vault: FakeVault, as uid: UInt32, rules: PasscodeRules = PasscodeRules(afterReboot: false, intervalHours: 0),
+              confirm: [String] = []) throws -> [UInt8] {
+        let r = send(.bind(request: try vault.bindRequest(challenge: try challenge(as: uid), rules: rules, confirm: confirm)), as: uid, key: vault.proofKey)
+        guard case .bound(let binding, _, _) = r.reply, r.tail.count == 32 else { throw VaultError.failure("bind: \(r.reply)") }
+        vault.key.current = binding.keyID
         return r.tail
     }
 
-    func unlock(_ vault: FakeVault, as uid: UInt32, stream: Stream = Stream(), rules: PasscodeRules = PasscodeRules(afterReboot: false, intervalHours: 0)) -> AuthorityResponse {
-        send(.unlock(slot: vault.reference, rules: rules, prompt: "touch the reader", scanTimeout: 5), as: uid, stream: stream)
+    /// Unlocks `vault`'s slot; a granted next key is taken as committed (`commit` false: as by a
+    /// client that crashed before re-sealing its slot).
+    func unlock(_ vault: FakeVault, as uid: UInt32, stream: Stream = Stream(), rules: PasscodeRules = PasscodeRules(afterReboot: false, intervalHours: 0),
+                commit: Bool = true) -> AuthorityResponse {
+        let r = send(.unlock(slot: vault.reference, rules: rules, prompt: "touch the reader", scanTimeout: 5), as: uid, stream: stream)
+        if commit, case .key(let next?) = r.reply { vault.key.current = next.keyID }
+        return r
     }
 
     func failures(of uid: UInt32) -> Int {

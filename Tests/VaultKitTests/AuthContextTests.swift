@@ -43,6 +43,8 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
 /// One vault, bound through an embedded authority to one enrolled (fake) print.
 @Suite struct AuthContextTests {
     let root = TempRoot()
+    /// This test's own challenges: the process-wide book is purged by other tests' clocks.
+    let book = ChallengeBook()
     var stateFolder: String { root.path + "/state/vault" }
 
     /// Creates the vault, enrols a print through an authority with `bootID` and `clock` (whose
@@ -51,14 +53,14 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         let created = try VaultStore.create(at: try root.location(), passcode: try secret(passcodeText), kdf: fastKDF)
         try created.vault.add(Item(name: "gh", password: "pw"))
         let authority = try authority(bootID: bootID, clock: clock, reader: reader ?? ScriptedReader(identity: sensor, answer: 0))
-        _ = try authority.enroll(finger: "right-index", sensor: sensor, proof: nil)
-        try created.vault.bindFingerprint(authority: authority, sensor: sensor)
-        try authority.recordUnlock(of: created.vault)
+        _ = try authority.enroll(finger: "right-index", sensor: sensor, proof: nil, label: nil)
+        try created.vault.bindFingerprint(authority: authority, sensor: sensor, confirm: ["right-index"])
+        #expect(authority.recordUnlock(of: created.vault) == .owner)
         return try VaultStore.open(try root.location())
     }
 
     fileprivate func authority(bootID: String, clock: TestClock, reader: ScriptedReader? = nil) throws -> EmbeddedKeyAuthority {
-        try EmbeddedKeyAuthority(folder: stateFolder, bootID: bootID, clock: { clock.now }, openReader: { _ in
+        try EmbeddedKeyAuthority(folder: stateFolder, bootID: bootID, clock: { clock.now }, challenges: book, openReader: { _ in
             guard let reader else { throw VaultError.biometryNotAvailable("no reader in this test") }
             return reader
         })
@@ -66,7 +68,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
 
     /// An authority whose reader must not be opened.
     fileprivate func authorityThatMustNotScan(bootID: String, clock: TestClock, sourceLocation: SourceLocation = #_sourceLocation) throws -> EmbeddedKeyAuthority {
-        try EmbeddedKeyAuthority(folder: stateFolder, bootID: bootID, clock: { clock.now }, openReader: { _ in
+        try EmbeddedKeyAuthority(folder: stateFolder, bootID: bootID, clock: { clock.now }, challenges: book, openReader: { _ in
             Issue.record("the reader was opened although the passcode is required", sourceLocation: sourceLocation)
             return ScriptedReader(identity: sensor, answer: 0)
         })
@@ -201,7 +203,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         // A valid proof works once; replaying its challenge does not.
         let good = try vault.proof(.passcodeUnlock, for: authority)
         #expect(try failures(authority) == 5)
-        #expect(try authority.recordPasscodeUnlock(good))
+        #expect(try authority.recordPasscodeUnlock(good) == .owner)
         #expect(try failures(authority) == 0)
         _ = try? context(authority).unlock(store)
         _ = try? context(authority, policy: .biometrics).unlock(store)
@@ -211,7 +213,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         // A vault never bound here proves nothing.
         let otherRoot = TempRoot()
         let other = try VaultStore.create(at: try otherRoot.location(), passcode: try secret("other pass"), kdf: fastKDF)
-        #expect(try authority.recordPasscodeUnlock(try other.vault.proof(.passcodeUnlock, for: authority)) == false)
+        #expect(try authority.recordPasscodeUnlock(try other.vault.proof(.passcodeUnlock, for: authority)) == .notBound)
         #expect(try failures(authority) == 5)
     }
 
@@ -223,17 +225,22 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         let vault = try store.unlock(passcode: try secret(passcodeText))
         let proofKey = try vault.proofKey()
         let ref = SlotReference(vaultID: store.vaultID, slotID: 999)
-        let first = try authority.bind(ref, sensor: sensor, proofKey: proofKey, rules: PasscodeRules())
-        let second = try authority.bind(ref, sensor: sensor, proofKey: proofKey, rules: PasscodeRules())
+        func request() throws -> BindRequest {
+            BindRequest(slot: ref, sensor: sensor, rules: PasscodeRules(),
+                        proof: try vault.proof(.bind, for: authority, subject: try BindRequest.subject(slot: ref, proofKey: proofKey, confirm: [])))
+        }
+        let first = try authority.bind(try request(), proofKey: proofKey)
+        let second = try authority.bind(try request(), proofKey: proofKey)
         let different = !first.kek.isEqual(to: second.kek)
         #expect(different, "binding again makes a new key")
         // The key of the newest binding comes back only through a match.
-        let released = try authority.unlock(ref, rules: PasscodeRules(), prompt: "touch", events: { _ in })
-        let same = released.isEqual(to: second.kek)
+        let secondRef = SlotReference(vaultID: store.vaultID, slotID: 999, keyID: second.binding.keyID)
+        let released = try authority.unlock(secondRef, rules: PasscodeRules(), prompt: "touch", events: { _ in })
+        let same = released.kek.isEqual(to: second.kek)
         #expect(same)
         #expect(reader.scans == 1)
         reader.answer = nil
-        #expect(throws: RetryLimitExceeded.self) { _ = try authority.unlock(ref, rules: PasscodeRules(), prompt: "touch", events: { _ in }) }
+        #expect(throws: RetryLimitExceeded.self) { _ = try authority.unlock(secondRef, rules: PasscodeRules(), prompt: "touch", events: { _ in }) }
         // An unknown slot (a slot the authority never bound) is a changed binding, not a key.
         #expect(throws: VaultError.domainStateChanged) {
             _ = try authority.unlock(SlotReference(vaultID: store.vaultID, slotID: 12345), rules: PasscodeRules(), prompt: "t", events: { _ in })
@@ -244,15 +251,23 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         let clock = TestClock(1_800_000_000)
         let store = try boundVault(bootID: "boot-1", clock: clock)
         let authority = try authority(bootID: "boot-1", clock: clock, reader: ScriptedReader(identity: sensor, answer: 0))
-        #expect(throws: VaultError.self) { _ = try authority.enroll(finger: "left-index", sensor: sensor, proof: nil) }
+        #expect(throws: VaultError.self) { _ = try authority.enroll(finger: "left-index", sensor: sensor, proof: nil, label: nil) }
         let vault = try store.unlock(passcode: try secret(passcodeText))
-        let done = try authority.enroll(finger: nil, sensor: sensor, proof: try vault.proof(.enroll, for: authority))
+        // A proof for another finger than the one asked for proves nothing.
+        #expect(throws: VaultError.self) {
+            _ = try authority.enroll(finger: "left-index", sensor: sensor, proof: try vault.proof(.enroll, for: authority, subject: Array("right-ring".utf8)), label: nil)
+        }
+        let done = try authority.enroll(finger: nil, sensor: sensor, proof: try vault.proof(.enroll, for: authority), label: "default")
         #expect(done.finger == "left-index", "the first free finger in the usual order")
         #expect(try authority.fingers().map(\.finger) == ["right-index", "left-index"])
         // The prints changed: the old binding no longer opens the vault.
         #expect(throws: VaultError.domainStateChanged) { try context(authority).unlock(store) }
-        #expect(throws: VaultError.self) { _ = try authority.unenroll(finger: "left-index", proof: try vault.proof(.enroll, for: authority)) }
-        #expect(try authority.unenroll(finger: "left-index", proof: try vault.proof(.unenroll, for: authority)).count == 1)
+        #expect(throws: VaultError.self) {
+            _ = try authority.unenroll(finger: "left-index", proof: try vault.proof(.enroll, for: authority, subject: Array("left-index".utf8)), label: nil)
+        }
+        #expect(throws: VaultError.self) { _ = try authority.unenroll(finger: "left-index", proof: nil, label: nil) }
+        #expect(try authority.unenroll(finger: "left-index", proof: try vault.proof(.unenroll, for: authority, subject: Array("left-index".utf8)),
+                                       label: nil).count == 1)
     }
 
     @Test func aFailedMatchThatCannotBeRecordedGetsNoScan() throws {
@@ -420,4 +435,199 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         #expect(passcodeDelay(afterFailures: 100) == 30)
     }
 
+}
+
+/// The authority believes no caller: what code running as the user can send it (a bind of an
+/// invented vault, proofs under keys it chose, a captured slot key) changes nothing of the
+/// owner's vaults. The daemon hosts this same authority per uid; RootAttackTests sends the same
+/// requests to the real daemon as an ordinary user.
+extension AuthContextTests {
+    /// An attacker's vault: an id and a key it made itself, bound through the same authority.
+    fileprivate func inventedVault(_ authority: EmbeddedKeyAuthority) throws -> (ref: SlotReference, key: [UInt8], owner: Bool) {
+        let ref = SlotReference(vaultID: randomBytes(16), slotID: 1)
+        let key = try SecretBytes.random(count: 32)
+        let grant = try authority.bind(BindRequest(slot: ref, sensor: sensor, rules: PasscodeRules()), proofKey: key)
+        return (ref, key.exposedBytes(), grant.owner)
+    }
+
+    fileprivate func isFinger(_ vault: UnlockedVault) -> Bool {
+        if case .fingerprint = vault.authentication { return true }
+        return false
+    }
+
+    fileprivate func proof(_ purpose: ProofPurpose, _ vaultID: [UInt8], key: borrowing SecretBytes, subject: [UInt8] = [],
+                           _ authority: EmbeddedKeyAuthority) throws -> AuthorityProof {
+        let c = try authority.challenge()
+        return AuthorityProof(vaultID: vaultID, challenge: c,
+                              mac: try AuthorityProofMAC.mac(key: key, purpose: purpose, vaultID: vaultID, challenge: c, subject: subject))
+    }
+
+    @Test func anInventedVaultIsNotAnOwnerAndItsProofsChangeNothingOfTheOwners() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let reader = ScriptedReader(identity: sensor, answer: nil)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: reader)
+        // Lock the owner out.
+        _ = try? context(authority, policy: .biometrics).unlock(store)
+        _ = try? context(authority, policy: .biometrics).unlock(store)
+        #expect(try failures(authority) == 5)
+
+        let (ref, keyBytes, owner) = try inventedVault(authority)
+        #expect(!owner)
+        let key = try SecretBytes(copying: keyBytes)
+        // Its passcode record restarts its own clock only: the lockout stays.
+        #expect(try authority.recordPasscodeUnlock(try proof(.passcodeUnlock, ref.vaultID, key: key, authority)) == .vault)
+        #expect(try failures(authority) == 5)
+        // It enrols nothing, removes nothing, resets nothing.
+        #expect(throws: VaultError.self) {
+            _ = try authority.enroll(finger: "left-thumb", sensor: sensor,
+                                     proof: try proof(.enroll, ref.vaultID, key: key, subject: Array("left-thumb".utf8), authority), label: "evil")
+        }
+        #expect(throws: VaultError.self) {
+            _ = try authority.unenroll(finger: "right-index",
+                                       proof: try proof(.unenroll, ref.vaultID, key: key, subject: Array("right-index".utf8), authority), label: nil)
+        }
+        #expect(throws: VaultError.self) { try authority.resetPrints(proof: try proof(.resetPrints, ref.vaultID, key: key, authority)) }
+        #expect(throws: VaultError.self) { try authority.resetPrints(proof: nil) }
+        #expect(try authority.fingers().map(\.finger) == ["right-index"])
+        // The owner's passcode lifts it and the owner's finger opens again, with its binding intact.
+        _ = try authority.unlock(store, passcode: try secret(passcodeText))
+        #expect(try failures(authority) == 0)
+        reader.answer = 0
+        #expect(try context(authority, policy: .biometrics).unlock(store).authentication != nil)
+    }
+
+    @Test func nobodyButTheVaultsKeyHolderBindsItsSlotsAndThePasscodeAndRecoveryKeyAlwaysOpen() throws {
+        let clock = TestClock(1_800_000_000)
+        let created = try VaultStore.create(at: try root.location(), passcode: try secret(passcodeText), kdf: fastKDF)
+        let recovery = created.recoveryKey
+        let reader = ScriptedReader(identity: sensor, answer: 0)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: reader)
+        _ = try authority.enroll(finger: "right-index", sensor: sensor, proof: nil, label: nil)
+        try created.vault.bindFingerprint(authority: authority, sensor: sensor, confirm: ["right-index"])
+        let store = try VaultStore.open(try root.location())
+        let live = try #require(try store.fingerprintSlot()).reference
+        // The live slot id, and three spare slots, bound with a key the attacker chose: refused.
+        let attackerKey = try SecretBytes.random(count: 32)
+        for slot in [live.slotID, 900, 901, 902] {
+            let ref = SlotReference(vaultID: store.vaultID, slotID: slot)
+            for p in [nil, try proof(.bind, store.vaultID, key: attackerKey,
+                                     subject: try BindRequest.subject(slot: ref, proofKey: attackerKey, confirm: []), authority)] {
+                let e = #expect(throws: VaultError.self) {
+                    _ = try authority.bind(BindRequest(slot: ref, sensor: sensor, rules: PasscodeRules(), proof: p), proofKey: attackerKey)
+                }
+                #expect(e?.exitCode == 10)
+            }
+        }
+        // The passcode and the recovery key open, and record (the registered key was never replaced).
+        let byPasscode = try authority.unlock(store, passcode: try secret(passcodeText))
+        #expect(byPasscode.unrecorded == nil)
+        let byRecovery = try authority.unlock(store, recoveryKey: recovery)
+        #expect(byRecovery.unrecorded == nil)
+        #expect(isFinger(try context(authority, policy: .biometrics).unlock(store)))
+
+        // An authority that refuses every proof (another machine's, a restored state): the
+        // passcode and the recovery key still open; why it was not recorded is kept.
+        let elsewhere = try EmbeddedKeyAuthority(folder: root.path + "/elsewhere", bootID: "boot-1", clock: { clock.now }, challenges: book,
+                                                 openReader: { _ in reader })
+        _ = try elsewhere.enroll(finger: "right-index", sensor: sensor, proof: nil, label: nil)
+        let squat = try SecretBytes.random(count: 32)
+        _ = try elsewhere.bind(BindRequest(slot: SlotReference(vaultID: store.vaultID, slotID: 1), sensor: sensor, rules: PasscodeRules(),
+                                           confirm: ["right-index"]), proofKey: squat)
+        let opened = try elsewhere.unlock(store, passcode: try secret(passcodeText))
+        #expect(opened.unrecorded == "the proof of the vault key is not valid")
+        #expect(try elsewhere.unlock(store, recoveryKey: recovery).unrecorded != nil)
+    }
+
+    @Test func aSlotKeySeenInOneUnlockOpensNothingAfterTheNext() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let reader = ScriptedReader(identity: sensor, answer: 0)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: reader)
+        // What a library preloaded into one `vault` process sees: the key of that unlock, and the
+        // key the slot is re-sealed with.
+        let before = try #require(try store.slot(.fingerprint))
+        let seen = try authority.unlock(try #require(try store.fingerprintSlot()).reference, rules: PasscodeRules(), prompt: "t", events: { _ in })
+        let captured = [seen.kek.exposedBytes(), try #require(seen.next).kek.exposedBytes()]
+        _ = try store.unlock(fingerprintSlot: before, grant: seen)
+        let afterFirst = try #require(try store.slot(.fingerprint))
+        #expect(afterFirst.id == before.id && afterFirst.nonce != before.nonce, "re-sealed in place")
+        // The owner unlocks again: the slot is re-sealed with a key no one saw.
+        _ = try context(authority).unlock(store)
+        let afterSecond = try #require(try store.slot(.fingerprint))
+        for key in captured {
+            let opener = FingerprintOpener(kek: try SecretBytes(copying: key))
+            #expect(throws: (any Error).self) {
+                _ = try opener.open(afterSecond, associatedData: store.slotAD(id: afterSecond.id, kind: .fingerprint,
+                                                                             params: afterSecond.params, generation: afterSecond.generation))
+            }
+        }
+        // The key ids of both are gone from the authority: an old copy of the vault is exit 20.
+        let oldRef = SlotReference(vaultID: store.vaultID, slotID: before.id, keyID: try before.fingerprintBinding().keyID)
+        #expect(throws: VaultError.domainStateChanged) { _ = try authority.unlock(oldRef, rules: PasscodeRules(), prompt: "t", events: { _ in }) }
+        // The finger still opens, every time.
+        for _ in 0..<3 { #expect(isFinger(try context(authority).unlock(store))) }
+    }
+
+    @Test func concurrentUnlocksAndACrashBeforeTheResealLeaveASlotThatOpens() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: ScriptedReader(identity: sensor, answer: 0))
+        let slot = try #require(try store.slot(.fingerprint))
+        let ref = try #require(try store.fingerprintSlot()).reference
+        // Two unlocks of the same slot at once: each gets the key and a next key of its own.
+        let a = try authority.unlock(ref, rules: PasscodeRules(), prompt: "t", events: { _ in })
+        let b = try authority.unlock(ref, rules: PasscodeRules(), prompt: "t", events: { _ in })
+        // A crashed before re-sealing; B re-sealed: the finger opens.
+        _ = try store.unlock(fingerprintSlot: slot, grant: b)
+        #expect(try context(authority).unlock(store).authentication != nil)
+        // A's late re-seal finds the slot changed and leaves it alone.
+        _ = try store.unlock(fingerprintSlot: slot, grant: a)
+        #expect(try context(authority).unlock(store).authentication != nil)
+        // A crash between the daemon's answer and the re-seal: the slot is as it was, and opens.
+        let current = try #require(try store.fingerprintSlot()).reference
+        _ = try authority.unlock(current, rules: PasscodeRules(), prompt: "t", events: { _ in })
+        #expect(try context(authority).unlock(store).authentication != nil)
+    }
+
+    @Test func aRotationRegistersItsNewProofKeyOnlyOnceItProvesItself() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: ScriptedReader(identity: sensor, answer: 0))
+        let vault = try authority.unlock(store, passcode: try secret(passcodeText))
+        let rotated = try vault.rotate(passcode: try secret(passcodeText), kdf: nil, recovery: .keep, authority: authority)
+        #expect(rotated.fingerprintBound)
+        // Both keys prove until the new one did; then only the new one.
+        let stale = try store.unlock(passcode: try secret(passcodeText), migrating: false)
+        #expect(authority.recordUnlock(of: rotated.vault) == .owner)
+        #expect(throws: VaultError.self) { try authority.recordPasscodeUnlock(try vault.proof(.passcodeUnlock, for: authority)) }
+        #expect(try authority.recordPasscodeUnlock(try stale.proof(.passcodeUnlock, for: authority)) == .owner)
+        #expect(try context(authority).unlock(try VaultStore.open(try root.location())).authentication != nil)
+    }
+
+    @Test func aFingerNoVaultVouchedForIsShownAndBoundToOnlyWhenAnOwnerConfirmsIt() throws {
+        let clock = TestClock(1_800_000_000)
+        let created = try VaultStore.create(at: try root.location(), passcode: try secret(passcodeText), kdf: fastKDF)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: ScriptedReader(identity: sensor, answer: 0))
+        // Enrolled with no proof (no vault bound yet): unconfirmed, and no vault binds to it as is.
+        let intruder = try authority.enroll(finger: "left-thumb", sensor: sensor, proof: nil, label: nil)
+        #expect(!intruder.confirmed)
+        let refused = #expect(throws: VaultError.self) { try created.vault.bindFingerprint(authority: authority, sensor: sensor) }
+        #expect(refused?.exitCode == 20)
+        #expect(refused?.message.contains("left-thumb was enrolled on ") == true && refused?.message.contains("by a request that no vault of yours signed") == true,
+                "\(refused?.message ?? "")")
+        #expect(refused?.hint?.contains("--confirm left-thumb") == true)
+        // Removed (nobody owns the prints yet), then the owner's own finger, confirmed at the bind.
+        #expect(try authority.unenroll(finger: "left-thumb", proof: nil, label: nil).count == 1)
+        _ = try authority.enroll(finger: "right-index", sensor: sensor, proof: nil, label: nil)
+        let report = try created.vault.bindFingerprint(authority: authority, sensor: sensor, confirm: ["right-index"])
+        #expect(report.owner)
+        #expect(report.changes.map(\.kind) == [.enrolled], "\(report.changes)")
+        // A second finger with the owner's proof is named in the next binding's report.
+        let added = try created.vault.enroll(finger: "left-index", through: authority)
+        #expect(added.confirmed && added.enrolledBy == "default")
+        let next = try created.vault.bindFingerprint(authority: authority, sensor: sensor)
+        #expect(next.changes.map(\.sentence).contains { $0.hasPrefix("left-index was enrolled on ") && $0.hasSuffix("by vault 'default'") },
+                "\(next.changes.map(\.sentence))")
+    }
 }

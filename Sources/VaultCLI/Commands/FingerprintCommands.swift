@@ -7,32 +7,41 @@ enum FingerprintCommands {
 
     static let enroll = CommandSpec(
         name: "enroll", summary: "enrol a finger (needs the passcode of the vault named), or --bind the vault",
-        usage: "vault enroll [--finger F] [--bind] [--scan-timeout D]",
+        usage: "vault enroll [--finger F] [--bind [--confirm F[,F...]]] [--scan-timeout D]",
         options: [
             .value("--finger", "F", "which finger: \(FingerNames.all.joined(separator: ", "))"),
             .flag("--bind", "bind this vault to the enrolled prints (no new finger unless --finger)"),
+            .value("--confirm", "F[,F...]", "fingers enrolled without a vault's proof (or changed outside vault) that are yours: bind to them"),
             .value("--scan-timeout", "D", "how long to wait for each touch (default 30s)"),
         ],
         examples: """
         vault enroll --finger right-index
         vault enroll --bind --vault work      # after another vault enrolled a finger
+        vault enroll --bind --confirm left-thumb   # a finger you enrolled in the system settings
         """,
         run: { inv, ctx in
             let finger = try inv.value("--finger").map(parseFinger)
+            let confirm = try confirmedFingers(inv)
+            guard confirm.isEmpty || inv.has("--bind") else { throw VaultError.usage("--confirm goes with --bind") }
             let store = try VaultStore.open(try location(inv, ctx))
             try Auth.unlockWithPasscode(store, inv, ctx, why: "enrolling or binding needs the passcode") { vault, passcode in
                 let authority = try Auth.ownerAuthority(vault, inv, ctx)
                 if inv.has("--bind") && finger == nil {
-                    try bind(vault, authority: authority, ctx)
+                    try bind(vault, authority: authority, confirm: confirm, ctx)
                     return
                 }
-                let (done, result) = try vault.enrollAndRotate(finger: finger?.rawValue, through: authority, passcode: passcode,
-                                                               progress: RotateCommand.progressBar(inv, ctx))
-                // The passcode was given in this command: it counts for the new binding too (after a
-                // reset, nothing was bound when the unlock above was recorded).
-                if result.fingerprintBound { _ = try? authority.recordPasscodeUnlock(try result.vault.proof(.passcodeUnlock, for: authority)) }
+                let done = try vault.enroll(finger: finger?.rawValue, through: authority)
                 ctx.say("vault: enrolled \(done.finger)")
+                let report = BindingReport()
+                // The finger just enrolled here is the owner's own: confirmed for the new binding.
+                let result = try vault.rotate(passcode: passcode, kdf: nil, recovery: .keep, authority: authority,
+                                              confirm: done.confirmed ? confirm : confirm + [done.finger], report: report,
+                                              progress: RotateCommand.progressBar(inv, ctx))
+                // The passcode was given in this command: it counts for the new keys too (their proof
+                // key replaces the old one at the authority).
+                authority.recordUnlock(of: result.vault)
                 RotateCommand.report(result, of: vault, ctx)
+                say(report, of: vault, ctx)
                 sayStaleVaults(except: store.location, ctx)
             }
         })
@@ -64,11 +73,44 @@ enum FingerprintCommands {
             ctx.say("vault: \(e.message); the vault opens with the passcode until you run 'vault enroll --bind\(v)'")
             return
         }
+        var confirm: [String] = []
         if !enrolled.contains(where: { $0.sensor == identity }) {
             let done = try vault.enroll(finger: finger?.rawValue, through: authority)
             ctx.say("vault: enrolled \(done.finger)")
+            // Enrolled by this command, with the passcode just chosen: the owner's own finger.
+            if !done.confirmed { confirm.append(done.finger) }
         }
-        try bind(vault, authority: authority, ctx)
+        try bind(vault, authority: authority, confirm: confirm, ctx)
+    }
+
+    /// A new passcode re-binds the fingerprint slot (a new binding secret): a slot key seen
+    /// before the change opens nothing after it. Best effort: without the reader the old
+    /// binding stays, and the person is told.
+    static func rebindAfterPasscodeChange(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) {
+        guard (try? vault.store.slot(.fingerprint)) != nil else { return }
+        do {
+            try vault.bindFingerprint(authority: try Auth.authority(for: vault.store, inv, ctx), sensor: nil)
+        } catch let e as VaultError {
+            ctx.say("vault: warning: the fingerprint slot keeps its old key until 'vault enroll --bind' (\(e.message))")
+        } catch {
+            ctx.say("vault: warning: the fingerprint slot keeps its old key until 'vault enroll --bind' (\(error))")
+        }
+    }
+
+    /// `--confirm F[,F...]`, each a finger's name.
+    static func confirmedFingers(_ inv: Invocation) throws -> [String] {
+        guard let list = inv.value("--confirm") else { return [] }
+        return try list.split(separator: ",").map { try parseFinger(String($0).trimmingCharacters(in: .whitespaces)).rawValue }
+    }
+
+    /// What a binding reported: the changes of the prints since the vault was last bound, and
+    /// whether the vault manages the fingerprints.
+    static func say(_ report: BindingReport, of vault: UnlockedVault, _ ctx: CommandContext) {
+        for c in report.changes { ctx.say("vault: since vault '\(vault.store.location.name)' was last bound: \(c.sentence)") }
+        if !report.owner {
+            ctx.say("vault: note: vault '\(vault.store.location.name)' does not manage your fingerprints (another vault was bound first): "
+                    + "enrolling, removing or confirming a finger and lifting a lockout take the first vault's passcode")
+        }
     }
 
     /// A finger's CLI name, checked against ``FingerNames/all``.
@@ -87,9 +129,11 @@ enum FingerprintCommands {
         return f
     }
 
-    /// Re-binds `vault` to the current prints.
-    static func bind(_ vault: UnlockedVault, authority: any KeyAuthority, _ ctx: CommandContext) throws {
-        try vault.bindFingerprint(authority: authority, sensor: nil)
+    /// Re-binds `vault` to the current prints (`confirm`: fingers no vault vouched for that the
+    /// owner confirms), and says what changed since it was last bound.
+    static func bind(_ vault: UnlockedVault, authority: any KeyAuthority, confirm: [String] = [], _ ctx: CommandContext) throws {
+        let report = try vault.bindFingerprint(authority: authority, sensor: nil, confirm: confirm)
+        say(report, of: vault, ctx)
         ctx.say("vault: vault '\(vault.store.location.name)' is bound to the enrolled fingerprints")
     }
 

@@ -42,9 +42,14 @@ enum RotateCommand {
     static func rotate(_ vault: UnlockedVault, passcode: borrowing SecretBytes, kdf: KDFParameters?,
                        _ inv: Invocation, _ ctx: CommandContext, authority given: (any KeyAuthority)? = nil) throws -> UnlockedVault {
         let authority = try given ?? Auth.ownerAuthority(vault, inv, ctx)
+        let bound = BindingReport()
         let result = try vault.rotate(passcode: passcode, kdf: kdf, recovery: inv.has("--new-recovery-key") ? .replace : .keep,
-                                      authority: authority, progress: progressBar(inv, ctx))
+                                      authority: authority, report: bound, progress: progressBar(inv, ctx))
+        // Rotations take the passcode (or the recovery key): recorded under the new keys, whose
+        // proof key then replaces the old one at the authority.
+        if result.fingerprintBound { authority.recordUnlock(of: result.vault) }
         report(result, of: vault, ctx)
+        if result.fingerprintBound { FingerprintCommands.say(bound, of: vault, ctx) }
         return result.vault
     }
 

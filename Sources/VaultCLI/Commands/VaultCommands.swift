@@ -73,6 +73,7 @@ enum VaultCommands {
             let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
             try vault.changePasscode(to: new, kdf: kdf)
             ctx.say("vault: passcode changed (only the passcode slot was re-wrapped; 'vault rotate' replaces every key)")
+            FingerprintCommands.rebindAfterPasscodeChange(vault, inv, ctx)
         })
 
     static let recover = CommandSpec(
@@ -95,6 +96,7 @@ enum VaultCommands {
             }
             try vault.changePasscode(to: new, kdf: nil, onTPM: keepOnTPM)
             ctx.say("vault: new passcode set for vault '\(store.location.name)'")
+            FingerprintCommands.rebindAfterPasscodeChange(vault, inv, ctx)
         })
 
     static let status = CommandSpec(

@@ -44,7 +44,9 @@ extension KeyAuthority {
     public func unlock(_ store: VaultStore, passcode: borrowing SecretBytes,
                        waiting: (Int) -> Void = sleepBeforePasscode) throws -> UnlockedVault {
         if try store.slot(.passcode) != nil {
-            let wait = try beginPasscodeAttempt(vaultID: store.vaultID)
+            // The wait is the authority's to count; an authority that cannot answer (a full
+            // disk, a daemon gone) never keeps the passcode from opening the vault.
+            let wait = (try? beginPasscodeAttempt(vaultID: store.vaultID)) ?? 0
             if wait > 0 { waiting(wait) }
         }
         let vault: UnlockedVault
@@ -55,7 +57,7 @@ extension KeyAuthority {
             try recordPasscodeFailure(vaultID: store.vaultID)
             throw VaultError.authenticationFailed(m)
         }
-        try recordUnlock(of: vault)
+        recordUnlock(of: vault)
         vault.authentication = .passcode
         return vault
     }
@@ -64,20 +66,28 @@ extension KeyAuthority {
     /// - Throws: `.authenticationFailed` for a mistyped or wrong key.
     public func unlock(_ store: VaultStore, recoveryKey: String) throws -> UnlockedVault {
         let vault = try store.unlock(recoveryKey: recoveryKey)
-        try recordUnlock(of: vault)
+        recordUnlock(of: vault)
         vault.authentication = .recoveryKey
         return vault
     }
 
     /// Records a passcode-class unlock of `vault` (after `vault init` binds a new vault, its
-    /// passcode counts from then on). A damaged authority state cannot check the proof; the vault
-    /// still opens (the passcode never depends on the prints).
-    public func recordUnlock(of vault: UnlockedVault) throws {
+    /// passcode counts from then on). Best effort: the passcode and the recovery key open the
+    /// vault whatever the authority answers (a damaged or full state, a daemon gone, a proof it
+    /// refuses); the lockout then simply stays. Why it was not recorded is kept in
+    /// `vault.unrecorded` for the caller to say. - Returns: what was recorded, nil on a failure.
+    @discardableResult
+    public func recordUnlock(of vault: UnlockedVault) -> PasscodeRecord? {
         do {
-            try recordPasscodeUnlock(try vault.proof(.passcodeUnlock, for: self))
-        } catch VaultError.authorityDamaged {
-            return
+            let record = try recordPasscodeUnlock(try vault.proof(.passcodeUnlock, for: self))
+            vault.unrecorded = nil
+            return record
+        } catch let e as VaultError {
+            vault.unrecorded = e.message
+        } catch {
+            vault.unrecorded = "\(error)"
         }
+        return nil
     }
 }
 
@@ -193,16 +203,16 @@ public final class AuthContext {
         guard let slot = try store.slot(.fingerprint) else {
             throw try authority.fingers().isEmpty ? VaultError.biometryNotEnrolled : VaultError.domainStateChanged
         }
-        return (SlotReference(vaultID: store.vaultID, slotID: slot.id), slot)
+        return (SlotReference(vaultID: store.vaultID, slotID: slot.id, keyID: try slot.fingerprintBinding().keyID), slot)
     }
 
     /// The fingerprint path: the authority's live match releases the slot key; after the retry
     /// limit, the passcode when the policy allows it and one can be read.
     func unlockWithFingerprint(_ store: VaultStore) throws -> UnlockedVault {
         let (ref, slot) = try fingerprintSlot(store)
-        let kek: SecretBytes
+        let grant: UnlockGrant
         do {
-            kek = try authority.unlock(ref, rules: try store.settings().passcodeRules,
+            grant = try authority.unlock(ref, rules: try store.settings().passcodeRules,
                                        prompt: shown("touch the fingerprint reader to unlock vault '\(store.location.name)'"),
                                        events: { self.say($0.message) })
         } catch is RetryLimitExceeded {
@@ -212,7 +222,7 @@ public final class AuthContext {
             }
             throw noMatch
         }
-        let vault = try store.unlock(fingerprintSlot: slot, kek: kek)
+        let vault = try store.unlock(fingerprintSlot: slot, grant: grant)
         vault.authentication = .fingerprint(at: clock())
         return vault
     }

@@ -80,27 +80,85 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         var sensor: SensorIdentity
         var data: [UInt8]
         var enrolled: Int64
+        /// The owner vault whose proof enrolled it; nil when none did (no owner vault existed).
+        var byVault: [UInt8]?
+        /// That vault's name as its client gave it (shown, not trusted).
+        var label: String?
+        /// False for a print no owner stands behind yet; nil in states from before (confirmed).
+        var confirmed: Bool?
+
+        var isConfirmed: Bool { confirmed ?? true }
+    }
+
+    /// One key of a binding: each fingerprint unlock hands out the key the slot is sealed with
+    /// and a new one the caller re-seals it with; naming a key drops the keys made before it.
+    struct BindingKey: Codable {
+        /// Public: stored in the slot's parameters (hex there). Empty for a binding's first key
+        /// in states from before keys rolled.
+        var id: [UInt8]
+        /// Random per key: the slot key derives from it.
+        var secret: [UInt8]
+        /// Order of creation within the binding.
+        var seq: Int64
     }
 
     /// One binding of a vault's fingerprint slot.
     struct Binding: Codable {
         var vaultID: [UInt8]
         var slotID: Int64
-        /// Random per binding: a new binding never re-issues an old key.
+        /// The first key's secret (states from before keys rolled; `keys` supersedes it).
         var secret: [UInt8]
-        /// Checks this vault's proofs.
-        var proofKey: [UInt8]
+        /// Checked this vault's proofs before vaults were registered (`vaults` supersedes it).
+        var proofKey: [UInt8]?
         var sensor: SensorIdentity
         var domainState: [UInt8]
         var rules: PasscodeRules
         var created: Int64
+        /// The last change of the prints recorded when it was made (`StoredChange.seq`).
+        var historySeq: Int64?
+        /// The live keys, oldest first (nil: one key, `secret`, with an empty id).
+        var keys: [BindingKey]?
+
+        var liveKeys: [BindingKey] { keys ?? [BindingKey(id: [], secret: secret, seq: 0)] }
     }
 
-    /// `prints.sealed`: prints, the enrolment epoch (new on every change) and the bindings.
+    /// A vault the authority knows: the key its proofs are checked under, registered at its
+    /// first binding, and whether it is one of the vaults that manage the fingerprints.
+    struct RegisteredVault: Codable {
+        var vaultID: [UInt8]
+        var proofKey: [UInt8]
+        /// A key registered by a binding after a rotation: it replaces `proofKey` at the first
+        /// proof made under it (a rotation that did not commit keeps proving with the old one).
+        var pendingProofKey: [UInt8]?
+        /// An owner vault: its proofs change the uid-wide state (prints, lockout, clocks).
+        var owner: Bool
+        var registered: Int64
+        /// The vault's name as its client gave it (shown, not trusted).
+        var label: String?
+    }
+
+    /// `prints.sealed`: prints, the enrolment epoch (new on every change), the bindings, the
+    /// registered vaults, the history of changes, and the reader's own list as last confirmed.
     struct PrintsState: Codable {
         var epoch: [UInt8]
         var prints: [StoredPrint]
         var bindings: [Binding]?
+        var vaults: [RegisteredVault]?
+        var history: [StoredChange]?
+        /// The reader's own list (fprintd's fingers and files) as an owner's binding last saw
+        /// it; nil until one did (then the list is taken as it is).
+        var confirmedChip: [String]?
+    }
+
+    /// One recorded change of the prints.
+    struct StoredChange: Codable {
+        /// Order of recording (nil in states from before it was kept).
+        var seq: Int64?
+        var kind: PrintChange.Kind
+        var finger: String
+        var time: Int64
+        var byVault: [UInt8]?
+        var label: String?
     }
 
     /// One recent match, for the reuse window of fingerprint login.
@@ -111,21 +169,35 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         var bootID: String
     }
 
+    /// When a vault's passcode last opened it.
+    struct PasscodeClock: Codable {
+        var bootID: String
+        var time: Int64
+    }
+
     /// `auth.sealed`: the lockout counter and the passcode-unlock record.
     struct AuthRecord: Codable {
         var failedMatches = 0
+        /// The last passcode unlock of an owner vault (every vault's clocks).
         var lastPasscodeBootID: String?
         var lastPasscodeTime: Int64?
         var matches: [MatchRecord]?
         /// Passcode attempts not followed by a recorded unlock, per vault (hex id), and the last one's time.
         var passcodeFailures: [String: Int]?
         var lastPasscodeAttempt: [String: Int64]?
+        /// The last passcode unlock of each vault (hex id): its own clocks.
+        var vaultPasscode: [String: PasscodeClock]?
     }
 
     /// Bindings kept per vault (the newest; a rotation that did not commit leaves the old one usable).
     static let bindingsPerVault = 3
-    /// Bindings kept in all.
-    static let bindingLimit = 64
+    /// Vaults registered per user at most; a new one evicts the longest-registered vault that is
+    /// not an owner (never an owner vault).
+    static let vaultLimit = 32
+    /// Live keys kept per binding (concurrent unlocks each hand out one).
+    static let keysPerBinding = 8
+    /// Changes of the prints remembered.
+    static let historyLimit = 64
 
     private func sealedRead<T: Decodable>(_ path: String, label: String, as: T.Type) throws -> T? {
         guard let bytes = try PrivateFiles.read(path, limit: 16 << 20) else { return nil }
@@ -150,7 +222,19 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     }
 
     private func printsState() throws -> PrintsState {
-        try sealedRead(printsPath, label: "prints", as: PrintsState.self) ?? PrintsState(epoch: [], prints: [], bindings: [])
+        var state = try sealedRead(printsPath, label: "prints", as: PrintsState.self) ?? PrintsState(epoch: [], prints: [], bindings: [])
+        if state.vaults == nil {
+            // A state from before vaults were registered: each bound vault's newest proof key
+            // becomes its registered key, and each is an owner (as it could act before).
+            var vaults: [RegisteredVault] = []
+            for b in (state.bindings ?? []).reversed() where !vaults.contains(where: { $0.vaultID == b.vaultID }) {
+                if let key = b.proofKey {
+                    vaults.insert(RegisteredVault(vaultID: b.vaultID, proofKey: key, owner: true, registered: b.created), at: 0)
+                }
+            }
+            state.vaults = vaults
+        }
+        return state
     }
 
     private func write(_ state: PrintsState) throws { try sealedWrite(state, printsPath, label: "prints") }
@@ -199,24 +283,49 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         challenges.consume(challenge, now: clock())
     }
 
-    /// Whether `proof` is valid for `purpose` under a binding of its vault in `state`.
-    /// - Returns: nil when that vault has no binding here.
-    private func check(_ proof: AuthorityProof, _ purpose: ProofPurpose, in state: PrintsState) throws -> Bool? {
-        let mine = (state.bindings ?? []).filter { $0.vaultID == proof.vaultID }
-        guard !mine.isEmpty else { return nil }
-        guard consume(proof.challenge) else { return false }
-        for b in mine {
-            let key = try SecretBytes(copying: b.proofKey)
-            if try AuthorityProofMAC.check(proof, purpose: purpose, key: key) { return true }
+    /// The index of the registered vault `proof` is valid for (`purpose`, `subject`) under its
+    /// registered or pending key; a pending key proven replaces the old one in `state` (the
+    /// caller writes it). The challenge is used up either way.
+    /// - Returns: nil when the proof's vault is not registered here.
+    /// - Throws: `.authenticationFailed` for an invalid proof or a used or unknown challenge.
+    private func provenVault(_ proof: AuthorityProof, _ purpose: ProofPurpose, subject: [UInt8] = [],
+                             in state: inout PrintsState) throws -> Int? {
+        guard let i = (state.vaults ?? []).firstIndex(where: { $0.vaultID == proof.vaultID }) else { return nil }
+        let invalid = VaultError.authenticationFailed("the proof of the vault key is not valid")
+        guard consume(proof.challenge) else { throw invalid }
+        let v = state.vaults![i]
+        if try AuthorityProofMAC.check(proof, purpose: purpose, subject: subject, key: try SecretBytes(copying: v.proofKey)) { return i }
+        if let pending = v.pendingProofKey,
+           try AuthorityProofMAC.check(proof, purpose: purpose, subject: subject, key: try SecretBytes(copying: pending)) {
+            state.vaults![i].proofKey = pending
+            state.vaults![i].pendingProofKey = nil
+            return i
         }
-        return false
+        throw invalid
     }
 
-    private func requireProof(_ proof: AuthorityProof?, _ purpose: ProofPurpose, in state: PrintsState, what: String) throws {
-        guard !(state.bindings ?? []).isEmpty else { return }
-        guard let proof, try check(proof, purpose, in: state) == true else {
-            throw VaultError.authenticationFailed("\(what) needs the passcode of a vault bound to these fingerprints")
+    private func hasOwner(_ state: PrintsState) -> Bool { (state.vaults ?? []).contains { $0.owner } }
+
+    /// Checks that `proof` is an owner vault's, once the user has one (uid-wide changes: the
+    /// prints, the lockout, every vault's clocks). - Returns: the owner vault, nil when there is
+    /// no owner vault yet (nothing to prove).
+    private func requireOwner(_ proof: AuthorityProof?, _ purpose: ProofPurpose, subject: [UInt8], in state: inout PrintsState,
+                              what: String) throws -> RegisteredVault? {
+        guard hasOwner(state) else { return nil }
+        let refused = VaultError.authenticationFailed("\(what) needs the passcode of a vault that manages your fingerprints")
+        guard let proof, let i = try provenVault(proof, purpose, subject: subject, in: &state) else { throw refused }
+        guard state.vaults![i].owner else {
+            throw VaultError.authenticationFailed("\(what) needs the passcode of a vault that manages your fingerprints; "
+                                                  + "this vault does not (it was bound after another one)")
         }
+        return state.vaults![i]
+    }
+
+    private func record(_ change: PrintChange.Kind, finger: String, by vault: RegisteredVault?, label: String?, in state: inout PrintsState) {
+        var h = state.history ?? []
+        h.append(StoredChange(seq: (h.last?.seq ?? 0) + 1, kind: change, finger: finger, time: clock(), byVault: vault?.vaultID,
+                              label: vault == nil ? nil : (label ?? vault?.label)))
+        state.history = Array(h.suffix(EmbeddedKeyAuthority.historyLimit))
     }
 
     // MARK: prints and domain state
@@ -226,7 +335,11 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
 
     /// The enrolled fingers.
     public func fingers() throws -> [EnrolledFinger] {
-        try printsState().prints.map { EnrolledFinger(finger: $0.finger, sensor: $0.sensor, enrolled: $0.enrolled) }
+        try printsState().prints.map(EmbeddedKeyAuthority.shown)
+    }
+
+    static func shown(_ p: StoredPrint) -> EnrolledFinger {
+        EnrolledFinger(finger: p.finger, sensor: p.sensor, enrolled: p.enrolled, confirmed: p.isConfirmed, enrolledBy: p.label)
     }
 
     /// BLAKE2b-256 over the canonical sorted print list, the epoch and the chip's list.
@@ -244,13 +357,13 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         return DomainState(bytes: try KeyedHash.hash(w.bytes, key: [], outputLength: 32))
     }
 
-    /// The slot key of a binding: keyed BLAKE2b of the device secret over the vault, the slot,
-    /// the binding's own secret, the reader and the domain state.
-    private func slotKey(_ b: Binding, state: DomainState) throws -> SecretBytes {
+    /// The slot key of one key of a binding: keyed BLAKE2b of the device secret over the vault,
+    /// the slot, the key's own secret, the reader and the domain state.
+    private func slotKey(_ b: Binding, key: BindingKey, state: DomainState) throws -> SecretBytes {
         var w = ByteWriter(label: "vault-fingerprint-slot-v2")
         w.append(b.vaultID)
         w.append(b.slotID)
-        w.append(b.secret)
+        w.append(key.secret)
         w.append(b.sensor.canonical)
         w.append(state.bytes)
         return try SecretBytes(copying: try KeyedHash.hash(w.bytes, key: secret, outputLength: 32))
@@ -260,16 +373,113 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
 
     // MARK: binding
 
-    /// A new binding of `slot` to the reader's current prints.
-    public func bind(_ slot: SlotReference, sensor: SensorIdentity?, proofKey: borrowing SecretBytes, rules: PasscodeRules) throws -> BindingGrant {
+    /// The fingers no owner stands behind on `reader`: prints enrolled with no proof and not
+    /// confirmed, and entries of the reader's own list that an owner's binding never saw.
+    private func unconfirmed(_ state: PrintsState, reader: SensorIdentity, chip: [String]) -> [PrintChange] {
+        var out: [PrintChange] = []
+        for p in state.prints where p.sensor == reader && !p.isConfirmed {
+            out.append(PrintChange(kind: .enrolled, finger: p.finger, time: p.enrolled, by: nil))
+        }
+        if let seen = state.confirmedChip {
+            let known = Set(seen)
+            // Print files first: they say when they changed.
+            for line in chip.sorted(by: >) where !known.contains(line) {
+                out.append(PrintChange(kind: .outside, finger: EmbeddedKeyAuthority.chipFinger(line), time: EmbeddedKeyAuthority.chipTime(line) ?? clock(), by: nil))
+            }
+        }
+        var seenFingers = Set<String>()
+        return out.filter { seenFingers.insert($0.kind.rawValue + " " + $0.finger).inserted }
+    }
+
+    /// The finger a line of the reader's own list is about (fprintd: `fprintd-finger right-index`,
+    /// `fprintd-print DRIVER/DEVICE/7 ...` with fprintd's finger numbers).
+    static func chipFinger(_ line: String) -> String {
+        let words = line.split(separator: " ").map(String.init)
+        if words.first == "fprintd-finger", words.count > 1 {
+            // fprintd's names (`right-index-finger`, `left-thumb`) as vault's.
+            return words[1].hasSuffix("-finger") ? String(words[1].dropLast(7)) : words[1]
+        }
+        if words.first == "fprintd-print", words.count > 1, let n = Int(words[1].split(separator: "/").last ?? ""),
+           (1...10).contains(n) {
+            return ["left-thumb", "left-index", "left-middle", "left-ring", "left-little",
+                    "right-thumb", "right-index", "right-middle", "right-ring", "right-little"][n - 1]
+        }
+        return words.count > 1 ? words[1] : line
+    }
+
+    /// When a line of the reader's own list last changed, when it says (`mtime=` nanoseconds).
+    static func chipTime(_ line: String) -> Int64? {
+        guard let field = line.split(separator: " ").first(where: { $0.hasPrefix("mtime=") }), let ns = Int64(field.dropFirst(6)) else { return nil }
+        return ns / 1_000_000_000
+    }
+
+    /// A new binding of `request.slot` to the reader's current prints (see `KeyAuthority.bind`).
+    public func bind(_ request: BindRequest, proofKey: borrowing SecretBytes) throws -> BindingGrant {
+        let slot = request.slot
         let proofBytes = proofKey.exposedBytes()
+        let subject = try BindRequest.subject(slot: slot, proofKey: proofKey, confirm: request.confirm)
         return try withStateLock {
             var state = try printsState()
-            let reader = try reader(sensor ?? preferredSensor(state))
+            let reader = try reader(request.sensor ?? preferredSensor(state))
             guard state.prints.contains(where: { $0.sensor == reader.identity }) else { throw VaultError.biometryNotEnrolled }
-            let current = try domainState(state, chipPrints: try reader.chipPrints())
-            let b = Binding(vaultID: slot.vaultID, slotID: slot.slotID, secret: randomKeyBytes(32), proofKey: proofBytes,
-                            sensor: reader.identity, domainState: current.bytes, rules: rules, created: clock())
+            let chip = try reader.chipPrints()
+            var vaults = state.vaults ?? []
+            let index: Int
+            /// The last change the vault's newest binding saw (nil: never bound: nothing to report).
+            let previous: Int64?
+            if vaults.contains(where: { $0.vaultID == slot.vaultID }) {
+                // A vault known here: only its key's holder binds it (no one else replaces or
+                // evicts its bindings).
+                guard let proof = request.proof, proof.vaultID == slot.vaultID,
+                      let i = try provenVault(proof, .bind, subject: subject, in: &state) else {
+                    throw VaultError.authenticationFailed("binding vault \(request.label.map { "'\($0)' " } ?? "")needs a proof of its key (its passcode)")
+                }
+                vaults = state.vaults ?? []
+                if vaults[i].proofKey != proofBytes { vaults[i].pendingProofKey = proofBytes }
+                if let label = request.label { vaults[i].label = label }
+                index = i
+                previous = (state.bindings ?? []).filter { $0.vaultID == slot.vaultID }.max { $0.created < $1.created }.map { $0.historySeq ?? 0 }
+            } else {
+                // A vault never bound here: its key is registered now. The first vault of a user
+                // manages the fingerprints; later ones are registered beside it, owners only
+                // when an owner vault admits them.
+                let owner = !hasOwner(state)
+                if vaults.count >= EmbeddedKeyAuthority.vaultLimit {
+                    guard let evict = vaults.firstIndex(where: { !$0.owner }) else {
+                        throw VaultError.failure("the key authority already knows \(EmbeddedKeyAuthority.vaultLimit) vaults of yours that manage your fingerprints")
+                    }
+                    let gone = vaults.remove(at: evict).vaultID
+                    state.bindings = (state.bindings ?? []).filter { $0.vaultID != gone }
+                }
+                vaults.append(RegisteredVault(vaultID: slot.vaultID, proofKey: proofBytes, owner: owner, registered: clock(), label: request.label))
+                index = vaults.count - 1
+                previous = nil
+            }
+            let owner = vaults[index].owner
+            // Fingers no owner stands behind are shown, and bound to only when confirmed
+            // explicitly by an owner vault (whose passcode was given for this binding).
+            let doubtful = unconfirmed(state, reader: reader.identity, chip: chip)
+            let left = doubtful.filter { !request.confirm.contains($0.finger) }
+            if !left.isEmpty {
+                throw VaultError.unconfirmedPrints(left.map(\.sentence), fingers: left.map(\.finger), owner: owner)
+            }
+            if !doubtful.isEmpty && !owner {
+                throw VaultError.unconfirmedPrints(doubtful.map(\.sentence), fingers: doubtful.map(\.finger), owner: false)
+            }
+            for i in state.prints.indices where state.prints[i].sensor == reader.identity && !state.prints[i].isConfirmed {
+                state.prints[i].confirmed = true
+            }
+            if owner { state.confirmedChip = chip }
+            state.vaults = vaults
+            var changes = (state.history ?? []).filter { c in previous.map { (c.seq ?? 0) > $0 } ?? false }.map {
+                PrintChange(kind: $0.kind, finger: $0.finger, time: $0.time, by: $0.byVault == nil ? nil : ($0.label ?? "unnamed"))
+            }
+            changes += doubtful
+            let current = try domainState(state, chipPrints: chip)
+            let key = BindingKey(id: randomBytes(16), secret: randomKeyBytes(32), seq: 0)
+            let b = Binding(vaultID: slot.vaultID, slotID: slot.slotID, secret: key.secret, proofKey: nil,
+                            sensor: reader.identity, domainState: current.bytes, rules: request.rules, created: clock(),
+                            historySeq: state.history?.last?.seq ?? 0, keys: [key])
             var bindings = (state.bindings ?? []).filter { !($0.vaultID == slot.vaultID && $0.slotID == slot.slotID) }
             bindings.append(b)
             let same = bindings.filter { $0.vaultID == slot.vaultID }
@@ -277,11 +487,11 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
                 let drop = Set(same.prefix(same.count - EmbeddedKeyAuthority.bindingsPerVault).map(\.slotID))
                 bindings.removeAll { $0.vaultID == slot.vaultID && drop.contains($0.slotID) }
             }
-            if bindings.count > EmbeddedKeyAuthority.bindingLimit { bindings.removeFirst(bindings.count - EmbeddedKeyAuthority.bindingLimit) }
             state.bindings = bindings
             try write(state)
-            return BindingGrant(kek: try slotKey(b, state: current),
-                                binding: FingerprintBinding(sensor: reader.identity, domainState: current, authority: kind))
+            return BindingGrant(kek: try slotKey(b, key: key, state: current),
+                                binding: FingerprintBinding(sensor: reader.identity, domainState: current, authority: kind, keyID: hexString(key.id)),
+                                changes: changes, owner: owner)
         }
     }
 
@@ -292,17 +502,50 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         return b
     }
 
+    /// The key of `b` the slot names (`slot.keyID`, hex; nil: the first key).
+    /// - Throws: `.domainStateChanged` when that key is gone (a later unlock re-sealed the slot:
+    ///   this is an older copy of the vault).
+    private func liveKey(_ b: Binding, _ slot: SlotReference) throws -> BindingKey {
+        let id = slot.keyID.flatMap(bytesFromHex) ?? []
+        guard let k = b.liveKeys.first(where: { $0.id == id }) else { throw VaultError.domainStateChanged }
+        return k
+    }
+
     // MARK: matching
 
-    /// A live match for `slot`'s binding, then its key.
-    public func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> SecretBytes {
+    /// A live match for `slot`'s binding, then the key the slot is sealed with and a new one to
+    /// re-seal it with. Naming a key drops the keys made before it, so a key captured in one
+    /// unlock opens nothing once a later unlock re-sealed the slot.
+    public func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> UnlockGrant {
         let state = try printsState()
         let b = try binding(slot, in: state)
+        let key = try liveKey(b, slot)
         let r = try record()
         if r.failedMatches >= lockoutThreshold { throw VaultError.biometryLockout }
-        if let why = passcodeRule(rules.stricter(b.rules), record: r) { throw why }
+        if let why = passcodeRule(rules.stricter(b.rules), record: r, vaultID: slot.vaultID) { throw why }
         let current = try liveMatch(b, state: state, prompt: prompt, events: events)
-        return try slotKey(b, state: current)
+        let kek = try slotKey(b, key: key, state: current)
+        // The next key: written before it is handed out. When it cannot be written the slot
+        // simply stays as it is (the match stands: the key above opens it).
+        let next: BindingKey? = try? withStateLock {
+            var now = try printsState()
+            guard let i = (now.bindings ?? []).firstIndex(where: { $0.vaultID == slot.vaultID && $0.slotID == slot.slotID }) else { return nil }
+            var keys = now.bindings![i].liveKeys
+            guard let named = keys.firstIndex(where: { $0.id == key.id }) else { return nil }
+            keys.removeFirst(named)
+            let fresh = BindingKey(id: randomBytes(16), secret: randomKeyBytes(32), seq: (keys.map(\.seq).max() ?? 0) + 1)
+            keys.append(fresh)
+            if keys.count > EmbeddedKeyAuthority.keysPerBinding { keys.removeFirst(keys.count - EmbeddedKeyAuthority.keysPerBinding) }
+            // The named key stays first: it opens the slot until the caller re-sealed it.
+            if keys.first?.id != key.id { keys.insert(key, at: 0) }
+            now.bindings![i].keys = keys
+            try write(now)
+            return fresh
+        }
+        guard let next else { return UnlockGrant(kek: kek, next: nil) }
+        return UnlockGrant(kek: kek, next: NextSlotKey(kek: try slotKey(b, key: next, state: current),
+                                                       binding: FingerprintBinding(sensor: b.sensor, domainState: current, authority: kind,
+                                                                                   keyID: hexString(next.id))))
     }
 
     /// A live match for `slot`'s binding (or one at most `reuse` seconds old), no key.
@@ -321,12 +564,15 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         return nil
     }
 
-    /// Why the passcode is needed before any scan (reboot, interval), or nil.
-    private func passcodeRule(_ rules: PasscodeRules, record r: AuthRecord) -> VaultError? {
-        if rules.afterReboot, r.lastPasscodeBootID != bootID {
+    /// Why the passcode is needed before any scan (reboot, interval), or nil: an owner vault's
+    /// passcode unlock restarts every vault's clocks, any vault's its own.
+    private func passcodeRule(_ rules: PasscodeRules, record r: AuthRecord, vaultID: [UInt8]) -> VaultError? {
+        let own = r.vaultPasscode?[hexString(vaultID)]
+        if rules.afterReboot, r.lastPasscodeBootID != bootID, own?.bootID != bootID {
             return .passcodeNeeded("first unlock since the machine started")
         }
-        if rules.intervalHours > 0, clock() - (r.lastPasscodeTime ?? 0) > Int64(rules.intervalHours) * 3600 {
+        let last = max(r.lastPasscodeTime ?? 0, own?.time ?? 0)
+        if rules.intervalHours > 0, clock() - last > Int64(rules.intervalHours) * 3600 {
             return .passcodeNeeded("no passcode unlock in the last \(rules.intervalHours) h")
         }
         return nil
@@ -378,24 +624,44 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
 
     // MARK: passcode unlocks
 
-    /// Resets the lockout and restarts the passcode clock, for a valid proof.
+    /// Restarts the vault's passcode clock and, for an owner vault, resets the lockout and
+    /// restarts every vault's clocks, for a valid proof.
     @discardableResult
-    public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> Bool {
-        guard let valid = try check(proof, .passcodeUnlock, in: try printsState()) else {
+    public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord {
+        var state = try printsState()
+        let pendingBefore = (state.vaults ?? []).first { $0.vaultID == proof.vaultID }?.pendingProofKey
+        guard let i = try provenVault(proof, .passcodeUnlock, in: &state) else {
             // A vault never bound here has no proof key: its own failure count is cleared on the
-            // word of the caller (this authority's state is the user's anyway; see threat-model.md).
+            // word of the caller (its passcode is checked by its own slot; nothing else changes).
             try? updateRecord { r in r.passcodeFailures?[hexString(proof.vaultID)] = nil }
-            return false
+            return .notBound
         }
-        guard valid else { throw VaultError.authenticationFailed("the proof of the vault key is not valid") }
-        let now = clock(), boot = bootID
+        let vault = state.vaults![i]
+        if pendingBefore != nil && vault.pendingProofKey == nil {
+            // The rotated key proved itself: it is the vault's key from now on.
+            try? withStateLock {
+                var now = try printsState()
+                guard let j = now.vaults?.firstIndex(where: { $0.vaultID == proof.vaultID }), now.vaults![j].pendingProofKey == vault.proofKey else { return }
+                now.vaults![j].proofKey = vault.proofKey
+                now.vaults![j].pendingProofKey = nil
+                try write(now)
+            }
+        }
+        let now = clock(), boot = bootID, id = hexString(proof.vaultID)
         try updateRecord { r in
-            r.failedMatches = 0
-            r.lastPasscodeBootID = boot
-            r.lastPasscodeTime = now
-            r.passcodeFailures?[hexString(proof.vaultID)] = nil
+            var clocks = r.vaultPasscode ?? [:]
+            clocks[id] = PasscodeClock(bootID: boot, time: now)
+            // Bounded by the registered vaults.
+            let known = Set((state.vaults ?? []).map { hexString($0.vaultID) })
+            r.vaultPasscode = clocks.filter { known.contains($0.key) }
+            r.passcodeFailures?[id] = nil
+            if vault.owner {
+                r.failedMatches = 0
+                r.lastPasscodeBootID = boot
+                r.lastPasscodeTime = now
+            }
         }
-        return true
+        return vault.owner ? .owner : .vault
     }
 
     /// How long to wait after the wrong passcodes counted for this vault.
@@ -426,10 +692,11 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// The fingers tried, in order, when none is named.
     public static let fingerOrder = ["right-index", "left-index", "right-thumb", "left-thumb", "right-middle", "left-middle", "right-ring"]
 
-    /// Enrols a finger on the reader.
-    public func enroll(finger requested: String?, sensor: SensorIdentity?, proof: AuthorityProof?) throws -> EnrolledFinger {
-        let before = try printsState()
-        try requireProof(proof, .enroll, in: before, what: "enrolling a finger")
+    /// Enrols a finger on the reader: with an owner vault's proof once there is one; the first
+    /// finger (no owner vault yet) is enrolled unconfirmed.
+    public func enroll(finger requested: String?, sensor: SensorIdentity?, proof: AuthorityProof?, label: String?) throws -> EnrolledFinger {
+        var before = try printsState()
+        let by = try requireOwner(proof, .enroll, subject: AuthorityProofMAC.fingerSubject(requested), in: &before, what: "enrolling a finger")
         let reader = try reader(sensor ?? preferredSensor(before))
         let existing = before.prints.filter { $0.sensor == reader.identity }.map(\.finger)
         let finger = requested ?? EmbeddedKeyAuthority.fingerOrder.first { !existing.contains($0) } ?? "right-ring"
@@ -437,25 +704,36 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
             throw VaultError.failure("\(finger) is already enrolled on this reader", hint: "remove it first with 'vault unenroll \(finger)'")
         }
         let data = try reader.enroll(finger: finger)
-        let enrolled = EnrolledFinger(finger: finger, sensor: reader.identity, enrolled: clock())
+        let name = by == nil ? nil : (label ?? by?.label)
+        let enrolled = EnrolledFinger(finger: finger, sensor: reader.identity, enrolled: clock(), confirmed: by != nil, enrolledBy: name)
         try withStateLock {
             var state = try printsState()
-            state.prints.append(StoredPrint(finger: finger, sensor: reader.identity, data: data, enrolled: enrolled.enrolled))
+            // The owner proof was checked (and a pending key promoted) in `before`.
+            state.vaults = before.vaults
+            state.prints.append(StoredPrint(finger: finger, sensor: reader.identity, data: data, enrolled: enrolled.enrolled,
+                                            byVault: by?.vaultID, label: name, confirmed: by != nil))
             state.epoch = randomBytes(16)
+            record(.enrolled, finger: finger, by: by, label: label, in: &state)
+            if by != nil, let chip = try? reader.chipPrints() { state.confirmedChip = chip }
             try write(state)
         }
         return enrolled
     }
 
-    /// Removes a finger's prints (from the chip too, when the reader is present).
-    public func unenroll(finger: String, proof: AuthorityProof) throws -> [EnrolledFinger] {
+    /// Removes a finger's prints (from the chip too, when the reader is present): with an owner
+    /// vault's proof once there is one.
+    public func unenroll(finger: String, proof: AuthorityProof?, label: String?) throws -> [EnrolledFinger] {
         let gone: [StoredPrint] = try withStateLock {
             var state = try printsState()
-            try requireProof(proof, .unenroll, in: state, what: "removing a finger")
+            let by = try requireOwner(proof, .unenroll, subject: AuthorityProofMAC.fingerSubject(finger), in: &state, what: "removing a finger")
             let gone = state.prints.filter { $0.finger == finger }
-            guard !gone.isEmpty else { return [] }
+            guard !gone.isEmpty else {
+                if by != nil { try write(state) }
+                return []
+            }
             state.prints.removeAll { $0.finger == finger }
             state.epoch = randomBytes(16)
+            record(.removed, finger: finger, by: by, label: label, in: &state)
             try write(state)
             return gone
         }
@@ -473,13 +751,23 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         try DeviceSecretFile.setAside(folder)
     }
 
-    /// Replaces the prints file with an empty one under a new epoch: every binding goes. A
-    /// readable state with bindings needs a proof; a damaged one can be reset by the owner of
-    /// any vault (its passcode was given in this process).
+    /// Replaces the prints with none under a new epoch: every binding goes, the registered
+    /// vaults stay. A readable state needs an owner vault's proof (once there is one); a damaged
+    /// one can be reset by the owner of any vault (its passcode was given in this process), and
+    /// nothing of it survives.
     public func resetPrints(proof: AuthorityProof?) throws {
         try withStateLock {
-            if let state = try? printsState() { try requireProof(proof, .resetPrints, in: state, what: "resetting the fingerprints") }
-            try write(PrintsState(epoch: randomBytes(16), prints: [], bindings: []))
+            guard var state = try? printsState() else {
+                try write(PrintsState(epoch: randomBytes(16), prints: [], bindings: [], vaults: []))
+                return
+            }
+            let by = try requireOwner(proof, .resetPrints, subject: [], in: &state, what: "resetting the fingerprints")
+            state.prints = []
+            state.bindings = []
+            state.epoch = randomBytes(16)
+            state.confirmedChip = nil
+            record(.reset, finger: "", by: by, label: nil, in: &state)
+            try write(state)
         }
     }
 
@@ -497,11 +785,13 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
             if slot != nil { s.bindingCurrent = false }
             return s
         }
-        s.fingers = state.prints.map { EnrolledFinger(finger: $0.finger, sensor: $0.sensor, enrolled: $0.enrolled) }
+        s.fingers = state.prints.map(EmbeddedKeyAuthority.shown)
+        s.owner = slot.flatMap { ref in (state.vaults ?? []).first { $0.vaultID == ref.vaultID } }?.owner
         let b = slot.flatMap { ref in (state.bindings ?? []).first { $0.vaultID == ref.vaultID && $0.slotID == ref.slotID } }
         let effective = b.map { rules.stricter($0.rules) } ?? rules
-        s.passcodeAfterRebootDue = effective.afterReboot && r.lastPasscodeBootID != bootID
-        if effective.intervalHours > 0 { s.passcodeDue = (r.lastPasscodeTime ?? 0) + Int64(effective.intervalHours) * 3600 }
+        let own = slot.flatMap { r.vaultPasscode?[hexString($0.vaultID)] }
+        s.passcodeAfterRebootDue = effective.afterReboot && r.lastPasscodeBootID != bootID && own?.bootID != bootID
+        if effective.intervalHours > 0 { s.passcodeDue = max(r.lastPasscodeTime ?? 0, own?.time ?? 0) + Int64(effective.intervalHours) * 3600 }
         if let reader = try? reader(b?.sensor ?? sensor ?? preferredSensor(state)) {
             s.sensor = reader.identity
             s.domainState = try? domainState(state, chipPrints: (try? reader.chipPrints()) ?? [])

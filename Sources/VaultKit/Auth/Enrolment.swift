@@ -6,25 +6,28 @@ extension UnlockedVault {
     /// enrolling needs a bound vault's proof: a vault not bound yet is bound first.
     /// - Parameter finger: nil picks the first free finger in the usual order.
     public func enroll(finger: String?, through authority: any KeyAuthority) throws -> EnrolledFinger {
-        if try store.slot(.fingerprint) == nil, try !authority.fingers().isEmpty {
-            // No prints on this reader yet is fine: the enrolment below then needs no binding.
-            try? bindFingerprint(authority: authority, sensor: nil)
-        }
-        return try authority.enroll(finger: finger, sensor: nil, proof: try proof(.enroll, for: authority))
+        try authority.enroll(finger: finger, sensor: nil,
+                             proof: try proof(.enroll, for: authority, subject: AuthorityProofMAC.fingerSubject(finger)),
+                             label: store.location.name)
     }
 
     /// `vault enroll`: enrols, then rotates this vault so it is bound to the new set of prints.
     public func enrollAndRotate(finger: String?, through authority: any KeyAuthority, passcode: borrowing SecretBytes,
                                 progress: (Int, Int) -> Void = { _, _ in }) throws -> (EnrolledFinger, RotationResult) {
         let done = try enroll(finger: finger, through: authority)
-        return (done, try rotate(passcode: passcode, kdf: nil, recovery: .keep, authority: authority, progress: progress))
+        // A finger enrolled before any vault was bound is this owner's own: confirmed here.
+        let result = try rotate(passcode: passcode, kdf: nil, recovery: .keep, authority: authority,
+                                confirm: done.confirmed ? [] : [done.finger], progress: progress)
+        authority.recordUnlock(of: result.vault)
+        return (done, result)
     }
 
     /// `vault unenroll`: removes the finger's prints, then rotates this vault onto what remains.
     /// - Throws: `.failure` when the finger is not enrolled.
     public func unenrollAndRotate(finger: String, through authority: any KeyAuthority, passcode: borrowing SecretBytes,
                                   progress: (Int, Int) -> Void = { _, _ in }) throws -> RotationResult {
-        let gone = try authority.unenroll(finger: finger, proof: try proof(.unenroll, for: authority))
+        let gone = try authority.unenroll(finger: finger, proof: try proof(.unenroll, for: authority, subject: AuthorityProofMAC.fingerSubject(finger)),
+                                          label: store.location.name)
         guard !gone.isEmpty else { throw VaultError.failure("\(finger) is not enrolled", hint: "see 'vault fingers'") }
         return try rotate(passcode: passcode, kdf: nil, recovery: .keep, authority: authority, progress: progress)
     }

@@ -24,11 +24,74 @@ public struct EnrolledFinger: Codable, Equatable, Sendable {
     public var sensor: SensorIdentity
     /// When it was enrolled (seconds since 1970).
     public var enrolled: Int64
+    /// Whether the owner stands behind it: enrolled with the proof of an owner vault, or confirmed
+    /// explicitly at a binding. False for a print enrolled with no proof (before any vault was
+    /// bound) that no binding confirmed yet: no vault binds to it until it is confirmed or removed.
+    public var confirmed: Bool
+    /// The vault whose proof enrolled it, as that vault's client named it (shown, not trusted);
+    /// nil when no vault's proof did.
+    public var enrolledBy: String?
     /// Creates a record.
-    public init(finger: String, sensor: SensorIdentity, enrolled: Int64) {
+    public init(finger: String, sensor: SensorIdentity, enrolled: Int64, confirmed: Bool = true, enrolledBy: String? = nil) {
         self.finger = finger
         self.sensor = sensor
         self.enrolled = enrolled
+        self.confirmed = confirmed
+        self.enrolledBy = enrolledBy
+    }
+}
+
+/// One change of the enrolled prints, as the authority recorded it: shown to the owner before a
+/// vault is bound to the prints it produced ("left-thumb was enrolled on 2026-12-01 18:14 by a
+/// request that no vault of yours signed").
+public struct PrintChange: Codable, Equatable, Sendable {
+    /// What happened.
+    public enum Kind: String, Codable, Sendable {
+        /// A finger was enrolled through the authority.
+        case enrolled
+        /// A finger was removed through the authority.
+        case removed
+        /// Every print and binding was forgotten.
+        case reset
+        /// The reader's own list changed outside vault (fprintd's fingers, a match-on-chip list).
+        case outside
+    }
+    /// What happened.
+    public var kind: Kind
+    /// Which finger (empty for a reset).
+    public var finger: String
+    /// When (seconds since 1970).
+    public var time: Int64
+    /// The vault whose valid proof made the change, as its client named it; nil when no vault of
+    /// this user signed it.
+    public var by: String?
+    /// Creates a change.
+    public init(kind: Kind, finger: String, time: Int64, by: String?) {
+        self.kind = kind
+        self.finger = finger
+        self.time = time
+        self.by = by
+    }
+
+    /// The sentence shown to the person, without the `vault:` prefix.
+    public var sentence: String {
+        let when = PrintChange.format(time)
+        let who = by.map { "by vault '\($0)'" } ?? "by a request that no vault of yours signed"
+        switch kind {
+        case .enrolled: return "\(finger) was enrolled on \(when) \(who)"
+        case .removed: return "\(finger) was removed on \(when) \(who)"
+        case .reset: return "every fingerprint was forgotten on \(when) \(who)"
+        case .outside: return "\(finger) was enrolled or changed on \(when) outside vault (the reader's own list, e.g. fprintd)"
+        }
+    }
+
+    /// `yyyy-MM-dd HH:mm` in the local time zone.
+    static func format(_ time: Int64) -> String {
+        var t = time_t(time)
+        var parts = tm()
+        guard localtime_r(&t, &parts) != nil else { return "\(time)" }
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min))"
     }
 }
 
@@ -69,7 +132,7 @@ public struct AuthorityProof: Codable, Equatable, Sendable {
     public var vaultID: [UInt8]
     /// The authority's challenge (single use).
     public var challenge: [UInt8]
-    /// The MAC.
+    /// The MAC (over the purpose, the vault id, the challenge and what the request asks for).
     public var mac: [UInt8]
     /// Creates a proof.
     public init(vaultID: [UInt8], challenge: [UInt8], mac: [UInt8]) {
@@ -89,6 +152,8 @@ public enum ProofPurpose: String, Codable, Sendable {
     case unenroll
     /// Forgetting every print and binding.
     case resetPrints = "reset-prints"
+    /// Binding a slot of a vault the authority already knows (and registering its next proof key).
+    case bind
 }
 
 /// Which vault slot a request is about: the vault and its fingerprint slot's id.
@@ -97,10 +162,91 @@ public struct SlotReference: Codable, Equatable, Sendable {
     public var vaultID: [UInt8]
     /// The fingerprint slot's id (slot ids never repeat within a vault).
     public var slotID: Int64
+    /// Which of the binding's keys the slot is sealed with now (`FingerprintBinding.keyID`; nil:
+    /// the binding's first key, in slots made before keys rolled).
+    public var keyID: String?
     /// Creates a reference.
-    public init(vaultID: [UInt8], slotID: Int64) {
+    public init(vaultID: [UInt8], slotID: Int64, keyID: String? = nil) {
         self.vaultID = vaultID
         self.slotID = slotID
+        self.keyID = keyID
+    }
+}
+
+/// What a binding asks of the authority besides the proof key (which travels apart, as a secret).
+public struct BindRequest: Codable, Equatable, Sendable {
+    /// The slot to bind.
+    public var slot: SlotReference
+    /// The reader (nil: the authority's choice).
+    public var sensor: SensorIdentity?
+    /// The vault's passcode rules.
+    public var rules: PasscodeRules
+    /// A proof of this vault's registered key (purpose `bind`, subject ``subject(proofKey:)``):
+    /// needed for every binding of a vault the authority knows; nil for a vault it never bound.
+    public var proof: AuthorityProof?
+    /// Fingers enrolled without a vault's proof (or changed outside vault) that the caller
+    /// confirms explicitly: only an owner vault's binding can confirm.
+    public var confirm: [String]
+    /// The vault's name as this user calls it (shown in the history of changes, not trusted).
+    public var label: String?
+    /// Creates a request.
+    public init(slot: SlotReference, sensor: SensorIdentity?, rules: PasscodeRules, proof: AuthorityProof? = nil,
+                confirm: [String] = [], label: String? = nil) {
+        self.slot = slot
+        self.sensor = sensor
+        self.rules = rules
+        self.proof = proof
+        self.confirm = confirm
+        self.label = label
+    }
+
+    /// What the proof of a binding covers: the slot, the proof key registered next and the
+    /// fingers confirmed, so a proof made for one binding serves no other.
+    public static func subject(slot: SlotReference, proofKey: borrowing SecretBytes, confirm: [String]) throws -> [UInt8] {
+        var w = ByteWriter(label: "vault-bind-subject-v1")
+        w.append(slot.slotID)
+        w.append(try KeyedHash.hash(proofKey.exposedBytes(), key: [], outputLength: 32))
+        for f in confirm.sorted() { w.append(f) }
+        return w.bytes
+    }
+}
+
+/// What a passcode (or recovery-key) unlock recorded with the authority.
+public enum PasscodeRecord: String, Codable, Sendable {
+    /// The authority knows no such vault: nothing was recorded.
+    case notBound = "not-bound"
+    /// This vault's own passcode clock restarted; it is not one of the vaults that manage the
+    /// fingerprints, so the lockout (if any) stays.
+    case vault
+    /// An owner vault: the lockout is lifted and every passcode clock restarted.
+    case owner
+}
+
+/// The keys of one fingerprint unlock: the key the slot is sealed with now, and the key (with
+/// its parameters) the caller re-seals the slot with at once, so a key seen in one unlock opens
+/// nothing after the next one.
+public final class UnlockGrant {
+    /// The key that opens the slot as it is.
+    public let kek: SecretBytes
+    /// The slot's next key, nil when the authority could not make one now (the slot stays as it is).
+    public let next: NextSlotKey?
+    /// A grant of `kek`, and of `next`.
+    public init(kek: consuming SecretBytes, next: NextSlotKey?) {
+        self.kek = kek
+        self.next = next
+    }
+}
+
+/// The key a fingerprint slot is re-sealed with after an unlock, and the slot's new parameters.
+public final class NextSlotKey {
+    /// The key.
+    public let kek: SecretBytes
+    /// The parameters (the new key's id).
+    public let binding: FingerprintBinding
+    /// A next key.
+    public init(kek: consuming SecretBytes, binding: FingerprintBinding) {
+        self.kek = kek
+        self.binding = binding
     }
 }
 
@@ -110,10 +256,16 @@ public struct BindingGrant: ~Copyable {
     public let kek: SecretBytes
     /// The parameters stored in the slot (reader and domain state at binding time).
     public let binding: FingerprintBinding
+    /// What changed in the prints since this vault was last bound (shown to the person).
+    public let changes: [PrintChange]
+    /// Whether the vault is one of the vaults that manage the fingerprints (an owner vault).
+    public let owner: Bool
     /// A grant of `kek` for a slot with `binding` (an authority over a socket builds it from the reply).
-    public init(kek: consuming SecretBytes, binding: FingerprintBinding) {
+    public init(kek: consuming SecretBytes, binding: FingerprintBinding, changes: [PrintChange] = [], owner: Bool = true) {
         self.kek = kek
         self.binding = binding
+        self.changes = changes
+        self.owner = owner
     }
 }
 
@@ -185,6 +337,9 @@ public struct AuthorityStatus: Codable, Equatable, Sendable {
     /// The fingers the reader backend itself keeps for this user (fprintd's, vault's names), which
     /// `vault enroll --finger F` takes without a scan; nil when the backend keeps none.
     public var backendFingers: [String]? = nil
+    /// Whether the vault of the slot asked about is an owner vault (nil: none asked about, or
+    /// the authority does not know it).
+    public var owner: Bool? = nil
 }
 
 /// The seam that holds the device secret, the enrolled prints, the bindings and the lockout
@@ -202,24 +357,31 @@ public protocol KeyAuthority: AnyObject {
     func reader(prefer: SensorIdentity?) throws -> SensorIdentity
     /// A fresh single-use challenge for a proof.
     func challenge() throws -> [UInt8]
-    /// Binds slot `slot` of a vault: a fresh binding secret, the proof key registered for that
-    /// vault, the vault's passcode rules. Binding again makes a new binding; an old key is never
-    /// handed out again. - Throws: 15 no reader, 16 no prints on the reader.
-    func bind(_ slot: SlotReference, sensor: SensorIdentity?, proofKey: borrowing SecretBytes, rules: PasscodeRules) throws -> BindingGrant
-    /// A live match for the binding of `slot`, then its key. Applies the lockout and (with the
-    /// stricter of `rules` and the registered rules) the reboot and 48 h rules before any scan.
+    /// Binds `request.slot`: a fresh binding secret, the vault's passcode rules. The first
+    /// binding of a vault registers `proofKey` as the key its proofs are checked under (the
+    /// first vault of a user becomes an owner vault); every later one needs `request.proof`
+    /// under the registered key, and a different `proofKey` (after a rotation) is held as the
+    /// next key until a proof under it arrives. Prints enrolled without an owner's proof must be
+    /// in `request.confirm`. An old key is never handed out again.
+    /// - Throws: 10 no valid proof, 15 no reader, 16 no prints on the reader, 20 unconfirmed
+    ///   prints (named, with when and by whom).
+    func bind(_ request: BindRequest, proofKey: borrowing SecretBytes) throws -> BindingGrant
+    /// A live match for the binding of `slot` (sealed now with `slot.keyID`), then its key and
+    /// the key to re-seal the slot with. Applies the lockout and (with the stricter of `rules`
+    /// and the registered rules) the reboot and 48 h rules before any scan.
     /// - Throws: 10 retry limit (`retryLimitExceeded`), 11, 12, 13, 15, 16, 17, 18, 20.
-    func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> SecretBytes
+    func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> UnlockGrant
     /// A live match for the binding of `slot`, no key (fingerprint login). One of this binding's
     /// matches at most `reuse` seconds old counts (0: a scan always). The lockout applies; the
     /// passcode rules do not. - Returns: the age in seconds of the match reused, nil after a scan.
     @discardableResult
     func verify(_ slot: SlotReference, reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> Int64?
-    /// Records a passcode (or recovery-key) unlock: resets the lockout and restarts the passcode
-    /// clock. - Returns: false when the proof's vault is not bound here (nothing recorded).
+    /// Records a passcode (or recovery-key) unlock: restarts the vault's passcode clock and, for
+    /// an owner vault, resets the lockout and restarts every passcode clock.
+    /// - Returns: what was recorded (`notBound`: the vault is not known here, nothing recorded).
     /// - Throws: `.authenticationFailed` for a forged proof.
     @discardableResult
-    func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> Bool
+    func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord
     /// How many seconds the caller must wait before trying a passcode for `vault`: nothing for the
     /// first wrong ones, then growing, as iOS does; counted from the last wrong one.
     func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int
@@ -227,12 +389,15 @@ public protocol KeyAuthority: AnyObject {
     /// with `recordPasscodeUnlock` clears the count). Not counted before the try, so processes
     /// that unlock at the same time with the right passcode never delay one another.
     func recordPasscodeFailure(vaultID: [UInt8]) throws
-    /// Enrols a finger on the reader (the authority runs the enrolment). Needs the proof of a
-    /// bound vault, or no bindings at all (the first finger).
-    func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?) throws -> EnrolledFinger
-    /// Removes a finger's prints (every reader); returns what went.
-    func unenroll(finger: String, proof: AuthorityProof) throws -> [EnrolledFinger]
-    /// Forgets every print and binding (a damaged state, after the owner proved a passcode).
+    /// Enrols a finger on the reader (the authority runs the enrolment). Needs the proof of an
+    /// owner vault (purpose `enroll`, subject the finger's name), or no owner vault at all (the
+    /// first finger: enrolled unconfirmed). `label`: the proving vault's name, for the history.
+    func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?, label: String?) throws -> EnrolledFinger
+    /// Removes a finger's prints (every reader); returns what went. Needs an owner vault's
+    /// proof (subject the finger's name) once there is one.
+    func unenroll(finger: String, proof: AuthorityProof?, label: String?) throws -> [EnrolledFinger]
+    /// Forgets every print and binding: with an owner vault's proof, or for a damaged state
+    /// (after the owner proved a passcode in the caller), or when no owner vault exists.
     func resetPrints(proof: AuthorityProof?) throws
     /// The view for `vault status`, with the binding of `slot` checked when given.
     func status(slot: SlotReference?, sensor: SensorIdentity?, rules: PasscodeRules) throws -> AuthorityStatus
@@ -264,31 +429,39 @@ extension UnlockedVault {
         try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/authority-proof")
     }
 
-    /// A proof that this process holds the vault's master key, for `purpose`, over `challenge`.
-    public func proof(_ purpose: ProofPurpose, challenge: [UInt8]) throws -> AuthorityProof {
+    /// A proof that this process holds the vault's master key, for `purpose` and `subject`
+    /// (what the request asks for), over `challenge`.
+    public func proof(_ purpose: ProofPurpose, challenge: [UInt8], subject: [UInt8] = []) throws -> AuthorityProof {
         AuthorityProof(vaultID: store.vaultID, challenge: challenge,
-                       mac: try AuthorityProofMAC.mac(key: try proofKey(), purpose: purpose, vaultID: store.vaultID, challenge: challenge))
+                       mac: try AuthorityProofMAC.mac(key: try proofKey(), purpose: purpose, vaultID: store.vaultID,
+                                                      challenge: challenge, subject: subject))
     }
 
-    /// A fresh proof from `authority` for `purpose`.
-    public func proof(_ purpose: ProofPurpose, for authority: any KeyAuthority) throws -> AuthorityProof {
-        try proof(purpose, challenge: try authority.challenge())
+    /// A fresh proof from `authority` for `purpose` and `subject`.
+    public func proof(_ purpose: ProofPurpose, for authority: any KeyAuthority, subject: [UInt8] = []) throws -> AuthorityProof {
+        try proof(purpose, challenge: try authority.challenge(), subject: subject)
     }
 }
 
 /// The proof's MAC, shared by the prover and every authority.
 public enum AuthorityProofMAC {
-    /// BLAKE2b-256 keyed with the proof key over the purpose, the vault id and the challenge.
-    public static func mac(key: borrowing SecretBytes, purpose: ProofPurpose, vaultID: [UInt8], challenge: [UInt8]) throws -> [UInt8] {
-        var w = ByteWriter(label: "vault-authority-proof-v1")
+    /// BLAKE2b-256 keyed with the proof key over the purpose, the vault id, the challenge and
+    /// the subject (the finger enrolled or removed, the slot bound: see `BindRequest.subject`).
+    public static func mac(key: borrowing SecretBytes, purpose: ProofPurpose, vaultID: [UInt8], challenge: [UInt8],
+                           subject: [UInt8] = []) throws -> [UInt8] {
+        var w = ByteWriter(label: "vault-authority-proof-v2")
         w.append(purpose.rawValue)
         w.append(vaultID)
         w.append(challenge)
+        w.append(subject)
         return try KeyedHash.hash(w.bytes, key: key, outputLength: 32)
     }
 
-    /// Whether `proof` is a valid MAC for `purpose` under `key` (constant time).
-    public static func check(_ proof: AuthorityProof, purpose: ProofPurpose, key: borrowing SecretBytes) throws -> Bool {
-        constantTimeEqual(try mac(key: key, purpose: purpose, vaultID: proof.vaultID, challenge: proof.challenge), proof.mac)
+    /// Whether `proof` is a valid MAC for `purpose` and `subject` under `key` (constant time).
+    public static func check(_ proof: AuthorityProof, purpose: ProofPurpose, subject: [UInt8] = [], key: borrowing SecretBytes) throws -> Bool {
+        constantTimeEqual(try mac(key: key, purpose: purpose, vaultID: proof.vaultID, challenge: proof.challenge, subject: subject), proof.mac)
     }
+
+    /// The subject of an enrolment or removal proof: the finger's name (empty: the authority's choice).
+    public static func fingerSubject(_ finger: String?) -> [UInt8] { Array((finger ?? "").utf8) }
 }

@@ -19,23 +19,23 @@ public final class UnreachableAuthority: KeyAuthority {
     public func reader(prefer: SensorIdentity?) throws -> SensorIdentity { throw unavailable }
     /// A challenge no one will check (the passcode path asks for one to record the unlock).
     public func challenge() throws -> [UInt8] { randomBytes(32) }
-    public func bind(_ slot: SlotReference, sensor: SensorIdentity?, proofKey: borrowing SecretBytes, rules: PasscodeRules) throws -> BindingGrant {
+    public func bind(_ request: BindRequest, proofKey: borrowing SecretBytes) throws -> BindingGrant {
         throw unavailable
     }
-    public func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> SecretBytes {
+    public func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> UnlockGrant {
         throw unavailable
     }
     public func verify(_ slot: SlotReference, reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> Int64? {
         throw unavailable
     }
     /// Nothing is recorded.
-    public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> Bool { false }
+    public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord { .notBound }
     /// No wait can be counted here.
     public func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int { 0 }
     /// Nothing is counted.
     public func recordPasscodeFailure(vaultID: [UInt8]) throws {}
-    public func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?) throws -> EnrolledFinger { throw unavailable }
-    public func unenroll(finger: String, proof: AuthorityProof) throws -> [EnrolledFinger] { throw unavailable }
+    public func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?, label: String?) throws -> EnrolledFinger { throw unavailable }
+    public func unenroll(finger: String, proof: AuthorityProof?, label: String?) throws -> [EnrolledFinger] { throw unavailable }
     public func resetPrints(proof: AuthorityProof?) throws { throw unavailable }
     public func status(slot: SlotReference?, sensor: SensorIdentity?, rules: PasscodeRules) throws -> AuthorityStatus {
         AuthorityStatus(kind: kind, fingers: [], printsError: reason, failedMatches: 0, threshold: lockoutThreshold, sensor: nil,

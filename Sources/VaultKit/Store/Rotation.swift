@@ -39,7 +39,8 @@ extension UnlockedVault {
     ///   re-sealed and would be lost), `.keysRotated` when another rotation committed or another
     ///   process changed a slot (the passcode) since this vault was unlocked, or any store error.
     public func rotate(passcode: borrowing SecretBytes, kdf: KDFParameters?, recovery: RecoveryRotation,
-                       authority: (any KeyAuthority)?, sensor: SensorIdentity? = nil,
+                       authority: (any KeyAuthority)?, sensor: SensorIdentity? = nil, confirm: [String] = [],
+                       report: BindingReport = BindingReport(),
                        progress: (Int, Int) -> Void = { _, _ in }) throws -> RotationResult {
         let newGeneration = generation + 1
         let fresh = try UnlockedVault(store: store, masterKey: try SecretBytes.random(count: 32), generation: newGeneration,
@@ -78,7 +79,8 @@ extension UnlockedVault {
             if let recoverySealer { try fresh.insertSlot(recoverySealer, generation: newGeneration) }
             if let authority, try !authority.fingers().isEmpty {
                 do {
-                    try fresh.insertSlot(FingerprintSealer(authority: authority, vaultID: store.vaultID, sensor: sensor, rules: rules),
+                    try fresh.insertSlot(FingerprintSealer(authority: authority, prover: self, sensor: sensor, rules: rules,
+                                                           confirm: confirm, report: report),
                                          generation: newGeneration)
                     bound = true
                 } catch let e as VaultError {

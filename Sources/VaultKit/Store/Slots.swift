@@ -58,11 +58,15 @@ public struct FingerprintBinding: Codable, Equatable, Sendable {
     /// The kind of key authority that holds the binding (absent in slots made before there was a
     /// choice: the embedded one).
     public var authority: AuthorityKind?
+    /// Which of the binding's keys seals the slot (hex; each fingerprint unlock re-seals the slot
+    /// with a new one). Absent in slots made before keys rolled: the binding's first key.
+    public var keyID: String?
     /// Creates a binding.
-    public init(sensor: SensorIdentity, domainState: DomainState, authority: AuthorityKind? = nil) {
+    public init(sensor: SensorIdentity, domainState: DomainState, authority: AuthorityKind? = nil, keyID: String? = nil) {
         self.sensor = sensor
         self.domainState = domainState.hex
         self.authority = authority
+        self.keyID = keyID
     }
 
     /// The authority that holds it.
@@ -307,29 +311,54 @@ final class RecoveryOpener: SlotOpener {
 
 /// A fingerprint slot: a new binding in the key authority, whose key wraps the master key.
 /// The authority is asked inside `seal`, when the slot id is known; the proof key it registers
-/// derives from the master key being wrapped.
+/// derives from the master key being wrapped, and the binding is proven by `prover` (the vault
+/// as it is unlocked now: during a rotation, under its old key).
 public struct FingerprintSealer: SlotSealer {
     public var kind: SlotKind { .fingerprint }
     let authority: any KeyAuthority
-    let vaultID: [UInt8]
+    let prover: UnlockedVault
     let sensor: SensorIdentity?
     let rules: PasscodeRules
+    let confirm: [String]
+    /// What changed in the prints since the vault was last bound, once sealed.
+    let report: BindingReport
 
-    /// A sealer binding through `authority` on `sensor` (nil: the authority's choice).
-    public init(authority: any KeyAuthority, vaultID: [UInt8], sensor: SensorIdentity?, rules: PasscodeRules) {
+    /// A sealer binding through `authority` on `sensor` (nil: the authority's choice), proven by
+    /// `prover`; `confirm` names the fingers the owner confirms explicitly.
+    public init(authority: any KeyAuthority, prover: UnlockedVault, sensor: SensorIdentity?, rules: PasscodeRules,
+                confirm: [String] = [], report: BindingReport = BindingReport()) {
         self.authority = authority
-        self.vaultID = vaultID
+        self.prover = prover
         self.sensor = sensor
         self.rules = rules
+        self.confirm = confirm
+        self.report = report
     }
 
     public func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
         let proofKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/authority-proof")
-        let grant = try authority.bind(SlotReference(vaultID: vaultID, slotID: slotID), sensor: sensor, proofKey: proofKey, rules: rules)
+        let slot = SlotReference(vaultID: prover.store.vaultID, slotID: slotID)
+        let subject = try BindRequest.subject(slot: slot, proofKey: proofKey, confirm: confirm)
+        let request = BindRequest(slot: slot, sensor: sensor, rules: rules, proof: try prover.proof(.bind, for: authority, subject: subject),
+                                  confirm: confirm, label: prover.store.location.name)
+        let grant = try authority.bind(request, proofKey: proofKey)
+        report.changes = grant.changes
+        report.owner = grant.owner
         let params = Array(try JSONEncoder().encode(grant.binding))
         let s = try masterKey.withUnsafeBytes { try AEAD.seal($0, key: grant.kek, associatedData: associatedData(params)) }
         return SealedSlot(params: params, nonce: s.nonce, wrapped: s.ciphertext)
     }
+}
+
+/// What a binding reported: the changes of the prints since the vault was last bound (the CLI
+/// shows them), and whether the vault manages the fingerprints.
+public final class BindingReport {
+    /// The changes, oldest first.
+    public var changes: [PrintChange] = []
+    /// Whether the vault is an owner vault.
+    public var owner = true
+    /// An empty report.
+    public init() {}
 }
 
 /// Opens a fingerprint slot with the key the authority released.

@@ -18,6 +18,9 @@ public final class UnlockedVault {
     /// re-makes every slot from what it knew, so it refuses when another process has changed a
     /// slot since (it would undo a concurrent passcode change).
     var slotSequenceSeen: Int64
+    /// Why the key authority did not record this vault's passcode unlock (nil: it did, or the
+    /// vault was not opened with a passcode): the vault opened all the same.
+    public var unrecorded: String?
 
     init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64, slotSequence: Int64) throws {
         self.store = store
@@ -85,12 +88,31 @@ public final class UnlockedVault {
 
     /// Binds (or re-binds) this vault's one fingerprint slot through `authority`: a new binding
     /// there, a new slot here. Open sessions and the old binding stop working.
-    public func bindFingerprint(authority: any KeyAuthority, sensor: SensorIdentity?) throws {
-        let sealer = FingerprintSealer(authority: authority, vaultID: store.vaultID, sensor: sensor,
-                                       rules: try store.settings().passcodeRules)
+    /// `confirm`: fingers no vault vouched for that the owner confirms explicitly. - Returns:
+    /// what changed in the prints since the vault was last bound, and whether it is an owner.
+    @discardableResult
+    public func bindFingerprint(authority: any KeyAuthority, sensor: SensorIdentity?, confirm: [String] = []) throws -> BindingReport {
+        let report = BindingReport()
+        let sealer = FingerprintSealer(authority: authority, prover: self, sensor: sensor,
+                                       rules: try store.settings().passcodeRules, confirm: confirm, report: report)
         try writeTransaction {
             try db.query("DELETE FROM slots WHERE kind='fingerprint'")
             try insertSlot(sealer, generation: generation)
+        }
+        return report
+    }
+
+    /// Re-wraps the master key in `slot` (a fingerprint slot as it was read) under `next`'s key
+    /// and parameters, in place, if the row is unchanged since. - Returns: whether it was written.
+    @discardableResult
+    func reseal(fingerprintSlot slot: KeySlot, with next: NextSlotKey) throws -> Bool {
+        let params = Array(try JSONEncoder().encode(next.binding))
+        let ad = store.slotAD(id: slot.id, kind: .fingerprint, params: params, generation: slot.generation)
+        let s = try masterKey.withUnsafeBytes { try AEAD.seal($0, key: next.kek, associatedData: ad) }
+        return try writeTransaction {
+            try db.query("UPDATE slots SET params=?, nonce=?, wrapped=? WHERE id=? AND kind='fingerprint' AND nonce=? AND wrapped=?",
+                         [.blob(params), .blob(s.nonce), .blob(s.ciphertext), .integer(slot.id), .blob(slot.nonce), .blob(slot.wrapped)])
+            return db.changes > 0
         }
     }
 

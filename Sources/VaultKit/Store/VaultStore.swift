@@ -190,7 +190,8 @@ public final class VaultStore {
     /// The fingerprint slot, as the key authority knows it.
     public func fingerprintSlot() throws -> (reference: SlotReference, binding: FingerprintBinding)? {
         guard let slot = try slot(.fingerprint) else { return nil }
-        return (SlotReference(vaultID: vaultID, slotID: slot.id), try slot.fingerprintBinding())
+        let binding = try slot.fingerprintBinding()
+        return (SlotReference(vaultID: vaultID, slotID: slot.id, keyID: binding.keyID), binding)
     }
 
     /// The associated data of a slot: vault id, slot id, kind, parameters and key generation.
@@ -249,16 +250,22 @@ public final class VaultStore {
         }
     }
 
-    /// Unlocks through the fingerprint slot with the key the authority released.
+    /// Unlocks through the fingerprint slot with the key the authority released, then re-seals
+    /// the slot with the grant's next key (in place: same id, so unlock sessions stay valid),
+    /// only if the slot is still as it was read: a concurrent unlock that re-sealed it first, or
+    /// a rotation, wins. A re-seal that cannot be written leaves the slot opening as before.
     /// - Throws: `.domainStateChanged` when the key does not open the slot.
-    func unlock(fingerprintSlot slot: KeySlot, kek: consuming SecretBytes) throws -> UnlockedVault {
+    func unlock(fingerprintSlot slot: KeySlot, grant: UnlockGrant) throws -> UnlockedVault {
+        let vault: UnlockedVault
         do {
             // The caller read the slot: the sequence read now may be later than the one it came
             // with, which matters only to a rotation, and rotations unlock with the passcode or
             // the recovery key.
-            return try open(slot, with: FingerprintOpener(kek: kek), slotSequence: try slotSequence())
+            vault = try open(slot, with: FingerprintOpener(kek: try grant.kek.duplicate()), slotSequence: try slotSequence())
         } catch is CryptoError {
             throw VaultError.domainStateChanged
         }
+        if let next = grant.next { try? vault.reseal(fingerprintSlot: slot, with: next) }
+        return vault
     }
 }
