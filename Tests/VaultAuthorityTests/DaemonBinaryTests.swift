@@ -69,7 +69,7 @@ import VaultSystem
         let refused = try rawReplies(connection, within: 5)
         #expect(refused.first?.0 == .failed(error: .usage("refused: test settings need a vault-authd started with --test-mode")))
         try connection.sendAll(try AuthorityCodec.frame(.ping).encoded())
-        #expect(try rawReplies(connection, within: 5).first?.0 == .pong(version: 1, testMode: false))
+        #expect(try rawReplies(connection, within: 5).first?.0 == .pong(version: 2, testMode: false))
 
         // The caller's folder appears with the first request that needs it, 0700.
         try connection.sendAll(try AuthorityCodec.frame(.fingers).encoded())
@@ -87,8 +87,8 @@ import VaultSystem
                                        environment: [:], socketPath: socket, stateFolder: folder.path + "/state", log: folder.path + "/log")
         let cases: [([UInt8], String)] = [
             ([0x7f, 0xff, 0xff, 0xff], "over the key authority's limit"),
-            ([0, 0, 0, 9, 2, 0, 0, 0, 0, 1, 2, 3, 4], "version 2 is not supported"),
-            ([0, 0, 0, 7, 1, 0, 0, 0, 2] + Array("{}".utf8), "malformed request"),
+            ([0, 0, 0, 9, 1, 0, 0, 0, 0, 1, 2, 3, 4], "version 1 is not supported"),
+            ([0, 0, 0, 7, 2, 0, 0, 0, 2] + Array("{}".utf8), "malformed request"),
             (AuthorityFrame(json: Array(#"{"fingers":{}}"#.utf8), tail: [1]).encoded(), "only bind carries binary data"),
         ]
         for (bytes, message) in cases {
