@@ -17,6 +17,10 @@ enum ClientCommand: Codable, Sendable {
     /// daemon says to touch the reader.
     case unlock(vaultID: [UInt8], slot: Int64, rules: PasscodeRules, scanTimeout: Double, cancel: ScanCancelReason?)
     case recordPasscode(vaultID: [UInt8], proofKey: [UInt8], forged: Bool)
+    /// The wait before a passcode attempt (into `wait`).
+    case beginPasscodeAttempt(vaultID: [UInt8])
+    /// Counts a wrong passcode.
+    case recordPasscodeFailure(vaultID: [UInt8])
     case status(vaultID: [UInt8]?, slot: Int64?)
     case testSettings(bootID: String?, now: Int64?)
     /// Tries to read a file (the daemon's state).
@@ -39,6 +43,7 @@ struct ClientResult: Codable, Sendable {
     var bindingCurrent: Bool?
     var recorded: Bool?
     var kind: String?
+    var wait: Int?
 }
 
 /// One line from the client process: a streamed notice or event, or the command's result.
@@ -144,6 +149,10 @@ final class LineReader {
                 r.key = kek.exposedBytes()
             case .recordPasscode(let vaultID, let proofKey, let forged):
                 r.recorded = try authority.recordPasscodeUnlock(try proof(.passcodeUnlock, vaultID, proofKey, forged: forged))
+            case .beginPasscodeAttempt(let vaultID):
+                r.wait = try authority.beginPasscodeAttempt(vaultID: vaultID)
+            case .recordPasscodeFailure(let vaultID):
+                try authority.recordPasscodeFailure(vaultID: vaultID)
             case .status(let vaultID, let slot):
                 let ref = vaultID.flatMap { id in slot.map { SlotReference(vaultID: id, slotID: $0) } }
                 let s = try authority.status(slot: ref, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0))
