@@ -155,6 +155,19 @@ if ((!dry_run)) && ! getent passwd vault-auth >/dev/null; then
   exit 1
 fi
 
+# A user who fills the file system of the daemon's state stops it recording once its reserve is
+# spent (docs/threat-model.md, "A full disk"): say so when that file system is one users write to.
+state_fs=/var/lib/vault-auth
+[ -d "$state_fs" ] || state_fs=/var/lib
+for open in /tmp /var/tmp /home; do
+  if [ -d "$open" ] && [ "$(stat -c %d "$state_fs")" = "$(stat -c %d "$open")" ]; then
+    say "note: $state_fs is on the file system of $open, which users can fill: vault-authd keeps 1 MiB back for"
+    say "  its records; to be safe for good give /var/lib/vault-auth a file system of its own, or users disk quotas"
+    say "  (docs/threat-model.md, \"A full disk\")"
+    break
+  fi
+done
+
 if command -v udevadm >/dev/null && [ -S /run/udev/control ]; then
   run udevadm control --reload-rules
   run udevadm trigger --subsystem-match=usb --action=change

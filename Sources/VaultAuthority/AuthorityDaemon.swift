@@ -26,7 +26,8 @@ public enum AuthorityDaemon {
           --socket PATH   the socket to serve (default: $RUNTIME_DIRECTORY/socket, else \(defaultSocket));
                           it is made 0666 in a 0755 folder: any local user may connect
           --state DIR     the state folder, made 0700 (default: $STATE_DIRECTORY, else \(defaultState));
-                          each user's state is in DIR/uid-N (0700)
+                          each user's state is in DIR/uid-N (0700); DIR/reserve keeps 1 MiB back, given
+                          back to the state's writes when other users filled the file system
           --tpm T         where each user's device secret rests: `auto` (the default) seals it with the
                           TPM at /dev/tpmrm0 when that device exists and answers (the daemon's user
                           must be root or in group tss; otherwise a warning, and a 0600 file),
@@ -53,6 +54,10 @@ public enum AuthorityDaemon {
         One scan at a time: a request that needs the reader while another scans waits up to
         \(Int(AuthorityLimits.busyWaitSeconds)) s, then fails as busy (vault exits 13). A client that goes away cancels its scan.
         """
+
+    /// The file in the state folder holding the space kept back for a full file system
+    /// (`StateReserve`, 1 MiB).
+    static let reserveName = "reserve"
 
     /// fprintd's state folder when `--fprintd-state` does not name one.
     public static let defaultFprintdState = "/var/lib/fprint"
@@ -119,10 +124,14 @@ public enum AuthorityDaemon {
             try checkEnvironment(environment, testMode: options.testMode)
             try prepareState(options.stateFolder)
             let sealing = try sealing(options)
+            let reserve = StateReserve(path: options.stateFolder + "/" + reserveName, log: { log($0) })
+            if !reserve.replenish() {
+                log("warning: no room for the reserve \(reserve.path) (\(reserve.size >> 10) KiB) on the state's file system; it is made at the first request that finds room")
+            }
             let handler = try AuthorityRequestHandler(stateFolder: options.stateFolder, testMode: options.testMode,
                                                       readers: readers(ReaderSettings(testMode: options.testMode, backend: options.backend,
                                                                                       fprintdState: options.fprintdState)),
-                                                      busyWait: AuthorityLimits.busyWaitSeconds, sealing: sealing)
+                                                      busyWait: AuthorityLimits.busyWaitSeconds, sealing: sealing, reserve: reserve)
             let server = AuthorityServer(socketPath: options.socketPath, handler: handler)
             if ProcessIdentity.effectiveUID == 0 {
                 log("warning: running as root; run vault-authd as its own user (vault-auth)")

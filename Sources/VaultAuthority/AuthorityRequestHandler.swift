@@ -37,6 +37,9 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     public let busyWait: Double
     /// Where each uid's device secret rests: sealed by the TPM when the daemon has one.
     let sealing: DeviceSecretSealing
+    /// The space kept back in the state folder (`STATE/reserve`) for writes that find the file
+    /// system full; made whole again at the first request that finds room.
+    let reserve: StateReserve?
     private let readers: any ReaderSource
     let lease = ScanLease()
     private let bootID: String
@@ -55,13 +58,17 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     /// - Throws: `.io` when the folder cannot be made.
     public convenience init(stateFolder: String, testMode: Bool, readers: any ReaderSource,
                             busyWait: Double = AuthorityLimits.busyWaitSeconds) throws {
-        try self.init(stateFolder: stateFolder, testMode: testMode, readers: readers, busyWait: busyWait, sealing: .filePermissions)
+        try self.init(stateFolder: stateFolder, testMode: testMode, readers: readers, busyWait: busyWait, sealing: .filePermissions,
+                      reserve: nil)
     }
 
-    /// The same, with the device secrets resting as `sealing` says (the daemon's `--tpm`).
-    init(stateFolder: String, testMode: Bool, readers: any ReaderSource, busyWait: Double, sealing: DeviceSecretSealing) throws {
+    /// The same, with the device secrets resting as `sealing` says (the daemon's `--tpm`) and
+    /// `reserve` given back to state writes that find the file system full.
+    init(stateFolder: String, testMode: Bool, readers: any ReaderSource, busyWait: Double, sealing: DeviceSecretSealing,
+         reserve: StateReserve?) throws {
         self.stateFolder = stateFolder
         self.sealing = sealing
+        self.reserve = reserve
         self.testMode = testMode
         self.readers = readers
         self.busyWait = max(0, busyWait)
@@ -187,7 +194,8 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     }
 
     /// `uid`'s authority for one request: a fresh instance (no state shared between requests but
-    /// the files, under their lock, and the uid's challenge book).
+    /// the files, under their lock, and the uid's challenge book). The reserve is made whole first
+    /// when there is room; a new uid's folder and device secret may draw on it.
     private func authority(for session: ScanSession) throws -> EmbeddedKeyAuthority {
         let uid = session.uid
         let (knobs, book): (TestSettings?, ChallengeBook) = lock.withLock {
@@ -198,12 +206,17 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
         let clock: @Sendable () -> Int64
         if let now = knobs?.now { clock = { now } } else { clock = { unixNow() } }
         let readers = self.readers, lease = self.lease, wait = busyWait
-        return try EmbeddedKeyAuthority(folder: folder(of: uid), bootID: knobs?.bootID ?? bootID, clock: clock, challenges: book,
-                                        sealing: sealing,
-                                        openReader: { prefer in
-                                            if let reason = session.cancelReason { throw reason.interruption }
-                                            let reader = try readers.open(prefer: prefer, session: session)
-                                            return LeasedReader(reader, session: session, lease: lease, busyWait: wait)
-                                        })
+        let make = {
+            try EmbeddedKeyAuthority(folder: self.folder(of: uid), bootID: knobs?.bootID ?? self.bootID, clock: clock, challenges: book,
+                                     sealing: self.sealing, reserve: self.reserve,
+                                     openReader: { prefer in
+                                         if let reason = session.cancelReason { throw reason.interruption }
+                                         let reader = try readers.open(prefer: prefer, session: session)
+                                         return LeasedReader(reader, session: session, lease: lease, busyWait: wait)
+                                     })
+        }
+        guard let reserve else { return try make() }
+        reserve.replenish()
+        return try reserve.retryingWhenFull("the state of uid \(uid)", make)
     }
 }

@@ -129,6 +129,14 @@ public struct FileDescriptor: ~Copyable {
         try syscall("fsync", path: label) { fsync(fd) }
     }
 
+    /// Cuts the file to `size` bytes (or extends it with a hole): `ftruncate(2)`, which gives the
+    /// blocks past `size` back to the file system at once.
+    /// - Throws: ``SystemError`` for `ftruncate`.
+    public func truncate(to size: Int64) throws(SystemError) {
+        let fd = rawValue
+        try syscall("ftruncate", path: label) { ftruncate(fd, off_t(size)) }
+    }
+
     /// Turns `O_NONBLOCK` on or off.
     /// - Throws: ``SystemError`` for `fcntl`.
     public func setNonBlocking(_ on: Bool) throws(SystemError) {
@@ -187,6 +195,8 @@ public struct FileStatus: Equatable, Sendable {
     public let modifiedNanoseconds: Int64
     /// The last status change, in nanoseconds since 1970.
     public let changedNanoseconds: Int64
+    /// The bytes of storage allocated to it (`st_blocks` × 512): less than ``size`` for a sparse file.
+    public let allocatedBytes: Int64
 
     init(_ st: stat) {
         switch st.st_mode & S_IFMT {
@@ -204,6 +214,7 @@ public struct FileStatus: Equatable, Sendable {
         inode = UInt64(st.st_ino)
         modifiedNanoseconds = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
         changedNanoseconds = Int64(st.st_ctim.tv_sec) * 1_000_000_000 + Int64(st.st_ctim.tv_nsec)
+        allocatedBytes = Int64(st.st_blocks) * 512
     }
 
     /// `lstat(2)`: the path itself, a symbolic link not followed.

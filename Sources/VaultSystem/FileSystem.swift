@@ -43,6 +43,17 @@ public enum FileSystem {
         return lstat(path, &st) == 0
     }
 
+    /// What is left on the file system holding `path` for a process without privileges
+    /// (`statvfs(2)`: `f_bavail`, `f_favail`; the blocks ext4 keeps back for root are not counted).
+    /// - Throws: ``SystemError`` for `statvfs`.
+    public static func space(of path: String) throws(SystemError) -> FileSystemSpace {
+        var s = statvfs()
+        try syscall("statvfs", path: path) { statvfs(path, &s) }
+        let unit = Int64(s.f_frsize > 0 ? s.f_frsize : s.f_bsize)
+        return FileSystemSpace(availableBytes: Int64(s.f_bavail) * unit,
+                               availableInodes: s.f_files == 0 ? nil : Int64(s.f_favail))
+    }
+
     /// The names in a folder (without `.` and `..`).
     public static func contents(of folder: String) throws(SystemError) -> [String] {
         guard let dir = opendir(folder) else { throw SystemError.current("opendir", path: folder) }
@@ -55,5 +66,20 @@ public enum FileSystem {
             if name != "." && name != ".." { names.append(name) }
         }
         return names
+    }
+}
+
+/// Room left on a file system (``FileSystem/space(of:)``).
+public struct FileSystemSpace: Equatable, Sendable {
+    /// Bytes an unprivileged process may still allocate.
+    public var availableBytes: Int64
+    /// Inodes (new files) it may still create; nil when the file system does not count them
+    /// (btrfs and others that make inodes as they go report 0 in all).
+    public var availableInodes: Int64?
+
+    /// Room of `availableBytes` and `availableInodes`.
+    public init(availableBytes: Int64, availableInodes: Int64?) {
+        self.availableBytes = availableBytes
+        self.availableInodes = availableInodes
     }
 }

@@ -85,6 +85,8 @@ public enum Errno {
     public static let exists = EEXIST
     /// No space left on the device.
     public static let noSpace = ENOSPC
+    /// The user's disk quota is used up.
+    public static let quotaExceeded = EDQUOT
     /// Broken pipe.
     public static let brokenPipe = EPIPE
     /// Permission denied.

@@ -25,6 +25,10 @@ enum ClientCommand: Codable, Sendable {
     /// One raw frame (JSON and tail) on a fresh connection: the first reply's JSON comes back as `message`.
     case raw(json: String, tail: [UInt8])
     case recordPasscode(vaultID: [UInt8], proofKey: [UInt8], forged: Bool)
+    /// The wait before a passcode attempt (into `wait`).
+    case beginPasscodeAttempt(vaultID: [UInt8])
+    /// Counts a wrong passcode.
+    case recordPasscodeFailure(vaultID: [UInt8])
     case status(vaultID: [UInt8]?, slot: Int64?)
     case testSettings(bootID: String?, now: Int64?)
     /// Tries to read a file (the daemon's state).
@@ -53,6 +57,7 @@ struct ClientResult: Codable, Sendable {
     var bindingCurrent: Bool?
     var recorded: String?
     var kind: String?
+    var wait: Int?
 }
 
 /// One line from the client process: a streamed notice or event, or the command's result.
@@ -185,6 +190,10 @@ final class LineReader {
                 }
             case .recordPasscode(let vaultID, let proofKey, let forged):
                 r.recorded = try authority.recordPasscodeUnlock(try proof(.passcodeUnlock, vaultID, proofKey, forged: forged)).rawValue
+            case .beginPasscodeAttempt(let vaultID):
+                r.wait = try authority.beginPasscodeAttempt(vaultID: vaultID)
+            case .recordPasscodeFailure(let vaultID):
+                try authority.recordPasscodeFailure(vaultID: vaultID)
             case .status(let vaultID, let slot):
                 let ref = vaultID.flatMap { id in slot.map { SlotReference(vaultID: id, slotID: $0) } }
                 let s = try authority.status(slot: ref, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0))

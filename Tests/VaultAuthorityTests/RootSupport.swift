@@ -8,12 +8,13 @@ import VaultSystem
 /// Whether this test process may create users and start processes as them.
 let runningAsRoot = ProcessIdentity.effectiveUID == 0
 
-/// The system users of the root tests: the daemon's `vault-auth` and two ordinary users, made
+/// The system users of the root tests: the daemon's `vault-auth` and three ordinary users, made
 /// once (an existing one is reused).
 enum TestUsers {
     static let daemon = "vault-auth"
     static let alice = "authd-alice"
     static let bob = "authd-bob"
+    static let carol = "authd-carol"
 
     private static let made = Mutex(false)
 
@@ -25,11 +26,11 @@ enum TestUsers {
                 _ = try runProgram("/usr/sbin/useradd", ["--system", "--no-create-home", "--home-dir", "/nonexistent",
                                                          "--shell", "/usr/sbin/nologin", daemon])
             }
-            for name in [alice, bob] where uid(name) == nil {
+            for name in [alice, bob, carol] where uid(name) == nil {
                 _ = try runProgram("/usr/sbin/useradd", ["-m", "-s", "/bin/bash", name])
             }
             // Another test run may have made one at the same time: what counts is that they exist.
-            for name in [daemon, alice, bob] where uid(name) == nil {
+            for name in [daemon, alice, bob, carol] where uid(name) == nil {
                 throw VaultError.failure("useradd \(name) failed")
             }
             done = true
@@ -52,7 +53,9 @@ enum TestUsers {
 
 /// vault-authd started as `vault-auth` with `setpriv`, in test mode, on libfprint's
 /// virtual_device (the daemon hosts the reader's socket; this root process feeds it), in folders
-/// made as systemd would: RUN 0755 and STATE 0700, both the daemon's.
+/// made as systemd would: RUN 0755 and STATE 0700, both the daemon's. STATE is in the test's own
+/// folder unless `state` names another (on a small file system of the test's); only the former
+/// is removed with the value.
 final class SystemDaemon: @unchecked Sendable {
     let base: String
     let run: String
@@ -63,23 +66,25 @@ final class SystemDaemon: @unchecked Sendable {
 
     /// `environment` and `arguments` are added to the daemon's; `capabilities` (e.g.
     /// `+dac_read_search`) become its ambient capabilities, as the unit's `AmbientCapabilities=`.
-    init(testMode: Bool = true, environment: [String] = [], arguments: [String] = [], capabilities: String? = nil) throws {
+    init(testMode: Bool = true, environment: [String] = [], arguments: [String] = [], capabilities: String? = nil,
+         state: String? = nil) throws {
         try TestUsers.ensure()
         base = "/tmp/authd-root-" + hexString(randomBytes(5))
         run = base + "/run"
-        state = base + "/state"
+        let stateFolder = state ?? base + "/state"
+        self.state = stateFolder
         readerSocket = base + "/reader/vd.sock"
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        for (folder, mode) in [(run, "0755"), (state, "0700"), (base + "/reader", "0700")] {
+        for (folder, mode) in [(run, "0755"), (stateFolder, "0700"), (base + "/reader", "0700")] {
             let r = try runProgram("/usr/bin/install", ["-d", "-o", TestUsers.daemon, "-g", TestUsers.daemon, "-m", mode, folder])
             guard r.code == 0 else { throw VaultError.failure("install -d \(folder): \(r.stderr)") }
         }
         let caps = capabilities.map { ["--inh-caps=-all,\($0)", "--ambient-caps=\($0)"] } ?? ["--inh-caps=-all"]
         let command = ["/usr/bin/setpriv", "--reuid=\(TestUsers.daemon)", "--regid=\(TestUsers.daemon)", "--init-groups"] + caps
-            + ["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "RUNTIME_DIRECTORY=\(run)", "STATE_DIRECTORY=\(state)",
+            + ["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "RUNTIME_DIRECTORY=\(run)", "STATE_DIRECTORY=\(stateFolder)",
                "FP_VIRTUAL_DEVICE=\(readerSocket)", "FP_DRIVERS_WHITELIST=virtual_device"] + environment
             + [daemonBinary] + (testMode ? ["--test-mode"] : []) + arguments
-        daemon = try RunningDaemon(command: command, environment: [:], socketPath: run + "/socket", stateFolder: state, log: base + "/daemon.log")
+        daemon = try RunningDaemon(command: command, environment: [:], socketPath: run + "/socket", stateFolder: stateFolder, log: base + "/daemon.log")
     }
 
     deinit {

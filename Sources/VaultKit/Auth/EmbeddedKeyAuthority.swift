@@ -18,6 +18,8 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// What protects the device secret at rest.
     public let secretProtection: SecretProtection
     private let openReaderFunction: ReaderOpener
+    /// Space given back to a state write that finds the file system full.
+    private let reserve: StateReserve?
     /// The challenges this authority accepts proofs over.
     private let challenges: ChallengeBook
     /// The reader opened by this instance, kept open for its other requests (as a daemon owns
@@ -49,15 +51,18 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// reader when a scan or an enrolment is due. `challenges` holds the challenges issued: the
     /// process-wide book by default; a daemon hosting one authority per user gives each its own.
     /// `sealing`: where the device secret rests (a file by default; `vault-authd` seals it with
-    /// the TPM when there is one).
+    /// the TPM when there is one). `reserve`: space kept back for the state's writes when the
+    /// file system is full (`vault-authd`'s; none for the embedded authority).
     /// - Throws: `.tpmUnavailable`, `.tpmForeign`, `.tpmPolicyFailed` for a TPM-sealed secret
     ///   that cannot be unsealed; `.io`, `.corrupt`.
     public init(folder: String, bootID: String = EmbeddedKeyAuthority.currentBootID(),
                 clock: @escaping @Sendable () -> Int64 = { unixNow() },
                 challenges: ChallengeBook = .processWide,
                 sealing: DeviceSecretSealing = .filePermissions,
+                reserve: StateReserve? = nil,
                 openReader: @escaping ReaderOpener = { _ in throw VaultError.biometryNotAvailable("no fingerprint reader found") }) throws {
         self.folder = folder
+        self.reserve = reserve
         self.bootID = bootID
         self.clock = clock
         self.challenges = challenges
@@ -218,7 +223,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         let key = try KeyedHash.deriveKey(from: secret, context: "vault/v1/authority/" + label)
         let plain = try JSONEncoder().encode(value)
         let s = try plain.withUnsafeBytes { try AEAD.seal($0, key: key, associatedData: Array(("vault-authority-v1/" + label).utf8)) }
-        try AtomicFile.write(s.nonce + s.ciphertext, to: path)
+        if let reserve { try reserve.write(s.nonce + s.ciphertext, to: path) } else { try AtomicFile.write(s.nonce + s.ciphertext, to: path) }
     }
 
     private func printsState() throws -> PrintsState {
