@@ -52,6 +52,10 @@ public enum AuthorityDaemon {
 
         One scan at a time: a request that needs the reader while another scans waits up to
         \(Int(AuthorityLimits.busyWaitSeconds)) s, then fails as busy (vault exits 13). A client that goes away cancels its scan.
+
+        Uids without an account in the user database (subordinate uids) share \(AuthorityLimits.connectionsWithoutAccount) connections
+        and never get state; their leftover state folders are removed when idle (at start, then
+        hourly). State is made only by enrolling or binding.
         """
 
     /// fprintd's state folder when `--fprintd-state` does not name one.
@@ -123,6 +127,13 @@ public enum AuthorityDaemon {
                                                       readers: readers(ReaderSettings(testMode: options.testMode, backend: options.backend,
                                                                                       fprintdState: options.fprintdState)),
                                                       busyWait: AuthorityLimits.busyWaitSeconds, sealing: sealing)
+            handler.removeStateWithoutAccount()
+            Thread.detachNewThread {
+                while true {
+                    MonotonicClock.sleep(seconds: AuthorityLimits.staleStateSweepSeconds)
+                    handler.removeStateWithoutAccount()
+                }
+            }
             let server = AuthorityServer(socketPath: options.socketPath, handler: handler)
             if ProcessIdentity.effectiveUID == 0 {
                 log("warning: running as root; run vault-authd as its own user (vault-auth)")

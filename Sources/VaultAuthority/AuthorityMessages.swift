@@ -175,8 +175,16 @@ public enum AuthorityLimits {
     public static let connectionIdleSeconds: Double = 60
     /// At most this many connections at once.
     public static let connections = 128
-    /// At most this many connections of one uid at once.
+    /// At most this many connections of one uid with an account (in the user database) at once.
     public static let connectionsPerUID = 32
+    /// At most this many connections at once of all the uids without an account together
+    /// (subordinate uids: one person has 65,536 of them).
+    public static let connectionsWithoutAccount = 4
+    /// The state folder of a uid without an account is removed once nothing in it changed for
+    /// this long (at the daemon's start and every `staleStateSweepSeconds`).
+    public static let staleStateSeconds: Double = 600
+    /// How often the daemon looks for such folders.
+    public static let staleStateSweepSeconds: Double = 3600
     /// How long a request waits for the reader while another request scans, before "busy".
     public static let busyWaitSeconds: Double = 3
 

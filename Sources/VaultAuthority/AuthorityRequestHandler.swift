@@ -28,6 +28,11 @@ public final class AuthorityResponse {
 /// test-mode daemon lets a uid set its own), its own challenge book, and the daemon's readers
 /// behind the scan lease. The uid is the peer's, never the request's. Every rule is VaultKit's;
 /// this adds the per-uid isolation, the one-scan-at-a-time lease and the test-mode switch.
+///
+/// A uid's folder is made only by a request that makes state (`bind`, `enroll`), and only for a
+/// uid with an account in the user database; every other request of a uid without a folder, and
+/// every request of a uid without an account, is answered as an empty state answers it, with
+/// nothing written. So neither asking nor a uid of a subordinate range costs disk.
 public final class AuthorityRequestHandler: @unchecked Sendable {
     /// The daemon's state folder (each uid has `uid-N` in it).
     public let stateFolder: String
@@ -101,6 +106,13 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
                 return AuthorityResponse(.done)
             default:
                 break
+            }
+            if !session.hasAccount || !FileSystem.exists(folder(of: session.uid)) {
+                if !request.createsState { return try answerWithoutState(request, session: session) }
+                guard session.hasAccount else {
+                    throw VaultError.biometryNotAvailable("vault-authd keeps fingerprints only for accounts of the user database, "
+                                                          + "and uid \(session.uid) has none (a subordinate uid?)")
+                }
             }
             let authority: EmbeddedKeyAuthority
             do {
@@ -188,7 +200,14 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     /// `uid`'s authority for one request: a fresh instance (no state shared between requests but
     /// the files, under their lock, and the uid's challenge book).
     private func authority(for session: ScanSession) throws -> EmbeddedKeyAuthority {
-        let uid = session.uid
+        let (knobs, book, clock) = context(of: session.uid)
+        return try EmbeddedKeyAuthority(folder: folder(of: session.uid), bootID: knobs?.bootID ?? bootID, clock: clock, challenges: book,
+                                        sealing: sealing, openReader: { [self] prefer in try openReader(prefer, for: session) })
+    }
+
+    /// The test settings, challenge book and clock of `uid` (its book is made on first use: one
+    /// per uid with an account, so their number is that of the accounts).
+    private func context(of uid: UInt32) -> (TestSettings?, ChallengeBook, @Sendable () -> Int64) {
         let (knobs, book): (TestSettings?, ChallengeBook) = lock.withLock {
             let book = books[uid] ?? ChallengeBook(capacity: 64)
             books[uid] = book
@@ -196,13 +215,65 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
         }
         let clock: @Sendable () -> Int64
         if let now = knobs?.now { clock = { now } } else { clock = { unixNow() } }
-        let readers = self.readers, lease = self.lease, wait = busyWait
-        return try EmbeddedKeyAuthority(folder: folder(of: uid), bootID: knobs?.bootID ?? bootID, clock: clock, challenges: book,
-                                        sealing: sealing,
-                                        openReader: { prefer in
-                                            if let reason = session.cancelReason { throw reason.interruption }
-                                            let reader = try readers.open(prefer: prefer, session: session)
-                                            return LeasedReader(reader, session: session, lease: lease, busyWait: wait)
-                                        })
+        return (knobs, book, clock)
+    }
+
+    /// The reader `prefer` names for the request of `session`, behind the scan lease.
+    private func openReader(_ prefer: SensorIdentity?, for session: ScanSession) throws -> any FingerprintReader {
+        if let reason = session.cancelReason { throw reason.interruption }
+        return LeasedReader(try readers.open(prefer: prefer, session: session), session: session, lease: lease, busyWait: busyWait)
+    }
+
+    /// The answer of an empty state (what `EmbeddedKeyAuthority` answers over a new folder),
+    /// for a uid that has no folder or no account, with nothing made or written: no fingers, no
+    /// binding (unlock and verify 16), nothing to record or count (a passcode failure of such a
+    /// uid is not counted, there is no wait before a passcode), nothing to remove or reset.
+    /// `status` has no domain state (there are no prints to describe).
+    private func answerWithoutState(_ request: AuthorityRequest, session: ScanSession) throws -> AuthorityResponse {
+        switch request {
+        case .fingers:
+            return AuthorityResponse(.fingers(fingers: []))
+        case .reader(let prefer):
+            return AuthorityResponse(.reader(sensor: try openReader(prefer, for: session).identity))
+        case .challenge:
+            // A uid without an account can never bind, so no proof of it is ever checked: its
+            // challenges are not kept (nor is a book made per such uid).
+            guard session.hasAccount else { return AuthorityResponse(.challenge(challenge: randomBytes(32))) }
+            let (_, book, clock) = context(of: session.uid)
+            return AuthorityResponse(.challenge(challenge: book.issue(now: clock())))
+        case .unlock, .verify:
+            throw VaultError.biometryNotEnrolled
+        case .recordPasscodeUnlock:
+            return AuthorityResponse(.recorded(bound: false))
+        case .beginPasscodeAttempt:
+            return AuthorityResponse(.passcodeWait(seconds: 0))
+        case .recordPasscodeFailure, .resetPrints:
+            return AuthorityResponse(.done)
+        case .unenroll:
+            return AuthorityResponse(.unenrolled(fingers: []))
+        case .status(let slot, let sensor, let rules):
+            var status = AuthorityStatus.empty(kind: .system, slot: slot, rules: rules, sensor: try? openReader(sensor, for: session).identity,
+                                               secrets: sealing.protection)
+            status.readerBackend = readers.backendDescription
+            status.backendFingers = readers.backendFingers(uid: session.uid)
+            return AuthorityResponse(.status(status: status))
+        case .bind, .enroll, .ping, .cancel, .testSettings:
+            preconditionFailure("answered by the authority or before")
+        }
+    }
+}
+
+extension AuthorityRequest {
+    /// Whether the request makes state when the caller has none (the `uid-N` folder and its
+    /// device secret): only these are served to a uid without a folder, and never to one without
+    /// an account. Every kind is named, so a new request must be placed here.
+    var createsState: Bool {
+        switch self {
+        case .bind, .enroll:
+            true
+        case .ping, .fingers, .reader, .challenge, .unlock, .verify, .recordPasscodeUnlock, .beginPasscodeAttempt,
+             .recordPasscodeFailure, .unenroll, .resetPrints, .status, .testSettings, .cancel:
+            false
+        }
     }
 }

@@ -50,7 +50,9 @@ final class Outbox: @unchecked Sendable {
 /// own while the connection's thread streams its events to the client and watches for a
 /// `cancel` or the client going away (either cancels the scan and frees the reader). Frames are
 /// refused from their header; a peer has 10 s to send a whole request once it began and 10 s to
-/// take each reply; an idle connection is closed after 60 s. At most 128 connections, 32 per uid.
+/// take each reply; an idle connection is closed after 60 s. At most 128 connections: 32 per uid
+/// with an account, and 4 for all the uids without one together (one person's subordinate uids
+/// are 65,536 uids: they cannot take the places of the users).
 public final class AuthorityServer: @unchecked Sendable {
     /// The socket path.
     public let socketPath: String
@@ -64,6 +66,7 @@ public final class AuthorityServer: @unchecked Sendable {
     private var stopped = false
     private var connections = 0
     private var perUID: [UInt32: Int] = [:]
+    private var withoutAccount = 0
 
     /// A server on `socketPath` answering with `handler`; the deadlines are
     /// `AuthorityLimits.requestSeconds` and `.replySeconds` but for tests.
@@ -136,23 +139,36 @@ public final class AuthorityServer: @unchecked Sendable {
             }
             let connection = ConnectionBox(accepted)
             guard let peer = try? connection.socket.peerCredentials() else { continue }
+            let account = ScanSession.hasAccount(peer.uid)
             let admitted = state.withLock {
-                guard connections < AuthorityLimits.connections, perUID[peer.uid, default: 0] < AuthorityLimits.connectionsPerUID else { return false }
+                guard connections < AuthorityLimits.connections else { return false }
+                if account {
+                    guard perUID[peer.uid, default: 0] < AuthorityLimits.connectionsPerUID else { return false }
+                    perUID[peer.uid, default: 0] += 1
+                } else {
+                    guard withoutAccount < AuthorityLimits.connectionsWithoutAccount else { return false }
+                    withoutAccount += 1
+                }
                 connections += 1
-                perUID[peer.uid, default: 0] += 1
                 return true
             }
             guard admitted else {
-                refuse(connection, .systemCancel("vault-authd serves at most \(AuthorityLimits.connectionsPerUID) connections per user "
-                                                 + "and \(AuthorityLimits.connections) in all at once"))
+                refuse(connection, .systemCancel(account
+                    ? "vault-authd serves at most \(AuthorityLimits.connectionsPerUID) connections per user and \(AuthorityLimits.connections) in all at once"
+                    : "vault-authd serves at most \(AuthorityLimits.connectionsWithoutAccount) connections at once to all the uids "
+                        + "without an account together, and uid \(peer.uid) has none"))
                 continue
             }
             let thread = Thread { [self] in
-                serve(connection, uid: peer.uid)
+                serve(connection, uid: peer.uid, hasAccount: account)
                 state.withLock {
                     connections -= 1
-                    perUID[peer.uid, default: 1] -= 1
-                    if perUID[peer.uid] == 0 { perUID[peer.uid] = nil }
+                    if account {
+                        perUID[peer.uid, default: 1] -= 1
+                        if perUID[peer.uid] == 0 { perUID[peer.uid] = nil }
+                    } else {
+                        withoutAccount -= 1
+                    }
                 }
             }
             thread.name = "vault-authd connection"
@@ -194,7 +210,7 @@ public final class AuthorityServer: @unchecked Sendable {
 
     /// One connection, on its own thread: requests one after the other until the peer closes,
     /// idles out, misses a deadline or sends a frame that is refused.
-    private func serve(_ connection: ConnectionBox, uid: UInt32) {
+    private func serve(_ connection: ConnectionBox, uid: UInt32, hasAccount: Bool) {
         defer { try? connection.socket.close() }
         let decoder = AuthorityFrameDecoder(limit: AuthorityLimits.requestFrame)
         var chunk = [UInt8](repeating: 0, count: 16 << 10)
@@ -214,7 +230,7 @@ public final class AuthorityServer: @unchecked Sendable {
                 do { request = try AuthorityCodec.request(frame) } catch { return refuse(connection, error) }
                 // A cancel that crossed the end of its request: nothing runs any more.
                 if case .cancel = request { continue }
-                guard run(request, frame: frame, uid: uid, on: connection, decoder: decoder, chunk: &chunk) else { return }
+                guard run(request, frame: frame, uid: uid, hasAccount: hasAccount, on: connection, decoder: decoder, chunk: &chunk) else { return }
                 idleSince = MonotonicClock.seconds()
                 frameStarted = idleSince
             }
@@ -237,10 +253,10 @@ public final class AuthorityServer: @unchecked Sendable {
     /// watches the peer: a `cancel` frame cancels the scan, the peer going away cancels it too
     /// (and frees the reader), any other frame is refused once the request has ended.
     /// - Returns: whether the connection may go on.
-    private func run(_ request: AuthorityRequest, frame: AuthorityFrame, uid: UInt32, on connection: ConnectionBox,
+    private func run(_ request: AuthorityRequest, frame: AuthorityFrame, uid: UInt32, hasAccount: Bool, on connection: ConnectionBox,
                      decoder: AuthorityFrameDecoder, chunk: inout [UInt8]) -> Bool {
         let outbox = Outbox()
-        let session = ScanSession(uid: uid, send: { outbox.push($0) })
+        let session = ScanSession(uid: uid, hasAccount: hasAccount, send: { outbox.push($0) })
         let handler = self.handler
         // The frame (and the key in its tail) lives until the request ends, then is wiped.
         let handoff = Handoff(value: frame)

@@ -1,4 +1,5 @@
 public import VaultKit
+internal import VaultSystem
 internal import Foundation
 
 /// One request's link to its client while the daemon answers it: streamed messages go out
@@ -7,6 +8,10 @@ internal import Foundation
 public final class ScanSession: @unchecked Sendable {
     /// The caller's uid (from `SO_PEERCRED`).
     public let uid: UInt32
+    /// Whether the user database has an account of that uid. A uid without one (a subordinate
+    /// uid, a deleted user) never gets state of its own: it is answered as an empty state, and
+    /// what would make state (`bind`, `enroll`) is refused.
+    public let hasAccount: Bool
     private let lock = NSLock()
     private var reason: ScanCancelReason?
     private var hook: (@Sendable (ScanCancelReason) -> Void)?
@@ -15,9 +20,19 @@ public final class ScanSession: @unchecked Sendable {
     private let sink: @Sendable (AuthorityReply) -> Void
 
     /// A session of `uid` whose streamed messages go to `send` (called from any thread).
-    public init(uid: UInt32, send: @escaping @Sendable (AuthorityReply) -> Void = { _ in }) {
+    /// `hasAccount` is what the user database said of `uid` when the connection came (looked up
+    /// now when not given; a database that cannot be read counts as no account).
+    public init(uid: UInt32, hasAccount: Bool? = nil, send: @escaping @Sendable (AuthorityReply) -> Void = { _ in }) {
         self.uid = uid
+        self.hasAccount = hasAccount ?? Self.hasAccount(uid)
         sink = send
+    }
+
+    /// Whether the user database has an account of `uid` (`getpwuid_r`); false when it has
+    /// none or cannot be read.
+    public static func hasAccount(_ uid: UInt32) -> Bool {
+        if case .account = ProcessIdentity.lookUpUser(uid) { return true }
+        return false
     }
 
     /// Seconds a scan waits for a finger (the request's `scanTimeout`, clamped).

@@ -137,7 +137,7 @@ import VaultKit
                     guard let request = try? AuthorityCodec.request(frame) else { refused += 1; continue }
                     if case .cancel = request { answered += 1; continue }
                     handled += 1
-                    let r = f.handler.handle(frame: frame, session: ScanSession(uid: UInt32(1000 + i % 3)))
+                    let r = f.handler.handle(frame: frame, session: ScanSession(uid: UInt32(1000 + i % 3), hasAccount: true))
                     #expect(r.tail.isEmpty || r.reply.isFinal)
                     if case .key = r.reply { Issue.record("a key without a binding: \(request)") }
                     answered += 1

@@ -200,7 +200,7 @@ private let bob: UInt32 = 1002
         ]
         for (reason, code, message) in expected {
             f.readers.set([.waitForCancel])
-            let session = ScanSession(uid: alice)
+            let session = ScanSession(uid: alice, hasAccount: true)
             DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { session.cancel(reason) }
             let r = f.send(.unlock(slot: vault.reference, rules: PasscodeRules(afterReboot: false, intervalHours: 0), prompt: "p", scanTimeout: 5),
                            as: alice, session: session)
@@ -216,7 +216,7 @@ private let bob: UInt32 = 1002
         _ = try f.enrolAndBind(vault, as: alice)
         _ = try f.enrolAndBind(vault, as: bob)
         f.readers.set([.waitForCancel, .match])
-        let first = ScanSession(uid: alice)
+        let first = ScanSession(uid: alice, hasAccount: true)
         let done = DispatchSemaphore(value: 0)
         let before = f.readers.scans
         DispatchQueue.global().async {

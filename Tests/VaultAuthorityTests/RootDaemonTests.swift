@@ -134,6 +134,85 @@ struct RootDaemonTests {
         #expect(try alice.status().failedMatches == 0)
     }
 
+    @Test func uidsWithoutAnAccountShareFourConnectionsAndNeverGetState() throws {
+        let daemon = try SystemDaemon()
+        let subordinate = try (200_001...200_004).map { uid -> ClientProcess in
+            guard TestUsers.uid("\(uid)") == nil else { throw VaultError.failure("uid \(uid) has an account here") }
+            return try ClientProcess(uidWithoutAccount: UInt32(uid), daemon: daemon)
+        }
+        // Three of them try 50 connections each: 4 are taken in all, the rest refused.
+        var held = 0
+        for client in subordinate.prefix(3) {
+            let r = try client.run(.holdConnections(count: 50), timeout: 120)
+            #expect(r.ok, "\(String(describing: r.message))")
+            held += r.held ?? 0
+            #expect((r.held ?? 0) + (r.refused ?? 0) == 50)
+            if (r.refused ?? 0) > 0 { #expect(r.message?.contains("without an account") == true, "\(String(describing: r.message))") }
+        }
+        #expect(held == AuthorityLimits.connectionsWithoutAccount)
+        // A fourth is refused; the users are served, up to their own 32 each.
+        #expect(try subordinate[3].run(.probe).ok == false)
+        let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        #expect(try alice.run(.holdConnections(count: 40)).held == AuthorityLimits.connectionsPerUID)
+        let bob = try ClientProcess(user: TestUsers.bob, daemon: daemon)
+        #expect(try bob.run(.probe).ok)
+        #expect(try bob.status().kind == "system")
+        _ = try alice.run(.releaseConnections)
+        for client in subordinate.prefix(3) { _ = try client.run(.releaseConnections) }
+
+        // Such a uid can ask, but not enrol or bind, and gets no folder.
+        let nobody = subordinate[3]
+        #expect(try nobody.run(.probe).ok)
+        #expect(try nobody.run(.challenge).ok)
+        #expect(try nobody.status().fingers == 0)
+        #expect(try nobody.run(.fingers).fingers == 0)
+        let enrol = try nobody.run(.enroll(finger: nil, vaultID: nil, proofKey: nil))
+        #expect(enrol.exitCode == 15 && enrol.message?.contains("uid 200004 has none") == true, "\(String(describing: enrol.message))")
+        let vault = FakeVault()
+        #expect(try nobody.bind(vault).exitCode == 15)
+        #expect(try nobody.unlock(vault, on: daemon, scans: []).exitCode == 16)
+
+        // A user with no state asks everything that makes none: still no folder; enrolling makes it.
+        let bobUID = try #require(TestUsers.uid(TestUsers.bob))
+        #expect(try bob.run(.challenge).ok)
+        #expect(try bob.run(.fingers).fingers == 0)
+        #expect(try bob.status(vault).bindingCurrent == false)
+        #expect(try bob.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false)).recorded == false)
+        #expect(try bob.unlock(vault, on: daemon, scans: []).exitCode == 16)
+        let none = try FileSystem.contents(of: daemon.state)
+        #expect(none.isEmpty, "\(none)")
+        #expect(try bob.enroll("bob-finger", on: daemon).ok)
+        #expect(try FileSystem.contents(of: daemon.state) == ["uid-\(bobUID)"])
+        #expect(daemon.daemon.isRunning)
+    }
+
+    @Test func theIdleStateOfAUidWithoutAnAccountIsRemovedAtStartAndNoOtherState() throws {
+        try TestUsers.ensure()
+        let aliceUID = try #require(TestUsers.uid(TestUsers.alice))
+        let stale: UInt32 = 200_123, recent: UInt32 = 200_124
+        #expect(TestUsers.uid("\(stale)") == nil && TestUsers.uid("\(recent)") == nil)
+        let daemon = try SystemDaemon(prepareState: { state in
+            for uid in [stale, recent, aliceUID] {
+                let folder = state + "/uid-\(uid)"
+                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+                guard FileManager.default.createFile(atPath: folder + "/device-secret", contents: Data(randomBytes(32)),
+                                                     attributes: [.posixPermissions: 0o600]) else { throw VaultError.failure("cannot write in \(folder)") }
+                _ = try runProgram("/usr/bin/chown", ["-R", "\(TestUsers.daemon):\(TestUsers.daemon)", folder])
+            }
+            // Two hours unchanged: the stale one, and Alice's (which has an account).
+            for uid in [stale, aliceUID] {
+                let folder = state + "/uid-\(uid)"
+                _ = try runProgram("/usr/bin/touch", ["-h", "-d", "2 hours ago", folder + "/device-secret", folder])
+            }
+        })
+        let left = try FileSystem.contents(of: daemon.state).sorted()
+        #expect(left == ["uid-\(recent)", "uid-\(aliceUID)"].sorted(), "\(left)")
+        #expect(daemon.daemon.logText.contains("removed the idle state of 1 uid without an account: uid-\(stale)"), "\(daemon.daemon.logText)")
+        // The uid whose state was just changed keeps it for now; it is never used either.
+        let client = try ClientProcess(uidWithoutAccount: recent, daemon: daemon)
+        #expect(try client.run(.fingers).fingers == 0)
+    }
+
     @Test func cancelsTimeoutsRulesAndNewPrintsEndTheScanWithTheirExitCodes() throws {
         let daemon = try SystemDaemon()
         let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
