@@ -50,8 +50,11 @@ public enum AuthorityDaemon {
         (GDBus, for fprintd; the default system bus otherwise); nothing else is read except, with
         --test-mode, libfprint's FP_VIRTUAL_* variables.
 
-        One scan at a time: a request that needs the reader while another scans waits up to
-        \(Int(AuthorityLimits.busyWaitSeconds)) s, then fails as busy (vault exits 13). A client that goes away cancels its scan.
+        One scan at a time: a request that needs the reader while another has it waits its turn
+        (first come, first served; vault says it waits) for at most its scan timeout, then fails
+        as busy (vault exits 13). Scan timeouts are at most \(Int(AuthorityLimits.scanSeconds.upperBound)) s. A client that goes away, or
+        leaves the daemon's messages unread for \(Int(AuthorityLimits.unreadSeconds)) s (a stopped process), loses its request
+        and the reader.
 
         Uids without an account in the user database (subordinate uids) share \(AuthorityLimits.connectionsWithoutAccount) connections
         and never get state; their leftover state folders are removed when idle (at start, then
@@ -126,7 +129,7 @@ public enum AuthorityDaemon {
             let handler = try AuthorityRequestHandler(stateFolder: options.stateFolder, testMode: options.testMode,
                                                       readers: readers(ReaderSettings(testMode: options.testMode, backend: options.backend,
                                                                                       fprintdState: options.fprintdState)),
-                                                      busyWait: AuthorityLimits.busyWaitSeconds, sealing: sealing)
+                                                      sealing: sealing)
             handler.removeStateWithoutAccount()
             Thread.detachNewThread {
                 while true {

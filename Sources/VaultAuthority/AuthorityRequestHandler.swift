@@ -38,8 +38,6 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     public let stateFolder: String
     /// Whether requests may set a boot id and a clock (`--test-mode`).
     public let testMode: Bool
-    /// Seconds a request waits for the reader while another scans.
-    public let busyWait: Double
     /// Where each uid's device secret rests: sealed by the TPM when the daemon has one.
     let sealing: DeviceSecretSealing
     private let readers: any ReaderSource
@@ -58,18 +56,16 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     /// A handler keeping its state in `stateFolder` (created 0700 when missing), scanning with
     /// `readers`, with the kernel's boot id.
     /// - Throws: `.io` when the folder cannot be made.
-    public convenience init(stateFolder: String, testMode: Bool, readers: any ReaderSource,
-                            busyWait: Double = AuthorityLimits.busyWaitSeconds) throws {
-        try self.init(stateFolder: stateFolder, testMode: testMode, readers: readers, busyWait: busyWait, sealing: .filePermissions)
+    public convenience init(stateFolder: String, testMode: Bool, readers: any ReaderSource) throws {
+        try self.init(stateFolder: stateFolder, testMode: testMode, readers: readers, sealing: .filePermissions)
     }
 
     /// The same, with the device secrets resting as `sealing` says (the daemon's `--tpm`).
-    init(stateFolder: String, testMode: Bool, readers: any ReaderSource, busyWait: Double, sealing: DeviceSecretSealing) throws {
+    init(stateFolder: String, testMode: Bool, readers: any ReaderSource, sealing: DeviceSecretSealing) throws {
         self.stateFolder = stateFolder
         self.sealing = sealing
         self.testMode = testMode
         self.readers = readers
-        self.busyWait = max(0, busyWait)
         bootID = EmbeddedKeyAuthority.currentBootID()
         do { try PrivateFiles.makeFolder(stateFolder) } catch { throw VaultError.io(path: stateFolder, error.reason) }
     }
@@ -221,7 +217,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     /// The reader `prefer` names for the request of `session`, behind the scan lease.
     private func openReader(_ prefer: SensorIdentity?, for session: ScanSession) throws -> any FingerprintReader {
         if let reason = session.cancelReason { throw reason.interruption }
-        return LeasedReader(try readers.open(prefer: prefer, session: session), session: session, lease: lease, busyWait: busyWait)
+        return LeasedReader(try readers.open(prefer: prefer, session: session), session: session, lease: lease)
     }
 
     /// The answer of an empty state (what `EmbeddedKeyAuthority` answers over a new folder),

@@ -48,9 +48,12 @@ final class Outbox: @unchecked Sendable {
 /// `vault-authd`'s server: any local user may connect (the socket is 0666); each connection is
 /// served on its own thread as the uid `SO_PEERCRED` names. A request runs on a thread of its
 /// own while the connection's thread streams its events to the client and watches for a
-/// `cancel` or the client going away (either cancels the scan and frees the reader). Frames are
-/// refused from their header; a peer has 10 s to send a whole request once it began and 10 s to
-/// take each reply; an idle connection is closed after 60 s. At most 128 connections: 32 per uid
+/// `cancel`, the client going away, or the client no longer reading (a message of the daemon
+/// left unread for 5 s: a stopped process); each cancels the scan and frees the reader (or the
+/// place in the reader's queue). So that a client that reads all there is can be told from one
+/// that stopped, a `keepAlive` goes out every second while a request runs. Frames are refused
+/// from their header; a peer has 10 s to send a whole request once it began and 10 s to take
+/// each reply; an idle connection is closed after 60 s. At most 128 connections: 32 per uid
 /// with an account, and 4 for all the uids without one together (one person's subordinate uids
 /// are 65,536 uids: they cannot take the places of the users).
 public final class AuthorityServer: @unchecked Sendable {
@@ -182,12 +185,13 @@ public final class AuthorityServer: @unchecked Sendable {
         try? connection.socket.close()
     }
 
-    /// Sends a frame within `replyDeadline`; false when the peer is gone or too slow to take it.
+    /// Sends a frame within `replyDeadline` (or `within` seconds); false when the peer is gone or
+    /// too slow to take it.
     @discardableResult
-    private func send(_ frame: AuthorityFrame, on connection: ConnectionBox) -> Bool {
+    private func send(_ frame: AuthorityFrame, on connection: ConnectionBox, within seconds: Double? = nil) -> Bool {
         var bytes = frame.encoded()
         defer { wipe(&bytes) }
-        guard (try? connection.socket.setSendTimeout(seconds: replyDeadline)) != nil else { return false }
+        guard (try? connection.socket.setSendTimeout(seconds: seconds ?? replyDeadline)) != nil else { return false }
         do { try connection.socket.sendAll(bytes) } catch { return false }
         return true
     }
@@ -251,7 +255,12 @@ public final class AuthorityServer: @unchecked Sendable {
 
     /// Runs one request on a thread of its own; meanwhile this thread sends what it streams and
     /// watches the peer: a `cancel` frame cancels the scan, the peer going away cancels it too
-    /// (and frees the reader), any other frame is refused once the request has ended.
+    /// (and frees the reader), any other frame is refused once the request has ended. A peer that
+    /// leaves a message unread for `AuthorityLimits.unreadSeconds` has stopped (`SIGSTOP`, a
+    /// debugger) or does not read: its request is cancelled, and its answer says so if there is
+    /// room for it (the peer reads it when it goes on); the connection then closes. The kernel's
+    /// count of unread bytes (`SIOCOUTQ`) is what tells: a socket buffer takes hundreds of small
+    /// frames, so a send would block only minutes later.
     /// - Returns: whether the connection may go on.
     private func run(_ request: AuthorityRequest, frame: AuthorityFrame, uid: UInt32, hasAccount: Bool, on connection: ConnectionBox,
                      decoder: AuthorityFrameDecoder, chunk: inout [UInt8]) -> Bool {
@@ -267,13 +276,17 @@ public final class AuthorityServer: @unchecked Sendable {
         worker.start()
         var gone = false
         var violation: VaultError?
+        var stalled = false
+        var lastSent = MonotonicClock.seconds()
+        var lastDrained = lastSent
         while true {
-            let (streamed, answer) = outbox.take(waiting: gone || violation != nil ? 0.05 : 0)
-            for reply in streamed where !gone {
+            let (streamed, answer) = outbox.take(waiting: gone || violation != nil || stalled ? 0.05 : 0)
+            for reply in streamed where !gone && !stalled {
                 if !send(AuthorityCodec.frame(reply), on: connection) {
                     gone = true
                     session.cancel(.program)
                 }
+                lastSent = MonotonicClock.seconds()
             }
             if let answer {
                 guard !gone else { return false }
@@ -281,9 +294,35 @@ public final class AuthorityServer: @unchecked Sendable {
                     refuse(connection, violation)
                     return false
                 }
+                if stalled {
+                    // Whatever the request came to (a key included), a peer that stopped reading
+                    // is told only why it ended, if there is room; then the connection closes.
+                    let why = VaultError.appCancel("vault did not read vault-authd's messages for \(Int(AuthorityLimits.unreadSeconds)) s "
+                                                   + "(stopped or suspended?): the request was cancelled and the reader given to others")
+                    send(AuthorityCodec.frame(.failed(error: why)), on: connection, within: 0.2)
+                    return false
+                }
                 return send(answer.frame(), on: connection)
             }
-            if gone || violation != nil { continue }
+            if gone || violation != nil || stalled { continue }
+            let now = MonotonicClock.seconds()
+            if let unread = try? connection.socket.unreadOutput(), unread > 0 {
+                if now - lastDrained > AuthorityLimits.unreadSeconds {
+                    stalled = true
+                    session.cancel(.program)
+                    continue
+                }
+            } else {
+                lastDrained = now
+                if now - lastSent >= AuthorityLimits.keepAliveSeconds {
+                    if !send(AuthorityCodec.frame(.keepAlive), on: connection) {
+                        gone = true
+                        session.cancel(.program)
+                        continue
+                    }
+                    lastSent = now
+                }
+            }
             guard let readable = try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: 10) else {
                 gone = true
                 session.cancel(.program)

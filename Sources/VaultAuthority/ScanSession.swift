@@ -116,26 +116,42 @@ extension ReaderSource {
 
 /// One scan at a time in the daemon (libfprint runs one operation at a time anyway): a request
 /// takes the lease at its first scan, enrolment or chip listing and keeps it until it ends, so
-/// its three tries are not interleaved with another request's. Another request waits at most
-/// `busyWait` seconds for it, then gets "busy" (13).
+/// its three tries are not interleaved with another request's. Other requests wait in a queue,
+/// first come first served (a client asking again and again cannot pass one that waits), each
+/// told once that it waits (`ScanNotice.waitingForReader`) and each at most its own scan timeout
+/// (at most 30 s), then "busy" (13). A waiter that is cancelled (its client went away or stopped
+/// reading) leaves the queue.
 final class ScanLease: @unchecked Sendable {
     private let condition = NSCondition()
     private var holder: ObjectIdentifier?
+    private var queue: [ObjectIdentifier] = []
 
-    /// Takes the lease for `session` (at once when it already holds it).
-    /// - Throws: `ScanInterruption.busy` after `wait` seconds, the session's cancel reason when
-    ///   it is cancelled while waiting.
-    func acquire(for session: ScanSession, wait: Double) throws(ScanInterruption) {
+    /// Takes the lease for `session` (at once when it already holds it, or when it is free and
+    /// nobody waits).
+    /// - Throws: `ScanInterruption.busy` after the session's scan timeout, the session's cancel
+    ///   reason when it is cancelled while waiting.
+    func acquire(for session: ScanSession) throws(ScanInterruption) {
         let me = ObjectIdentifier(session)
-        let deadline = Date(timeIntervalSinceNow: wait)
         condition.lock()
         defer { condition.unlock() }
         if holder == me { return }
-        while holder != nil {
-            if let reason = session.cancelReason { throw reason.interruption }
-            let slice = min(deadline, Date(timeIntervalSinceNow: 0.05))
-            if !condition.wait(until: slice), Date() >= deadline {
-                throw .busy("the fingerprint reader is in use by another request; try again when it is done")
+        if holder != nil || !queue.isEmpty {
+            let wait = session.scanTimeout
+            let deadline = MonotonicClock.seconds() + wait
+            queue.append(me)
+            defer {
+                queue.removeAll { $0 == me }
+                condition.broadcast()
+            }
+            session.notify(.notice(notice: .waitingForReader))
+            while holder != nil || queue.first != me {
+                if let reason = session.cancelReason { throw reason.interruption }
+                let left = deadline - MonotonicClock.seconds()
+                guard left > 0 else {
+                    throw .busy("the fingerprint reader stayed in use by another request for \(Int(wait.rounded())) s; try again when it is done")
+                }
+                // Short slices: a cancel does not signal this condition.
+                _ = condition.wait(until: Date(timeIntervalSinceNow: min(left, 0.05)))
             }
         }
         holder = me
@@ -155,6 +171,13 @@ final class ScanLease: @unchecked Sendable {
         defer { condition.unlock() }
         return holder != nil
     }
+
+    /// How many requests wait for it (tests).
+    var waiting: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return queue.count
+    }
 }
 
 /// The reader as the hosted authority sees it: before each scan, enrolment or chip listing it
@@ -164,13 +187,11 @@ final class LeasedReader: FingerprintReader {
     let inner: any SessionReader
     let session: ScanSession
     let lease: ScanLease
-    let busyWait: Double
 
-    init(_ inner: any SessionReader, session: ScanSession, lease: ScanLease, busyWait: Double) {
+    init(_ inner: any SessionReader, session: ScanSession, lease: ScanLease) {
         self.inner = inner
         self.session = session
         self.lease = lease
-        self.busyWait = busyWait
     }
 
     var identity: SensorIdentity { inner.identity }
@@ -198,6 +219,6 @@ final class LeasedReader: FingerprintReader {
 
     private func hold() throws(ScanInterruption) {
         if let reason = session.cancelReason { throw reason.interruption }
-        try lease.acquire(for: session, wait: busyWait)
+        try lease.acquire(for: session)
     }
 }

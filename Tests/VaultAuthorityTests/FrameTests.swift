@@ -100,7 +100,9 @@ import VaultKit
     @Test func scanTimeoutsAreClamped() {
         #expect(AuthorityLimits.scanTimeout(.nan) == 30)
         #expect(AuthorityLimits.scanTimeout(-1) == 30)
-        #expect(AuthorityLimits.scanTimeout(.infinity) == 300)
+        #expect(AuthorityLimits.scanTimeout(.infinity) == 30)
+        #expect(AuthorityLimits.scanTimeout(300) == 30)
+        #expect(AuthorityLimits.scanTimeout(30.5) == 30)
         #expect(AuthorityLimits.scanTimeout(0.01) == 1)
         #expect(AuthorityLimits.scanTimeout(12) == 12)
     }

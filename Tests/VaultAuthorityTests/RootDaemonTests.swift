@@ -110,7 +110,7 @@ struct RootDaemonTests {
         #expect(try alice.status().fingers == 1 && bob.status().fingers == 1)
     }
 
-    @Test func aClientKilledMidScanFreesTheReaderAndAnotherScanMeanwhileIsBusy() throws {
+    @Test func aClientKilledMidScanFreesTheReaderForTheRequestWaitingItsTurn() throws {
         let daemon = try SystemDaemon()
         let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
         #expect(try alice.enroll("alice-finger", on: daemon).ok)
@@ -120,17 +120,80 @@ struct RootDaemonTests {
         let doomed = try ClientProcess(user: TestUsers.alice, daemon: daemon)
         let first = try doomed.start(.unlock(vaultID: vault.id, slot: vault.slot, rules: relaxedRules, scanTimeout: 60, cancel: nil))
         #expect(first == .touchReader(prompt: "touch the reader"))
-        // While it scans, another scan waits a moment and is refused as busy (13).
+        // While it scans, a request that may wait 2 s waits (and says so), then is busy (13).
         let start = MonotonicClock.seconds()
-        let busy = try alice.unlock(vault, on: daemon, scans: [])
+        var told: [ScanNotice] = []
+        let busy = try alice.unlock(vault, on: daemon, scans: [], scanTimeout: 2, notices: { told.append($0) })
         #expect(busy.exitCode == 13, "\(String(describing: busy.message))")
-        #expect(MonotonicClock.seconds() - start >= AuthorityLimits.busyWaitSeconds - 0.2)
+        #expect(MonotonicClock.seconds() - start >= 1.8)
+        #expect(told == [.waitingForReader])
+        // One that may wait 30 s is queued; killing the scanning client gives it the reader.
+        let waiter = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        let queued = try waiter.start(.unlock(vaultID: vault.id, slot: vault.slot, rules: relaxedRules, scanTimeout: 30, cancel: nil))
+        #expect(queued == .waitingForReader)
         doomed.kill()
-
-        // The next client gets the reader at once; the killed scan was not counted.
         let after = MonotonicClock.seconds()
-        #expect(try alice.unlock(vault, on: daemon, scans: ["alice-finger"]).key == kek)
-        #expect(MonotonicClock.seconds() - after < 5)
+        var handedOver: Double?
+        let opened = try waiter.finish(onNotice: { notice in
+            if case .touchReader = notice {
+                handedOver = MonotonicClock.seconds() - after
+                try daemon.reader("SCAN alice-finger")
+            }
+        })
+        #expect(opened.key == kek)
+        #expect(try #require(handedOver) < 5, "the reader came free at once")
+        // The killed scan was not counted.
+        #expect(try alice.status().failedMatches == 0)
+    }
+
+    @Test func aStoppedClientHoldingTheReaderLosesItWithinSecondsAndTheNextUserWaitsItsTurn() throws {
+        let daemon = try SystemDaemon()
+        let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        let bob = try ClientProcess(user: TestUsers.bob, daemon: daemon)
+        #expect(try alice.enroll("alice-finger", on: daemon).ok)
+        #expect(try bob.enroll("bob-finger", on: daemon).ok)
+        let alices = FakeVault(), bobs = FakeVault()
+        let kek = try #require(try alice.bind(alices).key)
+        #expect(try bob.bind(bobs).key != nil)
+
+        // Bob's client asks for a scan of 300 s (clamped to 30), gets the reader, and is stopped.
+        let stopped = try ClientProcess(user: TestUsers.bob, daemon: daemon)
+        let first = try stopped.start(.unlock(vaultID: bobs.id, slot: bobs.slot, rules: relaxedRules, scanTimeout: 300, cancel: nil))
+        #expect(first == .touchReader(prompt: "touch the reader"))
+        try stopped.stop()
+        let start = MonotonicClock.seconds()
+        // Alice's unlock waits its turn, told so, and gets the reader long before 30 s.
+        var told: [ScanNotice] = []
+        var handedOver: Double?
+        let opened = try alice.unlock(alices, on: daemon, scans: ["alice-finger"], scanTimeout: 30, notices: { n in
+            told.append(n)
+            if case .touchReader = n, handedOver == nil { handedOver = MonotonicClock.seconds() - start }
+        })
+        #expect(opened.key == kek, "\(String(describing: opened.message))")
+        #expect(told.first == .waitingForReader && told.contains(.touchReader(prompt: "touch the reader")), "\(told)")
+        let held = try #require(handedOver)
+        #expect(held < 20, "the stopped client held the reader \(held) s")
+        print("root: a SIGSTOPped client (scan timeout 300 s asked) held the reader \(String(format: "%.1f", held)) s after it stopped")
+
+        // Bob's client, resumed, learns why its request ended (18); nothing was counted.
+        try stopped.resume()
+        let late = try stopped.finish(timeout: 30)
+        #expect(late.exitCode == 18 && late.message?.contains("did not read") == true, "\(String(describing: late.message))")
+        #expect(try bob.status().failedMatches == 0)
+    }
+
+    @Test func aScanTimeoutOf300SecondsIsClampedTo30() throws {
+        let daemon = try SystemDaemon()
+        let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        #expect(try alice.enroll("alice-finger", on: daemon).ok)
+        let vault = FakeVault()
+        _ = try alice.bind(vault)
+        let start = MonotonicClock.seconds()
+        let r = try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, rules: relaxedRules, scanTimeout: 300, cancel: nil), timeout: 120)
+        let took = MonotonicClock.seconds() - start
+        #expect(r.exitCode == 18, "\(String(describing: r.message))")
+        #expect(took >= 25 && took < 90, "no finger: the scan ended after \(took) s")
+        print("root: a scan asked for 300 s with no finger ended after \(String(format: "%.1f", took)) s")
         #expect(try alice.status().failedMatches == 0)
     }
 

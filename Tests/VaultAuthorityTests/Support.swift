@@ -113,9 +113,9 @@ final class HandlerFixture: @unchecked Sendable {
     let readers: ScriptedReaders
     let handler: AuthorityRequestHandler
 
-    init(testMode: Bool = true, script: [ScanScript] = [.match], busyWait: Double = 0.3) throws {
+    init(testMode: Bool = true, script: [ScanScript] = [.match]) throws {
         readers = ScriptedReaders(script)
-        handler = try AuthorityRequestHandler(stateFolder: folder.path + "/state", testMode: testMode, readers: readers, busyWait: busyWait)
+        handler = try AuthorityRequestHandler(stateFolder: folder.path + "/state", testMode: testMode, readers: readers)
     }
 
     /// Sends `request` as `uid`; returns the response and what was streamed.
