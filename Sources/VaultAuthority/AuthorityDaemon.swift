@@ -51,8 +51,15 @@ public enum AuthorityDaemon {
         (GDBus, for fprintd; the default system bus otherwise); nothing else is read except, with
         --test-mode, libfprint's FP_VIRTUAL_* variables.
 
-        One scan at a time: a request that needs the reader while another scans waits up to
-        \(Int(AuthorityLimits.busyWaitSeconds)) s, then fails as busy (vault exits 13). A client that goes away cancels its scan.
+        One scan at a time: a request that needs the reader while another has it waits its turn
+        (first come, first served; vault says it waits) for at most its scan timeout, then fails
+        as busy (vault exits 13). Scan timeouts are at most \(Int(AuthorityLimits.scanSeconds.upperBound)) s. A client that goes away, or
+        leaves the daemon's messages unread for \(Int(AuthorityLimits.unreadSeconds)) s (a stopped process), loses its request
+        and the reader.
+
+        Uids without an account in the user database (subordinate uids) share \(AuthorityLimits.connectionsWithoutAccount) connections
+        and never get state; their leftover state folders are removed when idle (at start, then
+        hourly). State is made only by enrolling or binding.
         """
 
     /// The file in the state folder holding the space kept back for a full file system
@@ -131,7 +138,14 @@ public enum AuthorityDaemon {
             let handler = try AuthorityRequestHandler(stateFolder: options.stateFolder, testMode: options.testMode,
                                                       readers: readers(ReaderSettings(testMode: options.testMode, backend: options.backend,
                                                                                       fprintdState: options.fprintdState)),
-                                                      busyWait: AuthorityLimits.busyWaitSeconds, sealing: sealing, reserve: reserve)
+                                                      sealing: sealing, reserve: reserve)
+            handler.removeStateWithoutAccount()
+            Thread.detachNewThread {
+                while true {
+                    MonotonicClock.sleep(seconds: AuthorityLimits.staleStateSweepSeconds)
+                    handler.removeStateWithoutAccount()
+                }
+            }
             let server = AuthorityServer(socketPath: options.socketPath, handler: handler)
             if ProcessIdentity.effectiveUID == 0 {
                 log("warning: running as root; run vault-authd as its own user (vault-auth)")

@@ -94,6 +94,9 @@ public enum ScanNotice: Codable, Equatable, Sendable {
     case enrolling(finger: String, reader: String, stages: Int)
     /// An enrolment stage was taken (`advice` nil) or must be repeated (`advice` says how).
     case enrollProgress(completed: Int, total: Int, advice: String?)
+    /// Another request has the reader: this one waits its turn (first come, first served), at
+    /// most its scan timeout.
+    case waitingForReader
 }
 
 /// One message from the daemon: zero or more streamed `event`/`notice` messages, then one final
@@ -103,6 +106,9 @@ public enum AuthorityReply: Codable, Equatable, Sendable {
     case event(event: AuthorityEvent)
     /// Streamed: touch the reader, enrolment progress.
     case notice(notice: ScanNotice)
+    /// Streamed every second while a request runs: the client reads it (and drops it), so the
+    /// daemon sees that it still reads; one that leaves it unread loses its request.
+    case keepAlive
     /// `ping`: the protocol version and whether the daemon runs in test mode.
     case pong(version: Int, testMode: Bool)
     /// `fingers`.
@@ -139,7 +145,7 @@ public enum AuthorityReply: Codable, Equatable, Sendable {
     /// Whether this ends the request (anything but a streamed event or notice).
     public var isFinal: Bool {
         switch self {
-        case .event, .notice: false
+        case .event, .notice, .keepAlive: false
         default: true
         }
     }
@@ -167,8 +173,9 @@ public enum AuthorityLimits {
     public static let vaultID = 64
     /// The longest prompt, finger name, driver, device id or boot id, in UTF-8 bytes.
     public static let text = 512
-    /// A scan timeout is clamped to this range (seconds); NaN and non-positive ones become 30.
-    public static let scanSeconds: ClosedRange<Double> = 1...300
+    /// A scan timeout is clamped to this range (seconds); NaN and non-positive ones become 30. It
+    /// also bounds a request's wait for the reader: no caller holds it, or waits for it, longer.
+    public static let scanSeconds: ClosedRange<Double> = 1...30
     /// The times a test-mode request may set (seconds since 1970, up to the year 5138): far
     /// enough from the integer limits that no rule's arithmetic can overflow.
     public static let testClock: ClosedRange<Int64> = 0...100_000_000_000
@@ -182,10 +189,22 @@ public enum AuthorityLimits {
     public static let connectionIdleSeconds: Double = 60
     /// At most this many connections at once.
     public static let connections = 128
-    /// At most this many connections of one uid at once.
+    /// At most this many connections of one uid with an account (in the user database) at once.
     public static let connectionsPerUID = 32
-    /// How long a request waits for the reader while another request scans, before "busy".
-    public static let busyWaitSeconds: Double = 3
+    /// At most this many connections at once of all the uids without an account together
+    /// (subordinate uids: one person has 65,536 of them).
+    public static let connectionsWithoutAccount = 4
+    /// While a request runs, a `keepAlive` goes out when the client has read everything and
+    /// nothing was sent for this long.
+    public static let keepAliveSeconds: Double = 1
+    /// A client that leaves a message unread this long while its request runs (stopped, or
+    /// not reading) loses the request: the scan is cancelled and the reader freed.
+    public static let unreadSeconds: Double = 5
+    /// The state folder of a uid without an account is removed once nothing in it changed for
+    /// this long (at the daemon's start and every `staleStateSweepSeconds`).
+    public static let staleStateSeconds: Double = 600
+    /// How often the daemon looks for such folders.
+    public static let staleStateSweepSeconds: Double = 3600
 
     /// `seconds` as a scan timeout: clamped into `scanSeconds`; NaN, zero and negatives give the default.
     public static func scanTimeout(_ seconds: Double) -> Double {

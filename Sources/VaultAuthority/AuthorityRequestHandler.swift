@@ -28,13 +28,16 @@ public final class AuthorityResponse {
 /// test-mode daemon lets a uid set its own), its own challenge book, and the daemon's readers
 /// behind the scan lease. The uid is the peer's, never the request's. Every rule is VaultKit's;
 /// this adds the per-uid isolation, the one-scan-at-a-time lease and the test-mode switch.
+///
+/// A uid's folder is made only by a request that makes state (`bind`, `enroll`), and only for a
+/// uid with an account in the user database; every other request of a uid without a folder, and
+/// every request of a uid without an account, is answered as an empty state answers it, with
+/// nothing written. So neither asking nor a uid of a subordinate range costs disk.
 public final class AuthorityRequestHandler: @unchecked Sendable {
     /// The daemon's state folder (each uid has `uid-N` in it).
     public let stateFolder: String
     /// Whether requests may set a boot id and a clock (`--test-mode`).
     public let testMode: Bool
-    /// Seconds a request waits for the reader while another scans.
-    public let busyWait: Double
     /// Where each uid's device secret rests: sealed by the TPM when the daemon has one.
     let sealing: DeviceSecretSealing
     /// The space kept back in the state folder (`STATE/reserve`) for writes that find the file
@@ -56,22 +59,19 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     /// A handler keeping its state in `stateFolder` (created 0700 when missing), scanning with
     /// `readers`, with the kernel's boot id.
     /// - Throws: `.io` when the folder cannot be made.
-    public convenience init(stateFolder: String, testMode: Bool, readers: any ReaderSource,
-                            busyWait: Double = AuthorityLimits.busyWaitSeconds) throws {
-        try self.init(stateFolder: stateFolder, testMode: testMode, readers: readers, busyWait: busyWait, sealing: .filePermissions,
-                      reserve: nil)
+    public convenience init(stateFolder: String, testMode: Bool, readers: any ReaderSource) throws {
+        try self.init(stateFolder: stateFolder, testMode: testMode, readers: readers, sealing: .filePermissions, reserve: nil)
     }
 
     /// The same, with the device secrets resting as `sealing` says (the daemon's `--tpm`) and
     /// `reserve` given back to state writes that find the file system full.
-    init(stateFolder: String, testMode: Bool, readers: any ReaderSource, busyWait: Double, sealing: DeviceSecretSealing,
+    init(stateFolder: String, testMode: Bool, readers: any ReaderSource, sealing: DeviceSecretSealing,
          reserve: StateReserve?) throws {
         self.stateFolder = stateFolder
         self.sealing = sealing
         self.reserve = reserve
         self.testMode = testMode
         self.readers = readers
-        self.busyWait = max(0, busyWait)
         bootID = EmbeddedKeyAuthority.currentBootID()
         do { try PrivateFiles.makeFolder(stateFolder) } catch { throw VaultError.io(path: stateFolder, error.reason) }
     }
@@ -108,6 +108,13 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
                 return AuthorityResponse(.done)
             default:
                 break
+            }
+            if !session.hasAccount || !FileSystem.exists(folder(of: session.uid)) {
+                if !request.createsState { return try answerWithoutState(request, session: session) }
+                guard session.hasAccount else {
+                    throw VaultError.biometryNotAvailable("vault-authd keeps fingerprints only for accounts of the user database, "
+                                                          + "and uid \(session.uid) has none (a subordinate uid?)")
+                }
             }
             let authority: EmbeddedKeyAuthority
             do {
@@ -197,7 +204,19 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     /// the files, under their lock, and the uid's challenge book). The reserve is made whole first
     /// when there is room; a new uid's folder and device secret may draw on it.
     private func authority(for session: ScanSession) throws -> EmbeddedKeyAuthority {
-        let uid = session.uid
+        let (knobs, book, clock) = context(of: session.uid)
+        let make = { [self] in
+            try EmbeddedKeyAuthority(folder: folder(of: session.uid), bootID: knobs?.bootID ?? bootID, clock: clock, challenges: book,
+                                     sealing: sealing, reserve: reserve, openReader: { [self] prefer in try openReader(prefer, for: session) })
+        }
+        guard let reserve else { return try make() }
+        reserve.replenish()
+        return try reserve.retryingWhenFull("the state of uid \(session.uid)", make)
+    }
+
+    /// The test settings, challenge book and clock of `uid` (its book is made on first use: one
+    /// per uid with an account, so their number is that of the accounts).
+    private func context(of uid: UInt32) -> (TestSettings?, ChallengeBook, @Sendable () -> Int64) {
         let (knobs, book): (TestSettings?, ChallengeBook) = lock.withLock {
             let book = books[uid] ?? ChallengeBook(capacity: 64)
             books[uid] = book
@@ -205,18 +224,65 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
         }
         let clock: @Sendable () -> Int64
         if let now = knobs?.now { clock = { now } } else { clock = { unixNow() } }
-        let readers = self.readers, lease = self.lease, wait = busyWait
-        let make = {
-            try EmbeddedKeyAuthority(folder: self.folder(of: uid), bootID: knobs?.bootID ?? self.bootID, clock: clock, challenges: book,
-                                     sealing: self.sealing, reserve: self.reserve,
-                                     openReader: { prefer in
-                                         if let reason = session.cancelReason { throw reason.interruption }
-                                         let reader = try readers.open(prefer: prefer, session: session)
-                                         return LeasedReader(reader, session: session, lease: lease, busyWait: wait)
-                                     })
+        return (knobs, book, clock)
+    }
+
+    /// The reader `prefer` names for the request of `session`, behind the scan lease.
+    private func openReader(_ prefer: SensorIdentity?, for session: ScanSession) throws -> any FingerprintReader {
+        if let reason = session.cancelReason { throw reason.interruption }
+        return LeasedReader(try readers.open(prefer: prefer, session: session), session: session, lease: lease)
+    }
+
+    /// The answer of an empty state (what `EmbeddedKeyAuthority` answers over a new folder),
+    /// for a uid that has no folder or no account, with nothing made or written: no fingers, no
+    /// binding (unlock and verify 16), nothing to record or count (a passcode failure of such a
+    /// uid is not counted, there is no wait before a passcode), nothing to remove or reset.
+    /// `status` has no domain state (there are no prints to describe).
+    private func answerWithoutState(_ request: AuthorityRequest, session: ScanSession) throws -> AuthorityResponse {
+        switch request {
+        case .fingers:
+            return AuthorityResponse(.fingers(fingers: []))
+        case .reader(let prefer):
+            return AuthorityResponse(.reader(sensor: try openReader(prefer, for: session).identity))
+        case .challenge:
+            // A uid without an account can never bind, so no proof of it is ever checked: its
+            // challenges are not kept (nor is a book made per such uid).
+            guard session.hasAccount else { return AuthorityResponse(.challenge(challenge: randomBytes(32))) }
+            let (_, book, clock) = context(of: session.uid)
+            return AuthorityResponse(.challenge(challenge: book.issue(now: clock())))
+        case .unlock, .verify:
+            throw VaultError.biometryNotEnrolled
+        case .recordPasscodeUnlock:
+            return AuthorityResponse(.recorded(record: .notBound))
+        case .beginPasscodeAttempt:
+            return AuthorityResponse(.passcodeWait(seconds: 0))
+        case .recordPasscodeFailure, .resetPrints:
+            return AuthorityResponse(.done)
+        case .unenroll:
+            return AuthorityResponse(.unenrolled(fingers: []))
+        case .status(let slot, let sensor, let rules):
+            var status = AuthorityStatus.empty(kind: .system, slot: slot, rules: rules, sensor: try? openReader(sensor, for: session).identity,
+                                               secrets: sealing.protection)
+            status.readerBackend = readers.backendDescription
+            status.backendFingers = readers.backendFingers(uid: session.uid)
+            return AuthorityResponse(.status(status: status))
+        case .bind, .enroll, .ping, .cancel, .testSettings:
+            preconditionFailure("answered by the authority or before")
         }
-        guard let reserve else { return try make() }
-        reserve.replenish()
-        return try reserve.retryingWhenFull("the state of uid \(uid)", make)
+    }
+}
+
+extension AuthorityRequest {
+    /// Whether the request makes state when the caller has none (the `uid-N` folder and its
+    /// device secret): only these are served to a uid without a folder, and never to one without
+    /// an account. Every kind is named, so a new request must be placed here.
+    var createsState: Bool {
+        switch self {
+        case .bind, .enroll:
+            true
+        case .ping, .fingers, .reader, .challenge, .unlock, .verify, .recordPasscodeUnlock, .beginPasscodeAttempt,
+             .recordPasscodeFailure, .unenroll, .resetPrints, .status, .testSettings, .cancel:
+            false
+        }
     }
 }

@@ -48,9 +48,14 @@ final class Outbox: @unchecked Sendable {
 /// `vault-authd`'s server: any local user may connect (the socket is 0666); each connection is
 /// served on its own thread as the uid `SO_PEERCRED` names. A request runs on a thread of its
 /// own while the connection's thread streams its events to the client and watches for a
-/// `cancel` or the client going away (either cancels the scan and frees the reader). Frames are
-/// refused from their header; a peer has 10 s to send a whole request once it began and 10 s to
-/// take each reply; an idle connection is closed after 60 s. At most 128 connections, 32 per uid.
+/// `cancel`, the client going away, or the client no longer reading (a message of the daemon
+/// left unread for 5 s: a stopped process); each cancels the scan and frees the reader (or the
+/// place in the reader's queue). So that a client that reads all there is can be told from one
+/// that stopped, a `keepAlive` goes out every second while a request runs. Frames are refused
+/// from their header; a peer has 10 s to send a whole request once it began and 10 s to take
+/// each reply; an idle connection is closed after 60 s. At most 128 connections: 32 per uid
+/// with an account, and 4 for all the uids without one together (one person's subordinate uids
+/// are 65,536 uids: they cannot take the places of the users).
 public final class AuthorityServer: @unchecked Sendable {
     /// The socket path.
     public let socketPath: String
@@ -64,6 +69,7 @@ public final class AuthorityServer: @unchecked Sendable {
     private var stopped = false
     private var connections = 0
     private var perUID: [UInt32: Int] = [:]
+    private var withoutAccount = 0
 
     /// A server on `socketPath` answering with `handler`; the deadlines are
     /// `AuthorityLimits.requestSeconds` and `.replySeconds` but for tests.
@@ -136,23 +142,36 @@ public final class AuthorityServer: @unchecked Sendable {
             }
             let connection = ConnectionBox(accepted)
             guard let peer = try? connection.socket.peerCredentials() else { continue }
+            let account = ScanSession.hasAccount(peer.uid)
             let admitted = state.withLock {
-                guard connections < AuthorityLimits.connections, perUID[peer.uid, default: 0] < AuthorityLimits.connectionsPerUID else { return false }
+                guard connections < AuthorityLimits.connections else { return false }
+                if account {
+                    guard perUID[peer.uid, default: 0] < AuthorityLimits.connectionsPerUID else { return false }
+                    perUID[peer.uid, default: 0] += 1
+                } else {
+                    guard withoutAccount < AuthorityLimits.connectionsWithoutAccount else { return false }
+                    withoutAccount += 1
+                }
                 connections += 1
-                perUID[peer.uid, default: 0] += 1
                 return true
             }
             guard admitted else {
-                refuse(connection, .systemCancel("vault-authd serves at most \(AuthorityLimits.connectionsPerUID) connections per user "
-                                                 + "and \(AuthorityLimits.connections) in all at once"))
+                refuse(connection, .systemCancel(account
+                    ? "vault-authd serves at most \(AuthorityLimits.connectionsPerUID) connections per user and \(AuthorityLimits.connections) in all at once"
+                    : "vault-authd serves at most \(AuthorityLimits.connectionsWithoutAccount) connections at once to all the uids "
+                        + "without an account together, and uid \(peer.uid) has none"))
                 continue
             }
             let thread = Thread { [self] in
-                serve(connection, uid: peer.uid)
+                serve(connection, uid: peer.uid, hasAccount: account)
                 state.withLock {
                     connections -= 1
-                    perUID[peer.uid, default: 1] -= 1
-                    if perUID[peer.uid] == 0 { perUID[peer.uid] = nil }
+                    if account {
+                        perUID[peer.uid, default: 1] -= 1
+                        if perUID[peer.uid] == 0 { perUID[peer.uid] = nil }
+                    } else {
+                        withoutAccount -= 1
+                    }
                 }
             }
             thread.name = "vault-authd connection"
@@ -166,12 +185,13 @@ public final class AuthorityServer: @unchecked Sendable {
         try? connection.socket.close()
     }
 
-    /// Sends a frame within `replyDeadline`; false when the peer is gone or too slow to take it.
+    /// Sends a frame within `replyDeadline` (or `within` seconds); false when the peer is gone or
+    /// too slow to take it.
     @discardableResult
-    private func send(_ frame: AuthorityFrame, on connection: ConnectionBox) -> Bool {
+    private func send(_ frame: AuthorityFrame, on connection: ConnectionBox, within seconds: Double? = nil) -> Bool {
         var bytes = frame.encoded()
         defer { wipe(&bytes) }
-        guard (try? connection.socket.setSendTimeout(seconds: replyDeadline)) != nil else { return false }
+        guard (try? connection.socket.setSendTimeout(seconds: seconds ?? replyDeadline)) != nil else { return false }
         do { try connection.socket.sendAll(bytes) } catch { return false }
         return true
     }
@@ -194,7 +214,7 @@ public final class AuthorityServer: @unchecked Sendable {
 
     /// One connection, on its own thread: requests one after the other until the peer closes,
     /// idles out, misses a deadline or sends a frame that is refused.
-    private func serve(_ connection: ConnectionBox, uid: UInt32) {
+    private func serve(_ connection: ConnectionBox, uid: UInt32, hasAccount: Bool) {
         defer { try? connection.socket.close() }
         let decoder = AuthorityFrameDecoder(limit: AuthorityLimits.requestFrame)
         var chunk = [UInt8](repeating: 0, count: 16 << 10)
@@ -214,7 +234,7 @@ public final class AuthorityServer: @unchecked Sendable {
                 do { request = try AuthorityCodec.request(frame) } catch { return refuse(connection, error) }
                 // A cancel that crossed the end of its request: nothing runs any more.
                 if case .cancel = request { continue }
-                guard run(request, frame: frame, uid: uid, on: connection, decoder: decoder, chunk: &chunk) else { return }
+                guard run(request, frame: frame, uid: uid, hasAccount: hasAccount, on: connection, decoder: decoder, chunk: &chunk) else { return }
                 idleSince = MonotonicClock.seconds()
                 frameStarted = idleSince
             }
@@ -235,12 +255,17 @@ public final class AuthorityServer: @unchecked Sendable {
 
     /// Runs one request on a thread of its own; meanwhile this thread sends what it streams and
     /// watches the peer: a `cancel` frame cancels the scan, the peer going away cancels it too
-    /// (and frees the reader), any other frame is refused once the request has ended.
+    /// (and frees the reader), any other frame is refused once the request has ended. A peer that
+    /// leaves a message unread for `AuthorityLimits.unreadSeconds` has stopped (`SIGSTOP`, a
+    /// debugger) or does not read: its request is cancelled, and its answer says so if there is
+    /// room for it (the peer reads it when it goes on); the connection then closes. The kernel's
+    /// count of unread bytes (`SIOCOUTQ`) is what tells: a socket buffer takes hundreds of small
+    /// frames, so a send would block only minutes later.
     /// - Returns: whether the connection may go on.
-    private func run(_ request: AuthorityRequest, frame: AuthorityFrame, uid: UInt32, on connection: ConnectionBox,
+    private func run(_ request: AuthorityRequest, frame: AuthorityFrame, uid: UInt32, hasAccount: Bool, on connection: ConnectionBox,
                      decoder: AuthorityFrameDecoder, chunk: inout [UInt8]) -> Bool {
         let outbox = Outbox()
-        let session = ScanSession(uid: uid, send: { outbox.push($0) })
+        let session = ScanSession(uid: uid, hasAccount: hasAccount, send: { outbox.push($0) })
         let handler = self.handler
         // The frame (and the key in its tail) lives until the request ends, then is wiped.
         let handoff = Handoff(value: frame)
@@ -251,13 +276,17 @@ public final class AuthorityServer: @unchecked Sendable {
         worker.start()
         var gone = false
         var violation: VaultError?
+        var stalled = false
+        var lastSent = MonotonicClock.seconds()
+        var lastDrained = lastSent
         while true {
-            let (streamed, answer) = outbox.take(waiting: gone || violation != nil ? 0.05 : 0)
-            for reply in streamed where !gone {
+            let (streamed, answer) = outbox.take(waiting: gone || violation != nil || stalled ? 0.05 : 0)
+            for reply in streamed where !gone && !stalled {
                 if !send(AuthorityCodec.frame(reply), on: connection) {
                     gone = true
                     session.cancel(.program)
                 }
+                lastSent = MonotonicClock.seconds()
             }
             if let answer {
                 guard !gone else { return false }
@@ -265,9 +294,35 @@ public final class AuthorityServer: @unchecked Sendable {
                     refuse(connection, violation)
                     return false
                 }
+                if stalled {
+                    // Whatever the request came to (a key included), a peer that stopped reading
+                    // is told only why it ended, if there is room; then the connection closes.
+                    let why = VaultError.appCancel("vault did not read vault-authd's messages for \(Int(AuthorityLimits.unreadSeconds)) s "
+                                                   + "(stopped or suspended?): the request was cancelled and the reader given to others")
+                    send(AuthorityCodec.frame(.failed(error: why)), on: connection, within: 0.2)
+                    return false
+                }
                 return send(answer.frame(), on: connection)
             }
-            if gone || violation != nil { continue }
+            if gone || violation != nil || stalled { continue }
+            let now = MonotonicClock.seconds()
+            if let unread = try? connection.socket.unreadOutput(), unread > 0 {
+                if now - lastDrained > AuthorityLimits.unreadSeconds {
+                    stalled = true
+                    session.cancel(.program)
+                    continue
+                }
+            } else {
+                lastDrained = now
+                if now - lastSent >= AuthorityLimits.keepAliveSeconds {
+                    if !send(AuthorityCodec.frame(.keepAlive), on: connection) {
+                        gone = true
+                        session.cancel(.program)
+                        continue
+                    }
+                    lastSent = now
+                }
+            }
             guard let readable = try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: 10) else {
                 gone = true
                 session.cancel(.program)

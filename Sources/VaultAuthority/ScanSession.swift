@@ -1,4 +1,5 @@
 public import VaultKit
+internal import VaultSystem
 internal import Foundation
 
 /// One request's link to its client while the daemon answers it: streamed messages go out
@@ -7,6 +8,10 @@ internal import Foundation
 public final class ScanSession: @unchecked Sendable {
     /// The caller's uid (from `SO_PEERCRED`).
     public let uid: UInt32
+    /// Whether the user database has an account of that uid. A uid without one (a subordinate
+    /// uid, a deleted user) never gets state of its own: it is answered as an empty state, and
+    /// what would make state (`bind`, `enroll`) is refused.
+    public let hasAccount: Bool
     private let lock = NSLock()
     private var reason: ScanCancelReason?
     private var hook: (@Sendable (ScanCancelReason) -> Void)?
@@ -15,9 +20,19 @@ public final class ScanSession: @unchecked Sendable {
     private let sink: @Sendable (AuthorityReply) -> Void
 
     /// A session of `uid` whose streamed messages go to `send` (called from any thread).
-    public init(uid: UInt32, send: @escaping @Sendable (AuthorityReply) -> Void = { _ in }) {
+    /// `hasAccount` is what the user database said of `uid` when the connection came (looked up
+    /// now when not given; a database that cannot be read counts as no account).
+    public init(uid: UInt32, hasAccount: Bool? = nil, send: @escaping @Sendable (AuthorityReply) -> Void = { _ in }) {
         self.uid = uid
+        self.hasAccount = hasAccount ?? Self.hasAccount(uid)
         sink = send
+    }
+
+    /// Whether the user database has an account of `uid` (`getpwuid_r`); false when it has
+    /// none or cannot be read.
+    public static func hasAccount(_ uid: UInt32) -> Bool {
+        if case .account = ProcessIdentity.lookUpUser(uid) { return true }
+        return false
     }
 
     /// Seconds a scan waits for a finger (the request's `scanTimeout`, clamped).
@@ -101,26 +116,42 @@ extension ReaderSource {
 
 /// One scan at a time in the daemon (libfprint runs one operation at a time anyway): a request
 /// takes the lease at its first scan, enrolment or chip listing and keeps it until it ends, so
-/// its three tries are not interleaved with another request's. Another request waits at most
-/// `busyWait` seconds for it, then gets "busy" (13).
+/// its three tries are not interleaved with another request's. Other requests wait in a queue,
+/// first come first served (a client asking again and again cannot pass one that waits), each
+/// told once that it waits (`ScanNotice.waitingForReader`) and each at most its own scan timeout
+/// (at most 30 s), then "busy" (13). A waiter that is cancelled (its client went away or stopped
+/// reading) leaves the queue.
 final class ScanLease: @unchecked Sendable {
     private let condition = NSCondition()
     private var holder: ObjectIdentifier?
+    private var queue: [ObjectIdentifier] = []
 
-    /// Takes the lease for `session` (at once when it already holds it).
-    /// - Throws: `ScanInterruption.busy` after `wait` seconds, the session's cancel reason when
-    ///   it is cancelled while waiting.
-    func acquire(for session: ScanSession, wait: Double) throws(ScanInterruption) {
+    /// Takes the lease for `session` (at once when it already holds it, or when it is free and
+    /// nobody waits).
+    /// - Throws: `ScanInterruption.busy` after the session's scan timeout, the session's cancel
+    ///   reason when it is cancelled while waiting.
+    func acquire(for session: ScanSession) throws(ScanInterruption) {
         let me = ObjectIdentifier(session)
-        let deadline = Date(timeIntervalSinceNow: wait)
         condition.lock()
         defer { condition.unlock() }
         if holder == me { return }
-        while holder != nil {
-            if let reason = session.cancelReason { throw reason.interruption }
-            let slice = min(deadline, Date(timeIntervalSinceNow: 0.05))
-            if !condition.wait(until: slice), Date() >= deadline {
-                throw .busy("the fingerprint reader is in use by another request; try again when it is done")
+        if holder != nil || !queue.isEmpty {
+            let wait = session.scanTimeout
+            let deadline = MonotonicClock.seconds() + wait
+            queue.append(me)
+            defer {
+                queue.removeAll { $0 == me }
+                condition.broadcast()
+            }
+            session.notify(.notice(notice: .waitingForReader))
+            while holder != nil || queue.first != me {
+                if let reason = session.cancelReason { throw reason.interruption }
+                let left = deadline - MonotonicClock.seconds()
+                guard left > 0 else {
+                    throw .busy("the fingerprint reader stayed in use by another request for \(Int(wait.rounded())) s; try again when it is done")
+                }
+                // Short slices: a cancel does not signal this condition.
+                _ = condition.wait(until: Date(timeIntervalSinceNow: min(left, 0.05)))
             }
         }
         holder = me
@@ -140,6 +171,13 @@ final class ScanLease: @unchecked Sendable {
         defer { condition.unlock() }
         return holder != nil
     }
+
+    /// How many requests wait for it (tests).
+    var waiting: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return queue.count
+    }
 }
 
 /// The reader as the hosted authority sees it: before each scan, enrolment or chip listing it
@@ -149,13 +187,11 @@ final class LeasedReader: FingerprintReader {
     let inner: any SessionReader
     let session: ScanSession
     let lease: ScanLease
-    let busyWait: Double
 
-    init(_ inner: any SessionReader, session: ScanSession, lease: ScanLease, busyWait: Double) {
+    init(_ inner: any SessionReader, session: ScanSession, lease: ScanLease) {
         self.inner = inner
         self.session = session
         self.lease = lease
-        self.busyWait = busyWait
     }
 
     var identity: SensorIdentity { inner.identity }
@@ -183,6 +219,6 @@ final class LeasedReader: FingerprintReader {
 
     private func hold() throws(ScanInterruption) {
         if let reason = session.cancelReason { throw reason.interruption }
-        try lease.acquire(for: session, wait: busyWait)
+        try lease.acquire(for: session)
     }
 }

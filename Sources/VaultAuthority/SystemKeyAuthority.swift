@@ -81,14 +81,16 @@ public final class SystemKeyAuthority: KeyAuthority {
     public let socketPath: String
     /// Who must answer.
     public let daemon: DaemonIdentity
-    /// Seconds each scan waits for a finger (`--scan-timeout`), clamped by the daemon to 1...300.
+    /// Seconds each scan waits for a finger (`--scan-timeout`), clamped by the daemon to 1...30;
+    /// a request that waits for the reader (another request has it) waits as long at most.
     public var scanTimeout: Double
     /// Cancels a running scan.
     public let control: ScanControl
     /// Shown the daemon's notices while a request runs (on the calling thread).
     public var notices: (ScanNotice) -> Void
-    /// Seconds to wait for the answer to a request that does not scan.
-    static let replySeconds: Double = 30
+    /// Seconds to wait for the answer to a request that does not scan (one that lists a
+    /// match-on-chip reader's prints may wait for the reader, 30 s at most).
+    static let replySeconds: Double = AuthorityLimits.scanSeconds.upperBound + 10
     /// Seconds to wait for the daemon's answer after a cancel was sent.
     static let cancelSeconds: Double = 5
 
@@ -162,6 +164,10 @@ public final class SystemKeyAuthority: KeyAuthority {
 
     /// Sends `request` on a fresh connection and returns the final answer; streamed events go to
     /// `events`, notices to `notices`. A scanning request watches `control` and sends a cancel.
+    /// The socket is read all the time (every 50 ms at most), `keepAlive`s included, which are
+    /// dropped: the daemon cancels a request whose client leaves its messages unread for 5 s.
+    /// The wait for the answer starts again at every event or notice (a scan starts, the request
+    /// waits for the reader), not at a keep-alive.
     private func exchange(_ request: AuthorityRequest, key: [UInt8] = [], events: (AuthorityEvent) -> Void = { _ in },
                           timeout: Double? = nil) throws -> AuthorityResponse {
         var peer: PeerCredentials?
@@ -181,7 +187,7 @@ public final class SystemKeyAuthority: KeyAuthority {
         let scanning = request.mayScan
         if scanning { control.begin() }
         defer { if scanning { control.end() } }
-        let patience = timeout ?? (scanning ? AuthorityLimits.scanTimeout(scanTimeout) + AuthorityLimits.busyWaitSeconds + 10 : Self.replySeconds)
+        let patience = timeout ?? (scanning ? AuthorityLimits.scanTimeout(scanTimeout) + 10 : Self.replySeconds)
         var deadline = MonotonicClock.seconds() + patience
         var cancelSent: ScanCancelReason?
         let decoder = AuthorityFrameDecoder(limit: AuthorityLimits.replyFrame)
@@ -192,6 +198,7 @@ public final class SystemKeyAuthority: KeyAuthority {
                 while let next = try decoder.next() {
                     let reply = try AuthorityCodec.reply(next)
                     switch reply {
+                    case .keepAlive: continue
                     case .event(let e): events(e)
                     case .notice(let n): notices(n)
                     default: return AuthorityResponse(reply, tail: next.tail)

@@ -46,6 +46,8 @@ enum SystemAuthorityLink {
                 let note = "- " + (advice ?? (done < total ? "lift and touch again" : "done"))
                 if interactive { terminal.write("\r\u{1b}[K" + style.progress(done, of: total, note) + (done == total ? "\n" : "")) }
                 else { stderr.write("vault: enrol " + Style.plain.progress(done, of: total, note) + "\n") }
+            case .waitingForReader:
+                stderr.write("vault: waiting for the fingerprint reader (in use by another request)\n")
             }
         })
     }

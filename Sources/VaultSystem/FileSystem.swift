@@ -17,6 +17,16 @@ public enum FileSystem {
         }
     }
 
+    /// Removes an empty folder (`rmdir(2)`); a missing one is not an error.
+    /// - Throws: ``SystemError`` for `rmdir` (`ENOTEMPTY` when something is left in it).
+    public static func removeFolder(_ path: String) throws(SystemError) {
+        do {
+            try syscall("rmdir", path: path) { rmdir(path) }
+        } catch let e where e.isNotFound {
+            return
+        }
+    }
+
     /// Renames `old` to `new` (`rename(2)`, replacing `new`).
     public static func rename(_ old: String, to new: String) throws(SystemError) {
         try syscall("rename", path: old) { Glibc.rename(old, new) }

@@ -47,13 +47,35 @@ public enum ProcessIdentity {
     /// The parent's process id.
     public static var parentPID: Int32 { getppid() }
 
-    /// The login name of `uid` (`getpwuid_r`), nil when the user database has none.
+    /// The login name of `uid` (`getpwuid_r`), nil when the user database has none (or cannot
+    /// be read).
     public static func userName(of uid: UInt32) -> String? {
+        if case .account(let name) = lookUpUser(uid) { return name }
+        return nil
+    }
+
+    /// What the user database says of `uid` (`getpwuid_r`, through NSS: `/etc/passwd`, sssd,
+    /// LDAP...). A uid of a subordinate range (`/etc/subuid`) or of a deleted user has no
+    /// account; a backend that fails says nothing either way (`.unknown`).
+    public static func lookUpUser(_ uid: UInt32) -> UserLookup {
         var entry = passwd()
         var found: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16384)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &found) == 0, found != nil, let name = entry.pw_name else { return nil }
-        return String(cString: name)
+        var size = 16384
+        while true {
+            var buffer = [CChar](repeating: 0, count: size)
+            let code = getpwuid_r(uid, &entry, &buffer, buffer.count, &found)
+            if code == ERANGE && size < 1 << 20 {
+                size *= 4
+                continue
+            }
+            // glibc reports "no such entry" as 0 with no result; anything else (ENOENT included:
+            // nss_files says so when it cannot open /etc/passwd) is a failure, not an answer.
+            if code == 0 {
+                guard found != nil, let name = entry.pw_name else { return .noAccount }
+                return .account(name: String(cString: name))
+            }
+            return .unknown(SystemError(call: "getpwuid_r", path: "uid \(uid)", code: code))
+        }
     }
 
     /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`, a UUID that changes on every boot).
@@ -65,6 +87,16 @@ public enum ProcessIdentity {
         guard !text.isEmpty else { throw SystemError(call: "read", path: path, code: EPROTO) }
         return text
     }
+}
+
+/// What the user database says of a uid (``ProcessIdentity/lookUpUser(_:)``).
+public enum UserLookup: Equatable, Sendable {
+    /// An account has that uid; its login name.
+    case account(name: String)
+    /// No account has that uid: a uid of a subordinate range, or of a deleted user.
+    case noAccount
+    /// The database could not be read (an NSS backend failed): nothing is known of the uid.
+    case unknown(SystemError)
 }
 
 /// Ending the process (only `main` does).

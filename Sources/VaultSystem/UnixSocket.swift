@@ -152,6 +152,17 @@ public struct UnixSocket: ~Copyable {
         try syscall("setsockopt", path: path) { setsockopt(fd, SOL_SOCKET, option, &tv, socklen_t(MemoryLayout<timeval>.size)) }
     }
 
+    /// Bytes sent on this socket that the peer has not read yet (`SIOCOUTQ`; for a Unix socket
+    /// the kernel's accounting of the queued messages, so 0 exactly when the peer read all).
+    /// A peer that stopped (`SIGSTOP`) leaves this above 0 however much room its buffer has.
+    /// - Throws: ``SystemError`` for `ioctl`.
+    public func unreadOutput() throws(SystemError) -> Int {
+        var count: Int32 = 0
+        let fd = rawValue
+        try syscall("ioctl", path: path) { ioctl(fd, UInt(TIOCOUTQ), &count) }
+        return Int(count)
+    }
+
     /// Turns `O_NONBLOCK` on or off.
     /// - Throws: ``SystemError`` for `fcntl`.
     public func setNonBlocking(_ on: Bool) throws(SystemError) {

@@ -285,6 +285,18 @@ func ensureDaemonUser() throws -> uid_t {
     throw PackagingError("cannot create the user vault-auth")
 }
 
+/// The uid and gid of `vault-box`, an ordinary account made for the sandbox's client
+/// (vault-authd gives state only to uids the user database has an account of).
+func ensureClientUser() throws -> (uid: uid_t, gid: gid_t) {
+    for _ in 0..<25 {
+        if let pw = getpwnam("vault-box") { return (pw.pointee.pw_uid, pw.pointee.pw_gid) }
+        _ = spawn("/usr/sbin/useradd", ["--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "vault-box"], env: systemPath)
+        usleep(200_000)
+    }
+    if let pw = getpwnam("vault-box") { return (pw.pointee.pw_uid, pw.pointee.pw_gid) }
+    throw PackagingError("cannot create the user vault-box")
+}
+
 /// A failure of the test machinery itself.
 struct PackagingError: Error, CustomStringConvertible {
     let description: String
@@ -667,13 +679,14 @@ struct PackagingRootTests {
         #expect(connect.status == 0, "another uid connects to the 0666 socket: \(connect.stderr)")
 
         // Through the CLI, once it uses the system authority: enrolment and a fingerprint unlock by
-        // an ordinary uid, the match in the daemon.
+        // an ordinary user, the match in the daemon.
+        let person = try ensureClientUser()
         let home = temporaryFolder("client")
         defer { try? FileManager.default.removeItem(atPath: home) }
-        chown(home, 65000, 65000)
+        chown(home, person.uid, person.gid)
         chmod(home, 0o700)
         func client(_ args: [String], stdin: String = "", fds: [Int32: String] = [:]) -> RunResult {
-            spawn("/usr/bin/nsenter", ["-t", String(box.systemdPID), "-m", "-p", "--", "setpriv", "--reuid=65000", "--regid=65000",
+            spawn("/usr/bin/nsenter", ["-t", String(box.systemdPID), "-m", "-p", "--", "setpriv", "--reuid=\(person.uid)", "--regid=\(person.gid)",
                                        "--clear-groups", "env", "-i", "PATH=/usr/bin:/bin", "HOME=\(home)", "VAULT_HOME=\(home)/v",
                                        "XDG_STATE_HOME=\(home)/s", "VAULT_AUTHORITY=system", vaultBinary] + args,
                   env: systemPath, stdin: stdin, fds: fds, timeLimit: 120)

@@ -84,6 +84,30 @@ struct SystemAuthorityTests {
         #expect(!t.screen.contains(pc), "the passcode was on the screen: \(t.screen)")
     }
 
+    @Test func aSecondVaultWaitsForTheReaderAnotherHoldsAndSaysSo() throws {
+        defer { stop() }
+        let pc = "system authority pass"
+        var r = vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: pc,
+                      steps: Array(repeating: .device("SCAN alice"), count: 5))
+        #expect(r.status == 0, "init: \(r.stderr)")
+        // One vault waits for a finger that does not come; another, meanwhile, waits its turn.
+        let output = "/tmp/vault-it-first-" + UUID().uuidString.prefix(8)
+        defer { _ = Self.sh("rm -f \(output).out \(output).err") }
+        let first = start("/bin/sh", ["-c", commandLine(["ls", "--no-input", "--policy", "biometrics", "--scan-timeout", "20"])],
+                          env: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"], output: output)
+        let end = Date(timeIntervalSinceNow: 20)
+        while Date() < end, !((try? String(contentsOfFile: output + ".err", encoding: .utf8)) ?? "").contains("touch the fingerprint reader") {
+            usleep(20_000)
+        }
+        r = vault(["ls", "--no-input", "--policy", "biometrics", "--scan-timeout", "2"])
+        #expect(r.stderr.contains("vault: waiting for the fingerprint reader (in use by another request)\n"), "\(r.stderr)")
+        #expect(r.status == 13, "\(r.stderr)")
+        kill(first, SIGTERM)
+        _ = reap(first)
+        r = vault(["ls", "--no-input"], steps: [.device("SCAN alice")])
+        #expect(r.status == 0 && !r.stderr.contains("waiting for the fingerprint reader"), "\(r.stderr)")
+    }
+
     @Test func anOrdinaryUsersFingerUnlocksThroughTheDaemon() throws {
         defer { stop() }
         let pc = "system authority pass"

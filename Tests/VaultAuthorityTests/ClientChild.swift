@@ -35,6 +35,11 @@ enum ClientCommand: Codable, Sendable {
     case readFile(path: String)
     /// `rounds` of fingers, challenge, passcode record and status.
     case burst(vaultID: [UInt8], slot: Int64, proofKey: [UInt8], rounds: Int)
+    case challenge
+    /// Opens `count` connections, each with a ping: those answered stay open (idle) until
+    /// `releaseConnections`; those refused are closed.
+    case holdConnections(count: Int)
+    case releaseConnections
     case exit
 }
 
@@ -58,6 +63,9 @@ struct ClientResult: Codable, Sendable {
     var recorded: String?
     var kind: String?
     var wait: Int?
+    /// `holdConnections`: how many the daemon took and refused, and the first refusal.
+    var held: Int?
+    var refused: Int?
 }
 
 /// One line from the client process: a streamed notice or event, or the command's result.
@@ -111,6 +119,8 @@ final class LineReader {
 /// on descriptor 4.
 @Suite struct ClientChildProcess {
     static let variable = "VAULT_AUTHD_CLIENT_CHILD"
+    /// The connections `holdConnections` keeps open.
+    private static let held = Mutex<[Int32]>([])
 
     @Test(.enabled(if: ProcessInfo.processInfo.environment[ClientChildProcess.variable] != nil,
                    "runs only as the client process that RootDaemonTests starts as an ordinary user"))
@@ -214,6 +224,29 @@ final class LineReader {
                     r.bindingCurrent = try authority.status(slot: SlotReference(vaultID: vaultID, slotID: slot), sensor: nil,
                                                             rules: PasscodeRules()).bindingCurrent
                 }
+            case .challenge:
+                r.ok = try authority.challenge().count == 32
+            case .holdConnections(let count):
+                var held = 0, refused = 0
+                for _ in 0..<count {
+                    var connection = try UnixSocket.connect(path: socket)
+                    // A refused connection is closed at once, maybe before the ping goes: the
+                    // refusal is read all the same.
+                    try? connection.sendAll(try AuthorityCodec.frame(.ping).encoded())
+                    let replies = (try? rawReplies(connection, within: 10)) ?? []
+                    if case .pong = replies.last?.0 {
+                        held += 1
+                        let fd = connection.take()
+                        Self.held.withLock { $0.append(fd) }
+                    } else {
+                        refused += 1
+                        if case .failed(let e) = replies.last?.0, r.message == nil { r.message = e.message }
+                    }
+                }
+                r.held = held
+                r.refused = refused
+            case .releaseConnections:
+                for fd in Self.held.withLock({ all in defer { all.removeAll() }; return all }) { close(fd) }
             case .exit:
                 break
             }

@@ -13,8 +13,8 @@ final class InProcessDaemon: @unchecked Sendable {
     let socketPath: String
     private let ended = DispatchSemaphore(value: 0)
 
-    init(script: [ScanScript] = [.match], busyWait: Double = 0.5) throws {
-        fixture = try HandlerFixture(testMode: true, script: script, busyWait: busyWait)
+    init(script: [ScanScript] = [.match]) throws {
+        fixture = try HandlerFixture(testMode: true, script: script)
         socketPath = fixture.folder.path + "/run/socket"
         server = AuthorityServer(socketPath: socketPath, handler: fixture.handler)
         let server = self.server, ended = self.ended
@@ -33,8 +33,8 @@ final class InProcessDaemon: @unchecked Sendable {
 
     var readers: ScriptedReaders { fixture.readers }
 
-    func client(control: ScanControl = ScanControl(), notices: @escaping (ScanNotice) -> Void = { _ in }) -> SystemKeyAuthority {
-        SystemKeyAuthority(socketPath: socketPath, daemon: .uid(ProcessIdentity.effectiveUID), scanTimeout: 5, control: control, notices: notices)
+    func client(scanTimeout: Double = 5, control: ScanControl = ScanControl(), notices: @escaping (ScanNotice) -> Void = { _ in }) -> SystemKeyAuthority {
+        SystemKeyAuthority(socketPath: socketPath, daemon: .uid(ProcessIdentity.effectiveUID), scanTimeout: scanTimeout, control: control, notices: notices)
     }
 }
 
@@ -164,7 +164,7 @@ func bindFake(_ authority: any KeyAuthority, _ vault: FakeVault, confirm: [Strin
     }
 
     @Test func aClientThatGoesAwayMidScanFreesTheReaderForTheNext() throws {
-        let daemon = try InProcessDaemon(script: [.match], busyWait: 0.5)
+        let daemon = try InProcessDaemon(script: [.match])
         let authority = daemon.client()
         let vault = FakeVault()
         _ = try authority.enroll(finger: nil, sensor: nil, proof: nil, label: nil)
@@ -183,11 +183,13 @@ func bindFake(_ authority: any KeyAuthority, _ vault: FakeVault, confirm: [Strin
         #expect(try authority.status(slot: nil, sensor: nil, rules: relaxed).failedMatches == 0)
     }
 
-    @Test func aSecondScanWhileOneRunsIsBusy() throws {
-        let daemon = try InProcessDaemon(script: [.match], busyWait: 0.3)
+    @Test func aSecondScanWaitsItsTurnSaysSoAndIsBusyOnlyAfterItsScanTimeout() throws {
+        let daemon = try InProcessDaemon(script: [.match])
         let control = ScanControl()
         let first = daemon.client(control: control)
-        let second = daemon.client()
+        let impatient = Notices(), patient = Notices()
+        let second = daemon.client(scanTimeout: 1, notices: { impatient.add($0) })
+        let third = daemon.client(scanTimeout: 20, notices: { patient.add($0) })
         let vault = FakeVault()
         _ = try first.enroll(finger: nil, sensor: nil, proof: nil, label: nil)
         _ = try bindFake(first, vault, confirm: ["right-index"])
@@ -203,13 +205,71 @@ func bindFake(_ authority: any KeyAuthority, _ vault: FakeVault, confirm: [Strin
             done.signal()
         }
         while daemon.readers.scans == before { MonotonicClock.sleep(seconds: 0.01) }
+        let start = MonotonicClock.seconds()
         let busy = #expect(throws: VaultError.self) { _ = try second.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in }) }
         #expect(busy?.exitCode == 13)
+        #expect(MonotonicClock.seconds() - start >= 0.9, "it waited its scan timeout")
+        #expect(impatient.all == [.waitingForReader])
         #expect(try second.fingers().count == 1, "a request that needs no reader is served meanwhile")
+
+        // One with time to wait gets the reader when the first request ends.
+        let opened = DispatchSemaphore(value: 0)
+        let movedThird = Unchecked(third)
+        Thread.detachNewThread {
+            if (try? movedThird.value.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in })) != nil { opened.signal() }
+        }
+        while patient.all.isEmpty { MonotonicClock.sleep(seconds: 0.01) }
         control.cancel(.user)
         done.wait()
         #expect(box.withLock { $0 } == 11)
-        #expect(throws: Never.self) { _ = try second.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in }) }
+        #expect(opened.wait(timeout: .now() + 10) == .success)
+        #expect(patient.all == [.waitingForReader, .touchReader(prompt: "p")])
+    }
+
+    @Test func aClientThatStopsReadingLosesItsScanWithinSecondsAndTheNextGetsTheReader() throws {
+        let daemon = try InProcessDaemon(script: [.match])
+        let authority = daemon.client(scanTimeout: 20)
+        let vault = FakeVault()
+        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil, label: nil)
+        _ = try bindFake(authority, vault, confirm: ["right-index"])
+        daemon.readers.set([.waitForCancel, .match])
+        // A client that asks for a scan of 30 s, reads the first notice, then reads nothing more
+        // (what a stopped process does): its socket buffer has room for hundreds of frames.
+        let socket = try UnixSocket.connect(path: daemon.socketPath)
+        try socket.sendAll(try AuthorityCodec.frame(.unlock(slot: vault.reference, rules: relaxed, prompt: "p", scanTimeout: 30)).encoded())
+        let first = try rawReplies(socket, within: 0.5)
+        #expect(first.first?.0 == .notice(notice: .touchReader(prompt: "p")))
+        let start = MonotonicClock.seconds()
+        #expect(throws: Never.self) { _ = try authority.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in }) }
+        let waited = MonotonicClock.seconds() - start
+        #expect(waited < 15, "the reader came back after \(waited) s")
+        print("in-process: a client that stopped reading held the reader \(String(format: "%.1f", waited)) s")
+        // When it reads again: the keep-alives it left, then why its request ended, then the end.
+        let rest = try rawReplies(socket, within: 5)
+        #expect(rest.contains { $0.0 == .keepAlive })
+        guard case .failed(let why)? = rest.last?.0 else { Issue.record("no answer: \(rest)"); return }
+        #expect(why.exitCode == 18 && why.message.contains("did not read"), "\(why)")
+        var byte = [UInt8](repeating: 0, count: 1)
+        #expect(try byte.withUnsafeMutableBytes { try socket.receive(into: $0) } == 0, "the connection closed")
+        #expect(try authority.status(slot: nil, sensor: nil, rules: relaxed).failedMatches == 0)
+    }
+
+    @Test func aClientThatReadsKeepsALongScanPastTheUnreadLimit() throws {
+        let daemon = try InProcessDaemon(script: [.match])
+        let control = ScanControl()
+        let authority = daemon.client(scanTimeout: 20, control: control, notices: { n in
+            if case .touchReader = n {
+                DispatchQueue.global().asyncAfter(deadline: .now() + AuthorityLimits.unreadSeconds + 2) { control.cancel(.user) }
+            }
+        })
+        let vault = FakeVault()
+        _ = try authority.enroll(finger: nil, sensor: nil, proof: nil, label: nil)
+        _ = try bindFake(authority, vault, confirm: ["right-index"])
+        daemon.readers.set([.waitForCancel])
+        // Seven seconds of scan with nothing streamed but keep-alives: ended by the person (11),
+        // not by the daemon (18).
+        let error = #expect(throws: VaultError.self) { _ = try authority.unlock(vault.reference, rules: relaxed, prompt: "p", events: { _ in }) }
+        #expect(error == .userCancel, "\(String(describing: error))")
     }
 
     @Test func twentyConcurrentClientsAreServed() throws {

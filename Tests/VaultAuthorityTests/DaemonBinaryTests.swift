@@ -71,10 +71,15 @@ import VaultSystem
         try connection.sendAll(try AuthorityCodec.frame(.ping).encoded())
         #expect(try rawReplies(connection, within: 5).first?.0 == .pong(version: 2, testMode: false))
 
-        // The caller's folder appears with the first request that needs it, 0700.
+        // Asking makes no state; the caller's folder appears, 0700, with the first request that
+        // makes some (an enrolment, which ends here for want of a reader).
         try connection.sendAll(try AuthorityCodec.frame(.fingers).encoded())
         #expect(try rawReplies(connection, within: 5).first?.0 == .fingers(fingers: []))
         let mine = state + "/uid-\(ProcessIdentity.uid)"
+        #expect(!FileSystem.exists(mine))
+        try connection.sendAll(try AuthorityCodec.frame(.enroll(finger: nil, sensor: nil, proof: nil, label: nil, scanTimeout: 5)).encoded())
+        guard case .failed(let noReader)? = try rawReplies(connection, within: 10).last?.0 else { Issue.record("enrol answered"); return }
+        #expect(noReader.exitCode == 15, "\(noReader)")
         #expect(try FileStatus.of(mine).permissions == 0o700)
         #expect(try FileStatus.of(mine + "/device-secret").permissions == 0o600)
         #expect(daemon.isRunning)

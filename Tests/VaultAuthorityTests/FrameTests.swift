@@ -101,7 +101,9 @@ import VaultKit
     @Test func scanTimeoutsAreClamped() {
         #expect(AuthorityLimits.scanTimeout(.nan) == 30)
         #expect(AuthorityLimits.scanTimeout(-1) == 30)
-        #expect(AuthorityLimits.scanTimeout(.infinity) == 300)
+        #expect(AuthorityLimits.scanTimeout(.infinity) == 30)
+        #expect(AuthorityLimits.scanTimeout(300) == 30)
+        #expect(AuthorityLimits.scanTimeout(30.5) == 30)
         #expect(AuthorityLimits.scanTimeout(0.01) == 1)
         #expect(AuthorityLimits.scanTimeout(12) == 12)
     }
@@ -138,7 +140,7 @@ import VaultKit
                     guard let request = try? AuthorityCodec.request(frame) else { refused += 1; continue }
                     if case .cancel = request { answered += 1; continue }
                     handled += 1
-                    let r = f.handler.handle(frame: frame, session: ScanSession(uid: UInt32(1000 + i % 3)))
+                    let r = f.handler.handle(frame: frame, session: ScanSession(uid: UInt32(1000 + i % 3), hasAccount: true))
                     #expect(r.tail.isEmpty || r.reply.isFinal)
                     if case .key = r.reply { Issue.record("a key without a binding: \(request)") }
                     answered += 1

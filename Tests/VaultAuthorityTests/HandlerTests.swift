@@ -1,7 +1,9 @@
 import Foundation
+import Synchronization
 import Testing
 import VaultAuthority
 import VaultKit
+import VaultSystem
 
 private let alice: UInt32 = 1001
 private let bob: UInt32 = 1002
@@ -200,7 +202,7 @@ private let bob: UInt32 = 1002
         ]
         for (reason, code, message) in expected {
             f.readers.set([.waitForCancel])
-            let session = ScanSession(uid: alice)
+            let session = ScanSession(uid: alice, hasAccount: true)
             DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { session.cancel(reason) }
             let r = f.send(.unlock(slot: vault.reference, rules: PasscodeRules(afterReboot: false, intervalHours: 0), prompt: "p", scanTimeout: 5),
                            as: alice, session: session)
@@ -210,31 +212,85 @@ private let bob: UInt32 = 1002
         }
     }
 
-    @Test func aSecondScanWhileOneRunsIsBusyAndTheReaderIsFreeAfterward() throws {
-        let f = try HandlerFixture(script: [.match], busyWait: 0.3)
-        let vault = FakeVault()
+    @Test func aSecondScanWaitsItsTurnForAtMostItsScanTimeoutThenIsBusy() throws {
+        let f = try HandlerFixture(script: [.match])
+        let vault = FakeVault(), bobs = vault.withNewProofKey()
         _ = try f.enrolAndBind(vault, as: alice)
-        _ = try f.enrolAndBind(vault, as: bob)
+        _ = try f.enrolAndBind(bobs, as: bob)
         f.readers.set([.waitForCancel, .match])
-        let first = ScanSession(uid: alice)
+        let first = ScanSession(uid: alice, hasAccount: true)
         let done = DispatchSemaphore(value: 0)
         let before = f.readers.scans
         DispatchQueue.global().async {
-            _ = f.send(.unlock(slot: vault.reference, rules: PasscodeRules(afterReboot: false, intervalHours: 0), prompt: "p", scanTimeout: 5),
-                       as: alice, session: first)
+            _ = f.unlock(vault, as: alice, session: first)
             done.signal()
         }
         while f.readers.scans == before { Thread.sleep(forTimeInterval: 0.01) }
-        let start = Date()
-        let busy = f.unlock(vault, as: bob)
-        #expect(busy.exitCode == 13)
-        #expect(Date().timeIntervalSince(start) >= 0.25)
+        // Bob waits in the queue, told so, for his own scan timeout (1 s), then is busy (13).
+        let start = MonotonicClock.seconds()
+        let stream = Stream()
+        let busy = f.unlock(bobs, as: bob, stream: stream, scanTimeout: 1)
+        #expect(busy.exitCode == 13, "\(busy.reply)")
+        #expect(busy.error?.message.contains("in use by another request for 1 s") == true)
+        #expect(MonotonicClock.seconds() - start >= 0.9)
+        #expect(stream.notices == [.waitingForReader])
         #expect(f.failures(of: bob) == 0)
         // Bob's request that needs no reader is not held up.
         guard case .fingers(let fingers) = f.send(.fingers, as: bob).reply else { Issue.record("fingers"); return }
         #expect(fingers.count == 1)
+        // One that may wait long enough gets the reader as soon as Alice's scan ends.
+        let waited = Stream()
+        let second = DispatchSemaphore(value: 0)
+        let answer = Mutex<AuthorityReply?>(nil)
+        DispatchQueue.global().async {
+            let r = f.unlock(bobs, as: bob, stream: waited, scanTimeout: 20).reply
+            answer.withLock { $0 = r }
+            second.signal()
+        }
+        while waited.notices.isEmpty { Thread.sleep(forTimeInterval: 0.01) }
         first.cancel(.program)
         done.wait()
-        #expect(f.unlock(vault, as: bob).isKey)
+        #expect(second.wait(timeout: .now() + 10) == .success)
+        #expect({ if case .key? = answer.withLock({ $0 }) { true } else { false } }())
+        #expect(waited.notices == [.waitingForReader, .touchReader(prompt: "touch the reader")])
+    }
+
+    @Test func waitersGetTheReaderFirstComeFirstServed() throws {
+        let f = try HandlerFixture(script: [.match])
+        let uids: [UInt32] = [alice, bob, 1003, 1004]
+        // The same vault id in each user's copy; each has its own binding and slot key.
+        let base = FakeVault()
+        let vaults = Dictionary(uniqueKeysWithValues: uids.map { ($0, $0 == alice ? base : base.withNewProofKey()) })
+        for uid in uids { _ = try f.enrolAndBind(vaults[uid]!, as: uid) }
+        let vault = base
+        f.readers.set([.waitForCancel, .match])
+        let holder = ScanSession(uid: alice, hasAccount: true)
+        let group = DispatchGroup()
+        let before = f.readers.scans
+        DispatchQueue.global().async(group: group) { _ = f.unlock(vault, as: alice, session: holder) }
+        while f.readers.scans == before { Thread.sleep(forTimeInterval: 0.01) }
+        // Three more queue up in a known order (each is queued before the next asks).
+        let order = Mutex<[UInt32]>([])
+        for uid in uids.dropFirst() {
+            let stream = Stream()
+            DispatchQueue.global().async(group: group) {
+                let r = f.unlock(vaults[uid]!, as: uid, stream: stream, scanTimeout: 20)
+                #expect(r.isKey, "\(uid)")
+                order.withLock { $0.append(uid) }
+            }
+            while stream.notices.isEmpty { Thread.sleep(forTimeInterval: 0.01) }
+        }
+        holder.cancel(.program)
+        #expect(group.wait(timeout: .now() + 20) == .success)
+        #expect(order.withLock { $0 } == Array(uids.dropFirst()))
+    }
+
+    @Test func aScanTimeoutIsClampedTo30SecondsBeforeTheReaderSeesIt() throws {
+        let f = try HandlerFixture(script: [.match])
+        let vault = FakeVault()
+        _ = try f.enrolAndBind(vault, as: alice)
+        #expect(f.unlock(vault, as: alice, scanTimeout: 300).isKey)
+        #expect(f.unlock(vault, as: alice, scanTimeout: 12).isKey)
+        #expect(f.readers.timeouts == [30, 12])
     }
 }

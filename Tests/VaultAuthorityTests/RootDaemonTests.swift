@@ -110,7 +110,7 @@ struct RootDaemonTests {
         #expect(try alice.status().fingers == 1 && bob.status().fingers == 1)
     }
 
-    @Test func aClientKilledMidScanFreesTheReaderAndAnotherScanMeanwhileIsBusy() throws {
+    @Test func aClientKilledMidScanFreesTheReaderForTheRequestWaitingItsTurn() throws {
         let daemon = try SystemDaemon()
         let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
         #expect(try alice.enroll("alice-finger", on: daemon).ok)
@@ -120,18 +120,160 @@ struct RootDaemonTests {
         let doomed = try ClientProcess(user: TestUsers.alice, daemon: daemon)
         let first = try doomed.start(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: relaxedRules, scanTimeout: 60, cancel: nil))
         #expect(first == .touchReader(prompt: "touch the reader"))
-        // While it scans, another scan waits a moment and is refused as busy (13).
+        // While it scans, a request that may wait 2 s waits (and says so), then is busy (13).
         let start = MonotonicClock.seconds()
-        let busy = try alice.unlock(vault, on: daemon, scans: [])
+        var told: [ScanNotice] = []
+        let busy = try alice.unlock(vault, on: daemon, scans: [], scanTimeout: 2, notices: { told.append($0) })
         #expect(busy.exitCode == 13, "\(String(describing: busy.message))")
-        #expect(MonotonicClock.seconds() - start >= AuthorityLimits.busyWaitSeconds - 0.2)
+        #expect(MonotonicClock.seconds() - start >= 1.8)
+        #expect(told == [.waitingForReader])
+        // One that may wait 30 s is queued; killing the scanning client gives it the reader.
+        let waiter = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        let queued = try waiter.start(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: relaxedRules, scanTimeout: 30, cancel: nil))
+        #expect(queued == .waitingForReader)
         doomed.kill()
-
-        // The next client gets the reader at once; the killed scan was not counted.
         let after = MonotonicClock.seconds()
-        #expect(try alice.unlock(vault, on: daemon, scans: ["alice-finger"]).key == kek)
-        #expect(MonotonicClock.seconds() - after < 5)
+        var handedOver: Double?
+        let opened = try waiter.finish(onNotice: { notice in
+            if case .touchReader = notice {
+                handedOver = MonotonicClock.seconds() - after
+                try daemon.reader("SCAN alice-finger")
+            }
+        })
+        #expect(opened.key == kek)
+        #expect(try #require(handedOver) < 5, "the reader came free at once")
+        // The killed scan was not counted.
         #expect(try alice.status().failedMatches == 0)
+    }
+
+    @Test func aStoppedClientHoldingTheReaderLosesItWithinSecondsAndTheNextUserWaitsItsTurn() throws {
+        let daemon = try SystemDaemon()
+        let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        let bob = try ClientProcess(user: TestUsers.bob, daemon: daemon)
+        #expect(try alice.enroll("alice-finger", on: daemon).ok)
+        #expect(try bob.enroll("bob-finger", on: daemon).ok)
+        let alices = FakeVault(), bobs = FakeVault()
+        let kek = try #require(try alice.bind(alices, confirm: ["right-index"]).key)
+        #expect(try bob.bind(bobs, confirm: ["right-index"]).key != nil)
+
+        // Bob's client asks for a scan of 300 s (clamped to 30), gets the reader, and is stopped.
+        let stopped = try ClientProcess(user: TestUsers.bob, daemon: daemon)
+        let first = try stopped.start(.unlock(vaultID: bobs.id, slot: bobs.slot, keyID: bobs.key.current, rules: relaxedRules, scanTimeout: 300, cancel: nil))
+        #expect(first == .touchReader(prompt: "touch the reader"))
+        try stopped.stop()
+        let start = MonotonicClock.seconds()
+        // Alice's unlock waits its turn, told so, and gets the reader long before 30 s.
+        var told: [ScanNotice] = []
+        var handedOver: Double?
+        let opened = try alice.unlock(alices, on: daemon, scans: ["alice-finger"], scanTimeout: 30, notices: { n in
+            told.append(n)
+            if case .touchReader = n, handedOver == nil { handedOver = MonotonicClock.seconds() - start }
+        })
+        #expect(opened.key == kek, "\(String(describing: opened.message))")
+        #expect(told.first == .waitingForReader && told.contains(.touchReader(prompt: "touch the reader")), "\(told)")
+        let held = try #require(handedOver)
+        #expect(held < 20, "the stopped client held the reader \(held) s")
+        print("root: a SIGSTOPped client (scan timeout 300 s asked) held the reader \(String(format: "%.1f", held)) s after it stopped")
+
+        // Bob's client, resumed, learns why its request ended (18); nothing was counted.
+        try stopped.resume()
+        let late = try stopped.finish(timeout: 30)
+        #expect(late.exitCode == 18 && late.message?.contains("did not read") == true, "\(String(describing: late.message))")
+        #expect(try bob.status().failedMatches == 0)
+    }
+
+    @Test func aScanTimeoutOf300SecondsIsClampedTo30() throws {
+        let daemon = try SystemDaemon()
+        let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        #expect(try alice.enroll("alice-finger", on: daemon).ok)
+        let vault = FakeVault()
+        _ = try alice.bind(vault, confirm: ["right-index"])
+        let start = MonotonicClock.seconds()
+        let r = try alice.run(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: relaxedRules, scanTimeout: 300, cancel: nil), timeout: 120)
+        let took = MonotonicClock.seconds() - start
+        #expect(r.exitCode == 18, "\(String(describing: r.message))")
+        #expect(took >= 25 && took < 90, "no finger: the scan ended after \(took) s")
+        print("root: a scan asked for 300 s with no finger ended after \(String(format: "%.1f", took)) s")
+        #expect(try alice.status().failedMatches == 0)
+    }
+
+    @Test func uidsWithoutAnAccountShareFourConnectionsAndNeverGetState() throws {
+        let daemon = try SystemDaemon()
+        let subordinate = try (200_001...200_004).map { uid -> ClientProcess in
+            guard TestUsers.uid("\(uid)") == nil else { throw VaultError.failure("uid \(uid) has an account here") }
+            return try ClientProcess(uidWithoutAccount: UInt32(uid), daemon: daemon)
+        }
+        // Three of them try 50 connections each: 4 are taken in all, the rest refused.
+        var held = 0
+        for client in subordinate.prefix(3) {
+            let r = try client.run(.holdConnections(count: 50), timeout: 120)
+            #expect(r.ok, "\(String(describing: r.message))")
+            held += r.held ?? 0
+            #expect((r.held ?? 0) + (r.refused ?? 0) == 50)
+            if (r.refused ?? 0) > 0 { #expect(r.message?.contains("without an account") == true, "\(String(describing: r.message))") }
+        }
+        #expect(held == AuthorityLimits.connectionsWithoutAccount)
+        // A fourth is refused; the users are served, up to their own 32 each.
+        #expect(try subordinate[3].run(.probe).ok == false)
+        let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
+        #expect(try alice.run(.holdConnections(count: 40)).held == AuthorityLimits.connectionsPerUID)
+        let bob = try ClientProcess(user: TestUsers.bob, daemon: daemon)
+        #expect(try bob.run(.probe).ok)
+        #expect(try bob.status().kind == "system")
+        _ = try alice.run(.releaseConnections)
+        for client in subordinate.prefix(3) { _ = try client.run(.releaseConnections) }
+
+        // Such a uid can ask, but not enrol or bind, and gets no folder.
+        let nobody = subordinate[3]
+        #expect(try nobody.run(.probe).ok)
+        #expect(try nobody.run(.challenge).ok)
+        #expect(try nobody.status().fingers == 0)
+        #expect(try nobody.run(.fingers).fingers == 0)
+        let enrol = try nobody.run(.enroll(finger: nil, vaultID: nil, proofKey: nil))
+        #expect(enrol.exitCode == 15 && enrol.message?.contains("uid 200004 has none") == true, "\(String(describing: enrol.message))")
+        let vault = FakeVault()
+        #expect(try nobody.bind(vault).exitCode == 15)
+        #expect(try nobody.unlock(vault, on: daemon, scans: []).exitCode == 16)
+
+        // A user with no state asks everything that makes none: still no folder; enrolling makes it.
+        let bobUID = try #require(TestUsers.uid(TestUsers.bob))
+        #expect(try bob.run(.challenge).ok)
+        #expect(try bob.run(.fingers).fingers == 0)
+        #expect(try bob.status(vault).bindingCurrent == false)
+        #expect(try bob.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false)).recorded == "not-bound")
+        #expect(try bob.unlock(vault, on: daemon, scans: []).exitCode == 16)
+        let none = try FileSystem.contents(of: daemon.state)
+        #expect(none.isEmpty, "\(none)")
+        #expect(try bob.enroll("bob-finger", on: daemon).ok)
+        #expect(try FileSystem.contents(of: daemon.state) == ["uid-\(bobUID)"])
+        #expect(daemon.daemon.isRunning)
+    }
+
+    @Test func theIdleStateOfAUidWithoutAnAccountIsRemovedAtStartAndNoOtherState() throws {
+        try TestUsers.ensure()
+        let aliceUID = try #require(TestUsers.uid(TestUsers.alice))
+        let stale: UInt32 = 200_123, recent: UInt32 = 200_124
+        #expect(TestUsers.uid("\(stale)") == nil && TestUsers.uid("\(recent)") == nil)
+        let daemon = try SystemDaemon(prepareState: { state in
+            for uid in [stale, recent, aliceUID] {
+                let folder = state + "/uid-\(uid)"
+                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+                guard FileManager.default.createFile(atPath: folder + "/device-secret", contents: Data(randomBytes(32)),
+                                                     attributes: [.posixPermissions: 0o600]) else { throw VaultError.failure("cannot write in \(folder)") }
+                _ = try runProgram("/usr/bin/chown", ["-R", "\(TestUsers.daemon):\(TestUsers.daemon)", folder])
+            }
+            // Two hours unchanged: the stale one, and Alice's (which has an account).
+            for uid in [stale, aliceUID] {
+                let folder = state + "/uid-\(uid)"
+                _ = try runProgram("/usr/bin/touch", ["-h", "-d", "2 hours ago", folder + "/device-secret", folder])
+            }
+        })
+        let left = try FileSystem.contents(of: daemon.state).sorted()
+        #expect(left == ["uid-\(recent)", "uid-\(aliceUID)"].sorted(), "\(left)")
+        #expect(daemon.daemon.logText.contains("removed the idle state of 1 uid without an account: uid-\(stale)"), "\(daemon.daemon.logText)")
+        // The uid whose state was just changed keeps it for now; it is never used either.
+        let client = try ClientProcess(uidWithoutAccount: recent, daemon: daemon)
+        #expect(try client.run(.fingers).fingers == 0)
     }
 
     @Test func cancelsTimeoutsRulesAndNewPrintsEndTheScanWithTheirExitCodes() throws {

@@ -66,8 +66,9 @@ final class SystemDaemon: @unchecked Sendable {
 
     /// `environment` and `arguments` are added to the daemon's; `capabilities` (e.g.
     /// `+dac_read_search`) become its ambient capabilities, as the unit's `AmbientCapabilities=`.
+    /// `prepareState` is given the state folder before the daemon starts (to leave state in it).
     init(testMode: Bool = true, environment: [String] = [], arguments: [String] = [], capabilities: String? = nil,
-         state: String? = nil) throws {
+         state: String? = nil, prepareState: (String) throws -> Void = { _ in }) throws {
         try TestUsers.ensure()
         base = "/tmp/authd-root-" + hexString(randomBytes(5))
         run = base + "/run"
@@ -79,6 +80,7 @@ final class SystemDaemon: @unchecked Sendable {
             let r = try runProgram("/usr/bin/install", ["-d", "-o", TestUsers.daemon, "-g", TestUsers.daemon, "-m", mode, folder])
             guard r.code == 0 else { throw VaultError.failure("install -d \(folder): \(r.stderr)") }
         }
+        try prepareState(stateFolder)
         let caps = capabilities.map { ["--inh-caps=-all,\($0)", "--ambient-caps=\($0)"] } ?? ["--inh-caps=-all"]
         let command = ["/usr/bin/setpriv", "--reuid=\(TestUsers.daemon)", "--regid=\(TestUsers.daemon)", "--init-groups"] + caps
             + ["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "RUNTIME_DIRECTORY=\(run)", "STATE_DIRECTORY=\(stateFolder)",
@@ -110,7 +112,18 @@ final class ClientProcess: @unchecked Sendable {
     private let log: String
     private var ended = false
 
-    init(user: String, daemon: SystemDaemon) throws {
+    /// The client as `user`, an account (with its groups and home).
+    convenience init(user: String, daemon: SystemDaemon) throws {
+        try self.init(user: user, identity: ["--reuid=\(user)", "--regid=\(user)", "--init-groups"],
+                      home: TestUsers.home(user) ?? "/nonexistent", daemon: daemon)
+    }
+
+    /// The client as `uid`, which has no account (a subordinate uid: setpriv needs none as root).
+    convenience init(uidWithoutAccount uid: UInt32, daemon: SystemDaemon) throws {
+        try self.init(user: "\(uid)", identity: ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"], home: "/nonexistent", daemon: daemon)
+    }
+
+    private init(user: String, identity: [String], home: String, daemon: SystemDaemon) throws {
         self.user = user
         log = daemon.base + "/client-\(user)-\(hexString(randomBytes(3))).log"
         let bundle = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
@@ -118,8 +131,8 @@ final class ClientProcess: @unchecked Sendable {
         var fromChild = try UnixPipe()
         child = try ChildProcess.spawn(
             path: "/usr/bin/setpriv",
-            arguments: ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user)", "--init-groups", "--inh-caps=-all",
-                        "/usr/bin/env", "-i", "-C", "/tmp", "PATH=/usr/bin:/bin", "HOME=\(TestUsers.home(user) ?? "/nonexistent")",
+            arguments: ["/usr/bin/setpriv"] + identity + ["--inh-caps=-all",
+                        "/usr/bin/env", "-i", "-C", "/tmp", "PATH=/usr/bin:/bin", "HOME=\(home)",
                         "\(ClientChildProcess.variable)=1", "VAULT_AUTHD_SOCKET=\(daemon.socketPath)",
                         bundle, "--testing-library", "swift-testing", "--filter", "ClientChildProcess"],
             environment: [:],
@@ -153,6 +166,12 @@ final class ClientProcess: @unchecked Sendable {
     func run(_ command: ClientCommand, timeout: Double = 60, events: ((AuthorityEvent) -> Void)? = nil,
              onNotice: (ScanNotice) throws -> Void = { _ in }) throws -> ClientResult {
         send(command)
+        return try finish(timeout: timeout, events: events, onNotice: onNotice)
+    }
+
+    /// The result of the command sent last (by `start`), with its notices and events until then.
+    func finish(timeout: Double = 60, events: ((AuthorityEvent) -> Void)? = nil,
+                onNotice: (ScanNotice) throws -> Void = { _ in }) throws -> ClientResult {
         while true {
             guard let line = lines.next(timeout: timeout) else {
                 throw VaultError.failure("the client process of \(user) did not answer: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
@@ -173,6 +192,12 @@ final class ClientProcess: @unchecked Sendable {
         }
         return n
     }
+
+    /// SIGSTOP: every thread of it stops, its socket stays open and unread.
+    func stop() throws { try child.send(Signal(rawValue: SIGSTOP)) }
+
+    /// SIGCONT.
+    func resume() throws { try child.send(Signal(rawValue: SIGCONT)) }
 
     /// SIGKILL, and reaps it.
     func kill() {
@@ -197,11 +222,12 @@ extension ClientProcess {
     /// Unlocks, answering the daemon's scans with `prints` in order (the last repeats); the
     /// next key granted is taken as the slot's (`commit` false: a client that crashed before
     /// re-sealing its slot).
-    func unlock(_ vault: FakeVault, on daemon: SystemDaemon, scans prints: [String], rules: PasscodeRules = relaxedRules,
-                commit: Bool = true, events: ((AuthorityEvent) -> Void)? = nil) throws -> ClientResult {
+    func unlock(_ vault: FakeVault, on daemon: SystemDaemon, scans prints: [String], rules: PasscodeRules = relaxedRules, scanTimeout: Double = 20,
+                commit: Bool = true, events: ((AuthorityEvent) -> Void)? = nil, notices: (ScanNotice) -> Void = { _ in }) throws -> ClientResult {
         var left = prints
-        let r = try run(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: rules, scanTimeout: 20, cancel: nil),
+        let r = try run(.unlock(vaultID: vault.id, slot: vault.slot, keyID: vault.key.current, rules: rules, scanTimeout: scanTimeout, cancel: nil),
                         events: events, onNotice: { notice in
+            notices(notice)
             if case .touchReader = notice {
                 let next = left.count > 1 ? left.removeFirst() : (left.first ?? "nobody")
                 try daemon.reader("SCAN \(next)")

@@ -35,6 +35,7 @@ final class ScriptedReaders: ReaderSource, @unchecked Sendable {
     private var script: [ScanScript]
     private(set) var scansStarted = 0
     private(set) var opened = 0
+    private(set) var scanTimeouts: [Double] = []
 
     init(_ script: [ScanScript] = [.match]) {
         self.script = script
@@ -44,9 +45,13 @@ final class ScriptedReaders: ReaderSource, @unchecked Sendable {
     func set(_ script: [ScanScript]) { lock.withLock { self.script = script } }
     var scans: Int { lock.withLock { scansStarted } }
 
-    fileprivate func nextStep() -> ScanScript {
+    /// The scan timeout each scan was given, in order.
+    var timeouts: [Double] { lock.withLock { scanTimeouts } }
+
+    fileprivate func nextStep(timeout: Double) -> ScanScript {
         lock.withLock {
             scansStarted += 1
+            scanTimeouts.append(timeout)
             return script.count > 1 ? script.removeFirst() : (script.first ?? .noMatch)
         }
     }
@@ -67,7 +72,7 @@ final class ScriptedReaders: ReaderSource, @unchecked Sendable {
         var storesPrints: Bool { false }
         func chipPrints() throws -> [String] { [] }
         func scan(against prints: [[UInt8]], prompt: String) throws -> Int? {
-            switch source.nextStep() {
+            switch source.nextStep(timeout: session.scanTimeout) {
             case .match: return 0
             case .noMatch: return nil
             case .interrupt(let i): throw i
@@ -101,22 +106,23 @@ final class Stream: @unchecked Sendable {
     var notices: [ScanNotice] { all.compactMap { if case .notice(let n) = $0 { n } else { nil } } }
 }
 
-/// A handler over a temporary state folder and a scripted reader, called as any uid.
+/// A handler over a temporary state folder and a scripted reader, called as any uid: as a uid
+/// with an account unless told otherwise (the uids are made up; the server looks each up).
 final class HandlerFixture: @unchecked Sendable {
     let folder = TempFolder("authd-state")
     let readers: ScriptedReaders
     let handler: AuthorityRequestHandler
 
-    init(testMode: Bool = true, script: [ScanScript] = [.match], busyWait: Double = 0.3) throws {
+    init(testMode: Bool = true, script: [ScanScript] = [.match]) throws {
         readers = ScriptedReaders(script)
-        handler = try AuthorityRequestHandler(stateFolder: folder.path + "/state", testMode: testMode, readers: readers, busyWait: busyWait)
+        handler = try AuthorityRequestHandler(stateFolder: folder.path + "/state", testMode: testMode, readers: readers)
     }
 
     /// Sends `request` as `uid`; returns the response and what was streamed.
     @discardableResult
-    func send(_ request: AuthorityRequest, as uid: UInt32, key: [UInt8] = [], session: ScanSession? = nil,
+    func send(_ request: AuthorityRequest, as uid: UInt32, hasAccount: Bool = true, key: [UInt8] = [], session: ScanSession? = nil,
               stream: Stream = Stream()) -> AuthorityResponse {
-        handler.handle(request, key: key, session: session ?? ScanSession(uid: uid, send: { stream.add($0) }))
+        handler.handle(request, key: key, session: session ?? ScanSession(uid: uid, hasAccount: hasAccount, send: { stream.add($0) }))
     }
 }
 
@@ -204,8 +210,8 @@ extension HandlerFixture {
     /// Unlocks `vault`'s slot; a granted next key is taken as committed (`commit` false: as by a
     /// client that crashed before re-sealing its slot).
     func unlock(_ vault: FakeVault, as uid: UInt32, stream: Stream = Stream(), rules: PasscodeRules = PasscodeRules(afterReboot: false, intervalHours: 0),
-                commit: Bool = true) -> AuthorityResponse {
-        let r = send(.unlock(slot: vault.reference, rules: rules, prompt: "touch the reader", scanTimeout: 5), as: uid, stream: stream)
+                scanTimeout: Double = 5, session: ScanSession? = nil, commit: Bool = true) -> AuthorityResponse {
+        let r = send(.unlock(slot: vault.reference, rules: rules, prompt: "touch the reader", scanTimeout: scanTimeout), as: uid, session: session, stream: stream)
         if commit, case .key(let next?) = r.reply { vault.key.current = next.keyID }
         return r
     }

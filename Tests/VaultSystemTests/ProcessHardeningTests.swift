@@ -3,6 +3,14 @@ import Testing
 import VaultSystem
 
 @Suite struct ProcessHardeningTests {
+    @Test func theUserDatabaseNamesThisUidAndHasNoAccountOfAnUnusedOne() {
+        #expect(ProcessIdentity.lookUpUser(ProcessIdentity.uid) == .account(name: NSUserName()))
+        #expect(ProcessIdentity.userName(of: ProcessIdentity.uid) == NSUserName())
+        // Far above any subordinate range useradd hands out (100000 + 65536 per user).
+        #expect(ProcessIdentity.lookUpUser(3_999_999_999) == .noAccount)
+        #expect(ProcessIdentity.userName(of: 3_999_999_999) == nil)
+    }
+
     @Test func bootIDIsTheKernelsUUID() throws {
         let id = try ProcessIdentity.bootID()
         #expect(id.count == 36)

@@ -73,4 +73,16 @@ import VaultSystem
         #expect(events[0].isEmpty)
         #expect(events[1].contains(.readable) && events[1].contains(.writable))
     }
+
+    @Test func unreadOutputCountsWhatThePeerHasNotReadYet() throws {
+        let pair = try UnixSocket.pair()
+        #expect(try pair.first.unreadOutput() == 0)
+        // A small frame, as a stopped peer would leave it: far below the buffer's size, yet seen.
+        try pair.first.sendAll(Array(repeating: 7, count: 60))
+        #expect(try pair.first.unreadOutput() > 0)
+        _ = try pair.second.receiveExactly(30)
+        #expect(try pair.first.unreadOutput() > 0, "a message half read is still unread")
+        _ = try pair.second.receiveExactly(30)
+        #expect(try pair.first.unreadOutput() == 0)
+    }
 }
