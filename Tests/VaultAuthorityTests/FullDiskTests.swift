@@ -188,14 +188,17 @@ struct FullDiskTests {
             held = now
         }
 
-        // A new user's first requests: the folder, the device secret, a counted wrong passcode.
+        // A new user's first requests: an enrolment (the folder, the device secret, the print;
+        // nothing else makes state), then a counted wrong passcode.
         try full("carol's first request")
         let carolUID = try #require(TestUsers.uid(TestUsers.carol))
         let carol = try ClientProcess(user: TestUsers.carol, daemon: daemon)
         let carolsVault = FakeVault()
+        let enrolled = try carol.enroll("carol-finger", on: daemon)
+        #expect(enrolled.ok, "\(String(describing: enrolled.message))")
+        #expect(FileSystem.exists(disk.state + "/uid-\(carolUID)/device-secret"))
         let first = try carol.run(.recordPasscodeFailure(vaultID: carolsVault.id))
         #expect(first.ok, "\(String(describing: first.message))")
-        #expect(FileSystem.exists(disk.state + "/uid-\(carolUID)/device-secret"))
         #expect(try carol.run(.beginPasscodeAttempt(vaultID: carolsVault.id)).wait == 0)
         #expect(try carol.run(.recordPasscode(vaultID: carolsVault.id, proofKey: carolsVault.proofKey, forged: false)).recorded == "not-bound")
         drew("carol's first request")
@@ -244,7 +247,7 @@ struct FullDiskTests {
         var spent: ClientResult?
         while rounds < 40 {
             try full("round \(rounds)")
-            let r = try bob.run(.recordPasscodeFailure(vaultID: carolsVault.id))
+            let r = try carol.run(.recordPasscodeFailure(vaultID: carolsVault.id))
             if !r.ok { spent = r; break }
             rounds += 1
         }
