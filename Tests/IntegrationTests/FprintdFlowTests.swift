@@ -116,9 +116,18 @@ struct FprintdFlowTests {
         #expect(r.stdout.contains("right-index\tfprintd") && r.stdout.contains("left-thumb\tfprintd (not used by vault yet"), "\(r.stdout)")
         r = vault(["ls", "--no-input"], steps: [.device("SCAN person-1")])
         #expect(r.status == 20 && r.stderr.contains("vault: hint:"), "\(r.status) \(r.stderr)")
-        // The passcode re-binds; the finger opens it again.
+        // The passcode re-binds, but not to a finger enrolled outside vault that no one confirmed:
+        // it is named, with when, and the command says how to confirm or remove it.
         r = vault(["enroll", "--bind"], passcode: pc)
+        #expect(r.status == 20, "\(r.stderr)")
+        #expect(r.stderr.contains("left-thumb was enrolled or changed on ") && r.stderr.contains("outside vault"), "\(r.stderr)")
+        #expect(r.stderr.contains("vault enroll --bind --confirm left-thumb"), "\(r.stderr)")
+        r = vault(["ls", "--no-input"], steps: [.device("SCAN person-2")])
+        #expect(r.status == 20, "nothing was bound: \(r.stderr)")
+        // Confirmed explicitly, with the passcode: bound, and the new finger opens it.
+        r = vault(["enroll", "--bind", "--confirm", "left-thumb"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("since vault 'default' was last bound: left-thumb was enrolled or changed on "), "\(r.stderr)")
         r = vault(["ls", "--no-input"], steps: [.device("SCAN person-2")])
         #expect(r.status == 0 && r.stdout.contains("gh"), "\(r.stderr)")
     }

@@ -109,7 +109,7 @@ enum FingerprintCommands {
         for c in report.changes { ctx.say("vault: since vault '\(vault.store.location.name)' was last bound: \(c.sentence)") }
         if !report.owner {
             ctx.say("vault: note: vault '\(vault.store.location.name)' does not manage your fingerprints (another vault was bound first): "
-                    + "enrolling, removing or confirming a finger and lifting a lockout take the first vault's passcode")
+                    + "adding, removing or confirming a finger and lifting a lockout take the passcode of the first vault you bound")
         }
     }
 
