@@ -231,7 +231,7 @@ enum Auth {
         }
         if let slot {
             o["fingerprint_slot"] = ["sensor": slot.binding.sensor.canonical, "domain_state": slot.binding.domainState,
-                                     "authority": slot.binding.authorityKind.rawValue]
+                                     "authority": slot.binding.authorityKind.rawValue, "key_id": slot.binding.keyID.map { $0 as Any } ?? NSNull()] as [String: Any]
             o["fingerprint_bound"] = s.bindingCurrent ?? false
         } else {
             o["fingerprint_slot"] = NSNull()

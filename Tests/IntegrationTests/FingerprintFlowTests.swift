@@ -505,12 +505,22 @@ private func isHex64(_ s: String?) -> Bool {
         r = box.vault(getPassword + ["--policy", "biometrics"], reader: touches("mallory", 2))
         #expect(r.status == 17, "\(r.stderr)")
         #expect(lockout(status(box)).failures == 5)
+        func keyID() -> String? { (status(box)["fingerprint_slot"] as? [String: Any])?["key_id"] as? String }
+        let before = keyID()
         r = box.vault(["passcode", "--new-passcode-fd", "4"], passcode: pc, fds: [4: "a new passcode\n"])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(lockout(status(box)).failures == 0, "vault passcode is a passcode unlock too")
+        let rebound = keyID()
+        #expect(rebound != nil && rebound != before, "a new passcode re-binds the fingerprint slot")
         r = box.vault(getPassword, reader: scans("alice"))
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == password + "\n")
+        // Each fingerprint unlock re-seals the slot with a key of its own.
+        let rolled = keyID()
+        #expect(rolled != nil && rolled != rebound, "\(String(describing: rolled))")
+        r = box.vault(getPassword, reader: scans("alice"))
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(keyID() != rolled)
     }
 
     @Test func deletingTheAuthorityRecordOrForgingItDoesNotLiftALockout() throws {
