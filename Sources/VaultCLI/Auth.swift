@@ -110,7 +110,7 @@ enum Auth {
         let auth = try context(store, inv, ctx)
         if auth.reason == nil { auth.reason = purpose }
         let vault = try quietTerminal(ctx) { try auth.unlock(store) }
-        sayUnrecorded(vault, ctx)
+        sayUnrecorded(vault, ctx, authority: auth.authority)
         return vault
     }
 
@@ -154,7 +154,7 @@ enum Auth {
                 ctx.say("vault: wrong passcode; \(tries - attempt) \(tries - attempt == 1 ? "try" : "tries") left")
                 continue
             }
-            sayUnrecorded(vault, ctx)
+            sayUnrecorded(vault, ctx, authority: authority)
             return try body(vault, passcode)
         }
         throw VaultError.authenticationFailed("wrong passcode")
@@ -162,9 +162,18 @@ enum Auth {
 
     /// A passcode or recovery-key unlock the key authority could not record opened the vault
     /// all the same: the person hears that the lockout and the passcode clock stay as they were.
-    static func sayUnrecorded(_ vault: UnlockedVault, _ ctx: CommandContext) {
-        guard let why = vault.unrecorded else { return }
-        ctx.say("vault: warning: the key authority did not record this unlock (\(why)); the vault is open, but a fingerprint lockout or the passcode rules stay until it can")
+    /// The passcode of a vault that does not manage the fingerprints does not lift a lockout:
+    /// the person hears it when fingerprint is locked out, with the vault whose passcode does.
+    static func sayUnrecorded(_ vault: UnlockedVault, _ ctx: CommandContext, authority: (any KeyAuthority)? = nil) {
+        if let why = vault.unrecorded {
+            ctx.say("vault: warning: the key authority did not record this unlock (\(why)); the vault is open, but a fingerprint lockout or the passcode rules stay until it can")
+            return
+        }
+        guard vault.passcodeRecord == .vault, let authority,
+              let s = try? authority.status(slot: nil, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0)),
+              s.failedMatches >= s.threshold else { return }
+        ctx.say("vault: fingerprint stays locked out: vault '\(vault.store.location.name)' does not manage your fingerprints; "
+                + "the passcode of the first vault you bound lifts it (vault unlock --passcode --vault NAME)")
     }
 
     /// The wait after wrong passcodes, said, then slept.
@@ -184,8 +193,9 @@ enum Auth {
         } else {
             key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
         }
-        let vault = try authority(for: store, inv, ctx).unlock(store, recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
-        sayUnrecorded(vault, ctx)
+        let authority = try authority(for: store, inv, ctx)
+        let vault = try authority.unlock(store, recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
+        sayUnrecorded(vault, ctx, authority: authority)
         return vault
     }
 

@@ -523,6 +523,35 @@ private func isHex64(_ s: String?) -> Bool {
         #expect(keyID() != rolled)
     }
 
+    @Test func onlyTheVaultThatManagesTheFingerprintsLiftsALockoutAndEnrols() {
+        let box = enrolledVault(name: "A")
+        let pcB = "passcode of vault b"
+        var r = box.vault(["init", "--vault", "B"] + cheapKDF, passcode: pcB)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("vault 'B' does not manage your fingerprints"), "\(r.stderr)")
+        r = box.vault(["add", "jira", "--vault", "B", "--password-stdin"], passcode: pcB, stdin: "jira-pw\n")
+        #expect(r.status == 0)
+        let getB = ["get", "jira", "--vault", "B", "--field", "password", "--no-input", "--policy", "biometrics"]
+        _ = box.vault(getB, reader: touches("mallory", 3))
+        r = box.vault(getB, reader: touches("mallory", 2))
+        #expect(r.status == 17, "\(r.stderr)")
+        // B's passcode opens B, says the lockout stays, and it does.
+        r = box.vault(["get", "jira", "--vault", "B", "--field", "password"], passcode: pcB)
+        #expect(r.status == 0 && r.stdout == "jira-pw\n", "\(r.stderr)")
+        #expect(r.stderr.contains("fingerprint stays locked out: vault 'B' does not manage your fingerprints"), "\(r.stderr)")
+        #expect(lockout(status(box, vault: "B")).locked == true)
+        // B cannot enrol a finger.
+        r = box.vault(["enroll", "--vault", "B", "--finger", "left-index"], passcode: pcB, reader: scans("bob", 5))
+        #expect(r.status == 10 && r.stderr.contains("manages your fingerprints"), "\(r.stderr)")
+        #expect(fingers(box) == ["right-index"])
+        // A's passcode lifts it: the finger opens B again.
+        r = box.vault(getPassword + ["--vault", "A"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(lockout(status(box, vault: "B")).failures == 0)
+        r = box.vault(getB, reader: scans("alice"))
+        #expect(r.status == 0 && r.stdout == "jira-pw\n", "\(r.stderr)")
+    }
+
     @Test func deletingTheAuthorityRecordOrForgingItDoesNotLiftALockout() throws {
         let box = enrolledVault()
         _ = box.vault(getPassword + ["--policy", "biometrics"], reader: touches("mallory", 3))

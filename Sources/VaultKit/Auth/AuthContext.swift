@@ -81,6 +81,7 @@ extension KeyAuthority {
         do {
             let record = try recordPasscodeUnlock(try vault.proof(.passcodeUnlock, for: self))
             vault.unrecorded = nil
+            vault.passcodeRecord = record
             return record
         } catch let e as VaultError {
             vault.unrecorded = e.message
@@ -95,7 +96,8 @@ extension KeyAuthority {
 /// reboot and 48 h rules) and the passcode fallback. Everything that asks the user goes through
 /// the closures given.
 public final class AuthContext {
-    let authority: any KeyAuthority
+    /// The authority evaluated against.
+    public let authority: any KeyAuthority
     /// The policy evaluated.
     public var policy: AuthPolicy
     /// Returns the passcode, or nil when none can be read (no terminal and no descriptor).

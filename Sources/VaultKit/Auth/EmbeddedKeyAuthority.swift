@@ -713,8 +713,12 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         let enrolled = EnrolledFinger(finger: finger, sensor: reader.identity, enrolled: clock(), confirmed: by != nil, enrolledBy: name)
         try withStateLock {
             var state = try printsState()
-            // The owner proof was checked (and a pending key promoted) in `before`.
-            state.vaults = before.vaults
+            // The owner proof was checked in `before`; a pending key it proved replaces the old
+            // one here too (other registrations made meanwhile are kept).
+            if let by, let i = state.vaults?.firstIndex(where: { $0.vaultID == by.vaultID }), state.vaults![i].pendingProofKey == by.proofKey {
+                state.vaults![i].proofKey = by.proofKey
+                state.vaults![i].pendingProofKey = nil
+            }
             state.prints.append(StoredPrint(finger: finger, sensor: reader.identity, data: data, enrolled: enrolled.enrolled,
                                             byVault: by?.vaultID, label: name, confirmed: by != nil))
             state.epoch = randomBytes(16)

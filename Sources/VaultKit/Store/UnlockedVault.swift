@@ -21,6 +21,9 @@ public final class UnlockedVault {
     /// Why the key authority did not record this vault's passcode unlock (nil: it did, or the
     /// vault was not opened with a passcode): the vault opened all the same.
     public var unrecorded: String?
+    /// What the key authority recorded of this vault's passcode unlock (nil: nothing, or not
+    /// opened with a passcode).
+    public var passcodeRecord: PasscodeRecord?
 
     init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64, slotSequence: Int64) throws {
         self.store = store
