@@ -17,8 +17,9 @@ public enum AuthorityRequest: Codable, Equatable, Sendable {
     case bind(slot: SlotReference, sensor: SensorIdentity?, rules: PasscodeRules)
     /// A live match for `slot`'s binding, then its key (`key`, tail: the KEK). Streams events.
     case unlock(slot: SlotReference, rules: PasscodeRules, prompt: String, scanTimeout: Double)
-    /// A live match for `slot`'s binding (or one at most `reuse` seconds old), no key (`verified`).
-    case verify(slot: SlotReference, reuse: Int, prompt: String, scanTimeout: Double)
+    /// A live match for `slot`'s binding (or one at most `reuse` seconds old), no key: the token
+    /// over the vault's 32-byte `nonce` (`verified`).
+    case verify(slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, scanTimeout: Double)
     /// Records a passcode unlock with a proof (`recorded`).
     case recordPasscodeUnlock(proof: AuthorityProof)
     /// Counts a passcode attempt before it is tried (`passcodeWait`).
@@ -112,8 +113,9 @@ public enum AuthorityReply: Codable, Equatable, Sendable {
     case bound(binding: FingerprintBinding)
     /// `unlock`: the tail is the slot's 32-byte key.
     case key
-    /// `verify`: the age in seconds of the match reused, nil after a scan.
-    case verified(reusedAge: Int64?)
+    /// `verify`: the token of the match (its `reusedAge` nil after a scan), MAC'd under the
+    /// proof keys registered for the vault.
+    case verified(token: FreshMatchToken)
     /// `recordPasscodeUnlock`: false when the proof's vault is not bound here.
     case recorded(bound: Bool)
     /// `beginPasscodeAttempt`: seconds to wait before the attempt.
@@ -204,8 +206,9 @@ extension AuthorityRequest {
             try Self.check(slot)
             try Self.check(rules)
             try Self.check(prompt, "prompt", allowEmpty: true)
-        case .verify(let slot, let reuse, let prompt, _):
+        case .verify(let slot, let nonce, let reuse, let prompt, _):
             try Self.check(slot)
+            guard nonce.count == 32 else { throw .usage("malformed request: a fresh match is verified over a 32-byte nonce") }
             guard reuse >= 0 else { throw .usage("malformed request: a negative reuse window") }
             try Self.check(prompt, "prompt", allowEmpty: true)
         case .recordPasscodeUnlock(let proof), .unenroll(_, let proof):

@@ -145,10 +145,10 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
                 session.scanTimeout = timeout
                 let kek = try authority.unlock(slot, rules: rules, prompt: prompt, events: { session.notify(.event(event: $0)) })
                 return AuthorityResponse(.key, tail: kek.exposedBytes())
-            case .verify(let slot, let reuse, let prompt, let timeout):
+            case .verify(let slot, let nonce, let reuse, let prompt, let timeout):
                 session.scanTimeout = timeout
-                let age = try authority.verify(slot, reuse: reuse, prompt: prompt, events: { session.notify(.event(event: $0)) })
-                return AuthorityResponse(.verified(reusedAge: age))
+                let token = try authority.verify(slot, nonce: nonce, reuse: reuse, prompt: prompt, events: { session.notify(.event(event: $0)) })
+                return AuthorityResponse(.verified(token: token))
             case .recordPasscodeUnlock(let proof):
                 return AuthorityResponse(.recorded(bound: try authority.recordPasscodeUnlock(proof)))
             case .beginPasscodeAttempt(let vaultID):

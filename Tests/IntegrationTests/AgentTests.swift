@@ -131,13 +131,13 @@ import Testing
         return out
     }
 
-    /// The JSON of every version 4 frame in `bytes` (length, version 4, JSON length, JSON, tail).
+    /// The JSON of every version 5 frame in `bytes` (length, version 5, JSON length, JSON, tail).
     func replyJSON(_ bytes: [UInt8]) -> [String] {
         var out: [String] = [], i = 0
         func u32(_ at: Int) -> Int { Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3]) }
         while i + 9 <= bytes.count {
             let length = u32(i), jsonLength = u32(i + 5)
-            guard bytes[i + 4] == 4, jsonLength <= length - 5, i + 4 + length <= bytes.count else { break }
+            guard bytes[i + 4] == 5, jsonLength <= length - 5, i + 4 + length <= bytes.count else { break }
             out.append(String(decoding: bytes[(i + 9)..<(i + 9 + jsonLength)], as: UTF8.self))
             i += 4 + length
         }
@@ -149,8 +149,10 @@ import Testing
         defer { stopAgent() }
         let json = Array(#"{"status":{}}"#.utf8)
         for garbage: [UInt8] in [[0xff, 0xff, 0xff, 0xff, 1, 2, 3], [0, 0, 0, 8, 0, 0, 0, 4] + Array("nope".utf8), [0, 0, 0, 1, 9],
-                                 [0, 0, 0, 9, 4, 0, 0, 0, 4] + Array("nope".utf8),
-                                 [0, 0, 0, UInt8(5 + json.count), 4, 0, 0, 0, UInt8(json.count)] + Array(#"{"status":[]}"#.utf8)] {
+                                 [0, 0, 0, 9, 5, 0, 0, 0, 4] + Array("nope".utf8),
+                                 // The version before (4), whose releases carried a bare "freshMatch": true.
+                                 [0, 0, 0, UInt8(5 + json.count), 4, 0, 0, 0, UInt8(json.count)] + json,
+                                 [0, 0, 0, UInt8(5 + json.count), 5, 0, 0, 0, UInt8(json.count)] + Array(#"{"status":[]}"#.utf8)] {
             let fd = try #require(rawConnect())
             _ = garbage.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, 0) }
             let reply = readAll(fd)   // one refusal, then the connection is closed
@@ -161,7 +163,7 @@ import Testing
         }
         // A well-formed frame on the same kind of connection is answered.
         let ok = try #require(rawConnect())
-        let frame: [UInt8] = [0, 0, 0, UInt8(5 + json.count), 4, 0, 0, 0, UInt8(json.count)] + json
+        let frame: [UInt8] = [0, 0, 0, UInt8(5 + json.count), 5, 0, 0, 0, UInt8(json.count)] + json
         _ = frame.withUnsafeBytes { send(ok, $0.baseAddress!, $0.count, 0) }
         shutdown(ok, Int32(SHUT_WR))
         #expect(replyJSON(readAll(ok)).first?.contains(#""status""#) == true)

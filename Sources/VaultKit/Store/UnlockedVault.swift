@@ -18,6 +18,10 @@ public final class UnlockedVault {
     /// re-makes every slot from what it knew, so it refuses when another process has changed a
     /// slot since (it would undo a concurrent passcode change).
     var slotSequenceSeen: Int64
+    /// The nonces this vault issued for fresh fingerprint matches (`freshMatchNonce(for:)`): a
+    /// token is accepted only over one of them, once. They go with this object (an agent's
+    /// session, a command).
+    public let freshMatches = FreshMatchBook()
 
     init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64, slotSequence: Int64) throws {
         self.store = store
