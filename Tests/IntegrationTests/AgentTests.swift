@@ -47,6 +47,17 @@ import Testing
         let records = json(r.stdout)["records"] as? [[String: Any]] ?? []
         #expect(records.filter { $0["item"] as? String == "db" && $0["command"] as? String == "get" }.count == 40)
         #expect(records.allSatisfy { $0["uid"] as? Int == Int(getuid()) })
+        // Beside the label the client sent, the executable the agent read from /proc/PID/exe: vault
+        // itself. vault makes itself not dumpable, and the kernel shows that link to root only.
+        let gets = records.filter { $0["command"] as? String == "get" }
+        let real = URL(fileURLWithPath: vaultBinary).resolvingSymlinksInPath().path
+        if getuid() == 0 {
+            #expect(gets.allSatisfy { $0["executable"] as? String == real }, "\(gets.first ?? [:]) vs \(real)")
+        } else {
+            #expect(gets.allSatisfy { $0["executable"] is NSNull })
+        }
+        r = box.vault(["log", "--no-input", "--limit", "1"])
+        #expect(r.stdout.hasSuffix("  \(getuid() == 0 ? real : "-")\n"), "\(r.stdout)")
 
         r = box.vault(["lock"])
         #expect(r.status == 0)
