@@ -2,16 +2,18 @@ public import VaultKit
 internal import VaultSystem
 internal import Foundation
 
-/// The agent's wire format, version 4. A frame is a big-endian u32 length `L`, then `L` bytes:
-/// a version byte (4), a big-endian u32 JSON length `J`, `J` bytes of JSON (one `AgentRequest`
+/// The agent's wire format, version 5. A frame is a big-endian u32 length `L`, then `L` bytes:
+/// a version byte (5), a big-endian u32 JSON length `J`, `J` bytes of JSON (one `AgentRequest`
 /// or `AgentReply`), and `L - 5 - J` bytes of binary tail: the 32-byte master key of an `unlock`
 /// request (kept out of the JSON so it can be wiped), the overview records of a listing page,
-/// the secrets released (version 4: every release; version 3 carried items with secrets in the
-/// JSON, and only a single secret in the tail). `L` is at most
+/// the secrets released (since version 4: every release; version 3 carried items with secrets
+/// in the JSON, and only a single secret in the tail). Version 5: a fresh match travels as the
+/// key authority's token over a nonce of the agent (`freshMatchNonce`), not as a flag the
+/// client sets (version 4's `"freshMatch": true`). `L` is at most
 /// `AgentLimits.requestFrame` for requests and `AgentLimits.replyFrame` for replies.
 public final class AgentFrame {
     /// The version byte this code writes and reads.
-    public static let version: UInt8 = 4
+    public static let version: UInt8 = 5
     /// Version byte and JSON length.
     static let headerBytes = 5
 
@@ -51,7 +53,7 @@ public enum FrameError: Error, Equatable, Sendable {
     case tooLarge(length: Int, limit: Int)
     /// The declared length cannot hold the version byte and the JSON length.
     case tooShort(length: Int)
-    /// Not version 4 (a version 1 frame starts with a zero byte here).
+    /// Not version 5 (a version 1 frame starts with a zero byte here).
     case unsupportedVersion(UInt8)
     /// The JSON length runs past the frame.
     case badJSONLength(Int, frame: Int)

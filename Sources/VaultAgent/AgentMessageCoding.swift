@@ -31,20 +31,25 @@ extension AgentRequest {
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "overview")
             try n.encode(vault, forKey: "vault")
             try n.encode(name, forKey: "name")
+        case .freshMatchNonce(let vault, let name, let purpose):
+            var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "freshMatchNonce")
+            try n.encode(vault, forKey: "vault")
+            try n.encodeIfPresent(name, forKey: "name")
+            try n.encode(purpose, forKey: "purpose")
         case .release(let vault, let name, let fields, let command, let freshMatch):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "release")
             try n.encode(vault, forKey: "vault")
             try n.encode(name, forKey: "name")
             try n.encode(fields, forKey: "fields")
             try n.encode(command, forKey: "command")
-            try n.encode(freshMatch, forKey: "freshMatch")
+            try n.encodeIfPresent(freshMatch, forKey: "freshMatch")
         case .releaseSecret(let vault, let name, let field, let command, let freshMatch):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "releaseSecret")
             try n.encode(vault, forKey: "vault")
             try n.encode(name, forKey: "name")
             try n.encode(field, forKey: "field")
             try n.encode(command, forKey: "command")
-            try n.encode(freshMatch, forKey: "freshMatch")
+            try n.encodeIfPresent(freshMatch, forKey: "freshMatch")
         case .list(let vault, let term, let from):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "list")
             try n.encode(vault, forKey: "vault")
@@ -54,7 +59,7 @@ extension AgentRequest {
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "releaseAll")
             try n.encode(vault, forKey: "vault")
             try n.encode(command, forKey: "command")
-            try n.encode(freshMatch, forKey: "freshMatch")
+            try n.encodeIfPresent(freshMatch, forKey: "freshMatch")
         case .contains(let vault, let name):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "contains")
             try n.encode(vault, forKey: "vault")
@@ -70,11 +75,12 @@ extension AgentRequest {
             try n.encode(items, forKey: "items")
             try n.encode(replace, forKey: "replace")
             try n.encode(commit, forKey: "commit")
-        case .update(let vault, let name, let change):
+        case .update(let vault, let name, let change, let freshMatch):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "update")
             try n.encode(vault, forKey: "vault")
             try n.encode(name, forKey: "name")
             try n.encode(change, forKey: "change")
+            try n.encodeIfPresent(freshMatch, forKey: "freshMatch")
         case .remove(let vault, let name):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "remove")
             try n.encode(vault, forKey: "vault")
@@ -108,18 +114,21 @@ extension AgentRequest {
         case "overview":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .overview(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"))
+        case "freshMatchNonce":
+            let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
+            self = .freshMatchNonce(vault: try n.decode(String.self, forKey: "vault"), name: try n.decodeIfPresent(String.self, forKey: "name"), purpose: try n.decode(FreshMatchPurpose.Kind.self, forKey: "purpose"))
         case "release":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
-            self = .release(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), fields: try n.decode([String].self, forKey: "fields"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(Bool.self, forKey: "freshMatch") ?? false)
+            self = .release(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), fields: try n.decode([String].self, forKey: "fields"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
         case "releaseSecret":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
-            self = .releaseSecret(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), field: try n.decode(String.self, forKey: "field"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(Bool.self, forKey: "freshMatch") ?? false)
+            self = .releaseSecret(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), field: try n.decode(String.self, forKey: "field"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
         case "list":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .list(vault: try n.decode(String.self, forKey: "vault"), term: try n.decodeIfPresent(String.self, forKey: "term"), from: try n.decodeIfPresent(Int.self, forKey: "from"))
         case "releaseAll":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
-            self = .releaseAll(vault: try n.decode(String.self, forKey: "vault"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(Bool.self, forKey: "freshMatch") ?? false)
+            self = .releaseAll(vault: try n.decode(String.self, forKey: "vault"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
         case "contains":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .contains(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"))
@@ -131,7 +140,7 @@ extension AgentRequest {
             self = .importItems(vault: try n.decode(String.self, forKey: "vault"), items: try n.decode([Item].self, forKey: "items"), replace: try n.decode(Bool.self, forKey: "replace"), commit: try n.decode(Bool.self, forKey: "commit"))
         case "update":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
-            self = .update(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), change: try n.decode(ItemChange.self, forKey: "change"))
+            self = .update(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), change: try n.decode(ItemChange.self, forKey: "change"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
         case "remove":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .remove(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"))
@@ -166,6 +175,9 @@ extension AgentReply {
         case .overview(let overview):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "overview")
             try n.encode(overview, forKey: "overview")
+        case .freshMatchNonce(let nonce):
+            var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "freshMatchNonce")
+            try n.encode(nonce, forKey: "nonce")
         case .released(let overview):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "released")
             try n.encode(overview, forKey: "overview")
@@ -220,6 +232,9 @@ extension AgentReply {
         case "overview":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .overview(overview: try n.decode(ItemOverview.self, forKey: "overview"))
+        case "freshMatchNonce":
+            let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
+            self = .freshMatchNonce(nonce: try n.decode([UInt8].self, forKey: "nonce"))
         case "released":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .released(overview: try n.decode(ItemOverview.self, forKey: "overview"))

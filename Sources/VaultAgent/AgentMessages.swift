@@ -17,21 +17,26 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     case probe(vault: String)
     /// One item with its secrets withheld.
     case overview(vault: String, name: String)
+    /// A single-use nonce of the session's vault for a fresh match for `purpose` (of the item
+    /// `name`; none for `release-all`): the client has its key authority verify a match over it
+    /// and sends the token back with the request it is for (`freshMatchNonce` reply).
+    case freshMatchNonce(vault: String, name: String?, purpose: FreshMatchPurpose.Kind)
     /// One item with the secrets named in `fields`: the agent writes one audit record per field
-    /// the item has, naming the peer's uid and pid, before it replies. Secrets not named are
-    /// withheld; those named travel as a secrets record in the reply frame's binary tail, never
-    /// in the JSON.
-    case release(vault: String, name: String, fields: [String], command: String, freshMatch: Bool = false)
+    /// the item has, naming the peer's uid, pid and executable, before it replies. Secrets not
+    /// named are withheld; those named travel as a secrets record in the reply frame's binary
+    /// tail, never in the JSON. An item with fingerprint login on needs `freshMatch`, the key
+    /// authority's token over a nonce of this session for releasing it.
+    case release(vault: String, name: String, fields: [String], command: String, freshMatch: FreshMatchToken? = nil)
     /// One secret of an item, in the reply frame's binary tail (never in the JSON): the agent
-    /// writes its audit record first, naming the peer.
-    case releaseSecret(vault: String, name: String, field: String, command: String, freshMatch: Bool = false)
+    /// writes its audit record first, naming the peer; fingerprint login as for `release`.
+    case releaseSecret(vault: String, name: String, field: String, command: String, freshMatch: FreshMatchToken? = nil)
     /// One page of the session's overview index, from position `from` (0 when nil), only the
     /// items `term` matches when given (`OverviewMatcher`). The records travel in the reply's
     /// binary tail; nothing is decrypted to answer.
     case list(vault: String, term: String? = nil, from: Int? = nil)
     /// Every item with its secrets (export): one audit record for the whole release. The items
     /// travel in the reply frame's binary tail, never in the JSON.
-    case releaseAll(vault: String, command: String, freshMatch: Bool = false)
+    case releaseAll(vault: String, command: String, freshMatch: FreshMatchToken? = nil)
     /// Whether an item exists.
     case contains(vault: String, name: String)
     /// Adds an item (or replaces one of that name).
@@ -39,8 +44,9 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     /// Items of an import. Without `commit` they are held for this connection; with it, they and
     /// every item held before are written in one transaction.
     case importItems(vault: String, items: [Item], replace: Bool, commit: Bool)
-    /// Applies field changes to an item inside one write transaction.
-    case update(vault: String, name: String, change: ItemChange)
+    /// Applies field changes to an item inside one write transaction; turning fingerprint login
+    /// off needs `freshMatch`, a token for the switch of this item.
+    case update(vault: String, name: String, change: ItemChange, freshMatch: FreshMatchToken? = nil)
     /// Deletes an item.
     case remove(vault: String, name: String)
     /// The audit log, the last `limit` records (at most `AgentLimits.auditRecords`).
@@ -51,8 +57,8 @@ public enum AgentRequest: Codable, Equatable, Sendable {
         switch self {
         case .unlock, .status: nil
         case .lock(let v): v
-        case .probe(let v), .overview(let v, _), .release(let v, _, _, _, _), .releaseSecret(let v, _, _, _, _), .list(let v, _, _), .releaseAll(let v, _, _),
-             .contains(let v, _), .add(let v, _, _), .importItems(let v, _, _, _), .update(let v, _, _),
+        case .probe(let v), .overview(let v, _), .freshMatchNonce(let v, _, _), .release(let v, _, _, _, _), .releaseSecret(let v, _, _, _, _),
+             .list(let v, _, _), .releaseAll(let v, _, _), .contains(let v, _), .add(let v, _, _), .importItems(let v, _, _, _), .update(let v, _, _, _),
              .remove(let v, _), .audit(let v, _):
             v
         }
@@ -100,6 +106,8 @@ public enum AgentReply: Codable, Equatable, Sendable {
     case status(pid: Int32, sessions: [SessionStatus])
     /// `overview`: never a secret.
     case overview(overview: ItemOverview)
+    /// `freshMatchNonce`: 32 random bytes, single use, valid `FreshMatchBook.lifetime` seconds.
+    case freshMatchNonce(nonce: [UInt8])
     /// `release`: the item's overview; the secrets named in the request are the frame's binary
     /// tail, as a secrets record (docs/format.md, "Records").
     case released(overview: ItemOverview)
@@ -194,28 +202,49 @@ extension AgentRequest {
             if let from, from < 0 { throw VaultError.usage("a listing cannot start before 0") }
         case .overview(_, let name), .contains(_, let name), .remove(_, let name):
             try Self.check(name, "name", limit: AgentLimits.name)
-        case .release(_, let name, let fields, let command, _):
+        case .freshMatchNonce(_, let name, let purpose):
+            if let name { try Self.check(name, "name", limit: AgentLimits.name) }
+            guard (name == nil) == (purpose == .releaseAll) else {
+                throw VaultError.usage(purpose == .releaseAll ? "a fresh match for the whole vault names no item" : "a fresh match for '\(purpose.rawValue)' names its item")
+            }
+        case .release(_, let name, let fields, let command, let token):
             try Self.check(name, "name", limit: AgentLimits.name)
             guard (1...AgentLimits.fields).contains(fields.count) else {
                 throw VaultError.usage("a release names 1 to \(AgentLimits.fields) fields")
             }
             for f in fields { try Self.check(f, "field", limit: AgentLimits.fieldName) }
             try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
-        case .releaseAll(_, let command, _):
+            try Self.check(token)
+        case .releaseAll(_, let command, let token):
             try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
-        case .releaseSecret(_, let name, let field, let command, _):
+            try Self.check(token)
+        case .releaseSecret(_, let name, let field, let command, let token):
             try Self.check(name, "name", limit: AgentLimits.name)
             try Self.check(field, "field", limit: AgentLimits.fieldName)
             try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
+            try Self.check(token)
         case .add(_, let item, _):
             try Self.check(item.name, "item name", limit: AgentLimits.name)
         case .importItems(_, let items, _, _):
             for i in items { try Self.check(i.name, "item name", limit: AgentLimits.name) }
-        case .update(_, let name, let change):
+        case .update(_, let name, let change, let token):
             try Self.check(name, "name", limit: AgentLimits.name)
             if let r = change.rename { try Self.check(r, "new name", limit: AgentLimits.name) }
+            try Self.check(token)
         case .audit(_, let limit):
             if let limit, limit < 0 { throw VaultError.usage("the audit limit cannot be negative") }
+        }
+    }
+
+    /// A token's shape (what it proves is the vault's to check): a vault id of 1 to 64 bytes, a
+    /// 32-byte nonce, 1 to `FreshMatchToken.maximumMACs` MACs of 32 bytes, an age within the
+    /// reuse window.
+    static func check(_ token: FreshMatchToken?) throws {
+        guard let token else { return }
+        guard (1...64).contains(token.vaultID.count), token.nonce.count == 32,
+              (1...FreshMatchToken.maximumMACs).contains(token.macs.count), token.macs.allSatisfy({ $0.count == 32 }),
+              token.reusedAge.map({ (0...FreshMatchToken.maximumReuse).contains($0) }) ?? true else {
+            throw VaultError.usage("a fresh-match token has a vault id, a 32-byte nonce, 1 to \(FreshMatchToken.maximumMACs) MACs of 32 bytes and an age of 0 to \(FreshMatchToken.maximumReuse) s")
         }
     }
 

@@ -255,6 +255,10 @@ public final class AgentRequestHandler: @unchecked Sendable {
             return try withSession(vault) { _ in .sessionOpen }
         case .overview(let vault, let name):
             return try withSession(vault) { .overview(overview: try $0.vault.overview(named: name)) }
+        case .freshMatchNonce(let vault, let name, let purpose):
+            // The nonce is the session's vault's own: only a token over it, made by a key
+            // authority under the vault's proof key, releases what it was asked for.
+            return try withSession(vault) { .freshMatchNonce(nonce: try $0.vault.freshMatchNonce(for: try FreshMatchPurpose(kind: purpose, item: name))) }
         case .list, .releaseSecret, .release, .releaseAll:
             throw VaultError.failure("answered with a binary tail")
         case .contains(let vault, let name):
@@ -267,10 +271,10 @@ public final class AgentRequestHandler: @unchecked Sendable {
             }
         case .importItems(let vault, let items, let replace, let commit):
             return try withSession(vault) { s in try stage(items, vault: vault, replace: replace, commit: commit, in: s, &staging) }
-        case .update(let vault, let name, let change):
+        case .update(let vault, let name, let change, let freshMatch):
             return try withSession(vault) { s in
                 defer { s.wrote([name] + (change.rename.map { [$0] } ?? [])) }
-                try s.vault.update(name, change)
+                try s.vault.update(name, change, freshMatch: freshMatch)
                 return .done
             }
         case .remove(let vault, let name):
@@ -310,6 +314,9 @@ public final class AgentRequestHandler: @unchecked Sendable {
         let store = try VaultStore.open(location)
         // adopt checks the key against the vault's key-check value: an arbitrary key is refused.
         let vault = try store.adopt(masterKey: try SecretBytes(copying: key), generation: generation)
+        // The session's fresh-match nonces age on the agent's clock (which keeps running through
+        // a suspend, and which tests move).
+        vault.freshMatches.clock = clock
         let now = clock()
         sessions[location.databasePath] = Session(
             location: location, vault: vault, slotSequence: try store.slotSequence(),

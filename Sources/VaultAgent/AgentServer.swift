@@ -183,7 +183,8 @@ public final class AgentServer: @unchecked Sendable {
         guard peer.uid == handler.uid else {
             return refuse(connection, .failure("refused: the agent serves only uid \(handler.uid)"))
         }
-        let requester = Requester(uid: peer.uid, pid: peer.pid)
+        // The executable is read once, now: the peer is connected, so its pid is still its own.
+        let requester = Requester.peer(uid: peer.uid, pid: peer.pid)
         let decoder = FrameDecoder(limit: AgentLimits.requestFrame)
         var staging = ImportStaging()
         defer { handler.discard(&staging) }

@@ -59,7 +59,7 @@ public final class SessionAccess: VaultAccess {
 
     /// One item's overview with the secrets named in `fields`, from the reply frame's binary
     /// tail straight into guarded memory (the agent writes the audit records first).
-    public func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> ReleasedItem {
+    public func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> ReleasedItem {
         var (reply, tail) = try exchange(.release(vault: vault, name: name, fields: fields, command: command, freshMatch: freshMatch))
         defer { wipe(&tail) }
         guard case .released(let overview) = reply else { throw AgentClient.unexpected }
@@ -68,7 +68,7 @@ public final class SessionAccess: VaultAccess {
 
     /// One secret, from the reply frame's binary tail straight into guarded memory (the agent
     /// writes the audit record first).
-    public func releaseSecret(named name: String, field: String, command: String, freshMatch: Bool) throws -> SecretBytes {
+    public func releaseSecret(named name: String, field: String, command: String, freshMatch: FreshMatchToken?) throws -> SecretBytes {
         var (reply, tail) = try exchange(.releaseSecret(vault: vault, name: name, field: field, command: command, freshMatch: freshMatch))
         defer { wipe(&tail) }
         guard case .releasedSecret = reply else { throw AgentClient.unexpected }
@@ -104,7 +104,7 @@ public final class SessionAccess: VaultAccess {
     /// Every item with its secrets, streamed from the agent's one reply, whose tail is copied
     /// into guarded memory at once and each item's secrets lent from there; the agent writes
     /// one audit record for all.
-    public func releaseEachSecrets(command: String, freshMatch: Bool, _ body: (ReleasedEntry) throws -> Void) throws {
+    public func releaseEachSecrets(command: String, freshMatch: FreshMatchToken?, _ body: (ReleasedEntry) throws -> Void) throws {
         var (reply, tail) = try exchange(.releaseAll(vault: vault, command: command, freshMatch: freshMatch))
         defer { wipe(&tail) }
         guard case .releasedAll(let damaged) = reply else { throw AgentClient.unexpected }
@@ -162,9 +162,18 @@ public final class SessionAccess: VaultAccess {
         }
     }
 
-    /// Applies field changes inside the agent's write transaction (the item is never sent whole).
-    public func update(_ name: String, _ change: ItemChange) throws {
-        guard case .done = try call(.update(vault: vault, name: name, change: change)) else { throw AgentClient.unexpected }
+    /// A nonce of the session's vault for a fresh match for `purpose` (the agent checks the token
+    /// made over it: the client's word that it matched a finger counts for nothing).
+    public func freshMatchNonce(for purpose: FreshMatchPurpose) throws -> [UInt8] {
+        guard case .freshMatchNonce(let nonce) = try call(.freshMatchNonce(vault: vault, name: purpose.item, purpose: purpose.kind)),
+              nonce.count == 32 else { throw AgentClient.unexpected }
+        return nonce
+    }
+
+    /// Applies field changes inside the agent's write transaction (the item is never sent whole);
+    /// turning fingerprint login off sends the token of a fresh match.
+    public func update(_ name: String, _ change: ItemChange, freshMatch: FreshMatchToken?) throws {
+        guard case .done = try call(.update(vault: vault, name: name, change: change, freshMatch: freshMatch)) else { throw AgentClient.unexpected }
     }
 
     /// Deletes an item.

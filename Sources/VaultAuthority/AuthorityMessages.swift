@@ -19,8 +19,9 @@ public enum AuthorityRequest: Codable, Equatable, Sendable {
     /// A live match for `slot`'s binding, then its key and the next one (`key`, tail: the KEK,
     /// then the next KEK when `key` names one). Streams events.
     case unlock(slot: SlotReference, rules: PasscodeRules, prompt: String, scanTimeout: Double)
-    /// A live match for `slot`'s binding (or one at most `reuse` seconds old), no key (`verified`).
-    case verify(slot: SlotReference, reuse: Int, prompt: String, scanTimeout: Double)
+    /// A live match for `slot`'s binding (or one at most `reuse` seconds old), no key: the token
+    /// over the vault's 32-byte `nonce` (`verified`).
+    case verify(slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, scanTimeout: Double)
     /// Records a passcode unlock with a proof (`recorded`).
     case recordPasscodeUnlock(proof: AuthorityProof)
     /// Counts a passcode attempt before it is tried (`passcodeWait`).
@@ -123,8 +124,9 @@ public enum AuthorityReply: Codable, Equatable, Sendable {
     /// `unlock`: the tail is the slot's 32-byte key, then (when `next` is given) the 32-byte key
     /// the slot is re-sealed with under the parameters `next`.
     case key(next: FingerprintBinding?)
-    /// `verify`: the age in seconds of the match reused, nil after a scan.
-    case verified(reusedAge: Int64?)
+    /// `verify`: the token of the match (its `reusedAge` nil after a scan), MAC'd under the
+    /// proof keys registered for the vault.
+    case verified(token: FreshMatchToken)
     /// `recordPasscodeUnlock`: what was recorded.
     case recorded(record: PasscodeRecord)
     /// `beginPasscodeAttempt`: seconds to wait before the attempt.
@@ -234,8 +236,9 @@ extension AuthorityRequest {
             try Self.check(slot)
             try Self.check(rules)
             try Self.check(prompt, "prompt", allowEmpty: true)
-        case .verify(let slot, let reuse, let prompt, _):
+        case .verify(let slot, let nonce, let reuse, let prompt, _):
             try Self.check(slot)
+            guard nonce.count == 32 else { throw .usage("malformed request: a fresh match is verified over a 32-byte nonce") }
             guard reuse >= 0 else { throw .usage("malformed request: a negative reuse window") }
             try Self.check(prompt, "prompt", allowEmpty: true)
         case .recordPasscodeUnlock(let proof):

@@ -160,10 +160,10 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
                 let grant = try authority.unlock(slot, rules: rules, prompt: prompt, events: { session.notify(.event(event: $0)) })
                 guard let next = grant.next else { return AuthorityResponse(.key(next: nil), tail: grant.kek.exposedBytes()) }
                 return AuthorityResponse(.key(next: next.binding), tail: grant.kek.exposedBytes() + next.kek.exposedBytes())
-            case .verify(let slot, let reuse, let prompt, let timeout):
+            case .verify(let slot, let nonce, let reuse, let prompt, let timeout):
                 session.scanTimeout = timeout
-                let age = try authority.verify(slot, reuse: reuse, prompt: prompt, events: { session.notify(.event(event: $0)) })
-                return AuthorityResponse(.verified(reusedAge: age))
+                let token = try authority.verify(slot, nonce: nonce, reuse: reuse, prompt: prompt, events: { session.notify(.event(event: $0)) })
+                return AuthorityResponse(.verified(token: token))
             case .recordPasscodeUnlock(let proof):
                 return AuthorityResponse(.recorded(record: try authority.recordPasscodeUnlock(proof)))
             case .beginPasscodeAttempt(let vaultID):

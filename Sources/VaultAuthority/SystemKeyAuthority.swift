@@ -284,11 +284,11 @@ public final class SystemKeyAuthority: KeyAuthority {
         return UnlockGrant(kek: kek, next: NextSlotKey(kek: try SecretBytes(copying: Array(response.tail[n..<2 * n])), binding: next))
     }
 
-    /// The daemon's live match for `slot`'s binding (or a recent one), no key.
-    @discardableResult
-    public func verify(_ slot: SlotReference, reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> Int64? {
-        try answer(try exchange(.verify(slot: slot, reuse: reuse, prompt: prompt, scanTimeout: scanTimeout), events: events)) {
-            if case .verified(let age) = $0 { .some(age) } else { nil }
+    /// The daemon's live match for `slot`'s binding (or a recent one), no key: its token over
+    /// `nonce`, MAC'd under the proof keys only the daemon holds.
+    public func verify(_ slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> FreshMatchToken {
+        try answer(try exchange(.verify(slot: slot, nonce: nonce, reuse: reuse, prompt: prompt, scanTimeout: scanTimeout), events: events)) {
+            if case .verified(let token) = $0 { token } else { nil }
         }
     }
 

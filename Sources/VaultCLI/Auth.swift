@@ -199,16 +199,27 @@ enum Auth {
         return vault
     }
 
-    /// The fresh match fingerprint login demands (`vault login`, the switch): a live scan even in
-    /// an unlock session, unless this very command just matched a finger.
-    static func requireFreshMatch(_ access: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext, reuse: Int = 0, prompt: String) throws {
+    /// The fresh match fingerprint login demands (`vault login`, a release, the switch): a nonce
+    /// of `access` for `purpose` (this process's vault, or the agent's), then the key authority's
+    /// live scan over it, even in an unlock session; the token goes back with the request and the
+    /// vault checks it. A match this command already made (the finger that unlocked, or an
+    /// earlier item of `vault run`) is reused from the authority's own record, not rescanned.
+    static func requireFreshMatch(_ access: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext, purpose: FreshMatchPurpose,
+                                  reuse: Int = 0, prompt: String) throws -> FreshMatchToken {
         let store = try VaultStore.open(try location(inv, ctx))
         // No passcode is offered at this prompt: it could not stand in for the touch.
         let offered = ctx.scanOffersPasscode
         ctx.scanOffersPasscode = false
         defer { ctx.scanOffersPasscode = offered }
         let auth = try context(store, inv, ctx)
-        try quietTerminal(ctx) { try auth.requireFreshMatch(store, unlocked: access as? UnlockedVault, reuse: reuse, prompt: prompt) }
+        let nonce = try access.freshMatchNonce(for: purpose)
+        let key = store.location.databasePath
+        let token = try quietTerminal(ctx) {
+            try auth.requireFreshMatch(store, nonce: nonce, unlocked: access as? UnlockedVault, matchedAt: ctx.freshMatchTimes[key],
+                                       reuse: reuse, prompt: prompt)
+        }
+        ctx.freshMatchTimes[key] = ctx.clock() - (token.reusedAge ?? 0)
+        return token
     }
 
     /// `--fingerprint-login on|off`: the value, checked before anything is unlocked.

@@ -157,6 +157,10 @@ public final class CommandContext {
     public let clock: @Sendable () -> Int64
     /// Whether Ctrl-C was pressed (a prompt or scan in progress then ends as "cancelled").
     public let interrupted: @Sendable () -> Bool
+    /// When this command last had a fingerprint match verified, per vault (database path): a
+    /// later fresh match of the same command asks the authority to reuse it (`vault run` with
+    /// several fingerprint-login items touches once). The authority answers from its own record.
+    var freshMatchTimes: [String: Int64] = [:]
 
     /// A context over the given streams.
     public init(stdout: any TextSink, stderr: any TextSink, environment: [String: String],

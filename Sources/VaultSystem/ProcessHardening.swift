@@ -78,6 +78,19 @@ public enum ProcessIdentity {
         }
     }
 
+    /// The executable process `pid` runs, as the kernel links it (`readlink` of
+    /// `/proc/PID/exe`; " (deleted)" ends it when the file was removed since). The kernel allows
+    /// it for a process that may ptrace-read the other: the same uid, unless the other made
+    /// itself not dumpable (then only root).
+    /// - Throws: ``SystemError`` for `readlink` (`EACCES`, `ENOENT` for a process gone).
+    public static func executable(of pid: Int32) throws(SystemError) -> String {
+        let path = "/proc/\(pid)/exe"
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = try syscall("readlink", path: path) { readlink(path, &buffer, buffer.count) }
+        guard n < buffer.count else { throw SystemError(call: "readlink", path: path, code: ENAMETOOLONG) }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`, a UUID that changes on every boot).
     /// - Throws: ``SystemError`` for `open`/`read`; `EPROTO` when the file is empty.
     public static func bootID() throws(SystemError) -> String {

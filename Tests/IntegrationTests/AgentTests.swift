@@ -47,6 +47,17 @@ import Testing
         let records = json(r.stdout)["records"] as? [[String: Any]] ?? []
         #expect(records.filter { $0["item"] as? String == "db" && $0["command"] as? String == "get" }.count == 40)
         #expect(records.allSatisfy { $0["uid"] as? Int == Int(getuid()) })
+        // Beside the label the client sent, the executable the agent read from /proc/PID/exe: vault
+        // itself. vault makes itself not dumpable, and the kernel shows that link to root only.
+        let gets = records.filter { $0["command"] as? String == "get" }
+        let real = URL(fileURLWithPath: vaultBinary).resolvingSymlinksInPath().path
+        if getuid() == 0 {
+            #expect(gets.allSatisfy { $0["executable"] as? String == real }, "\(gets.first ?? [:]) vs \(real)")
+        } else {
+            #expect(gets.allSatisfy { $0["executable"] is NSNull })
+        }
+        r = box.vault(["log", "--no-input", "--limit", "1"])
+        #expect(r.stdout.hasSuffix("  \(getuid() == 0 ? real : "-")\n"), "\(r.stdout)")
 
         r = box.vault(["lock"])
         #expect(r.status == 0)
@@ -131,13 +142,13 @@ import Testing
         return out
     }
 
-    /// The JSON of every version 4 frame in `bytes` (length, version 4, JSON length, JSON, tail).
+    /// The JSON of every version 5 frame in `bytes` (length, version 5, JSON length, JSON, tail).
     func replyJSON(_ bytes: [UInt8]) -> [String] {
         var out: [String] = [], i = 0
         func u32(_ at: Int) -> Int { Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3]) }
         while i + 9 <= bytes.count {
             let length = u32(i), jsonLength = u32(i + 5)
-            guard bytes[i + 4] == 4, jsonLength <= length - 5, i + 4 + length <= bytes.count else { break }
+            guard bytes[i + 4] == 5, jsonLength <= length - 5, i + 4 + length <= bytes.count else { break }
             out.append(String(decoding: bytes[(i + 9)..<(i + 9 + jsonLength)], as: UTF8.self))
             i += 4 + length
         }
@@ -149,8 +160,10 @@ import Testing
         defer { stopAgent() }
         let json = Array(#"{"status":{}}"#.utf8)
         for garbage: [UInt8] in [[0xff, 0xff, 0xff, 0xff, 1, 2, 3], [0, 0, 0, 8, 0, 0, 0, 4] + Array("nope".utf8), [0, 0, 0, 1, 9],
-                                 [0, 0, 0, 9, 4, 0, 0, 0, 4] + Array("nope".utf8),
-                                 [0, 0, 0, UInt8(5 + json.count), 4, 0, 0, 0, UInt8(json.count)] + Array(#"{"status":[]}"#.utf8)] {
+                                 [0, 0, 0, 9, 5, 0, 0, 0, 4] + Array("nope".utf8),
+                                 // The version before (4), whose releases carried a bare "freshMatch": true.
+                                 [0, 0, 0, UInt8(5 + json.count), 4, 0, 0, 0, UInt8(json.count)] + json,
+                                 [0, 0, 0, UInt8(5 + json.count), 5, 0, 0, 0, UInt8(json.count)] + Array(#"{"status":[]}"#.utf8)] {
             let fd = try #require(rawConnect())
             _ = garbage.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, 0) }
             let reply = readAll(fd)   // one refusal, then the connection is closed
@@ -161,7 +174,7 @@ import Testing
         }
         // A well-formed frame on the same kind of connection is answered.
         let ok = try #require(rawConnect())
-        let frame: [UInt8] = [0, 0, 0, UInt8(5 + json.count), 4, 0, 0, 0, UInt8(json.count)] + json
+        let frame: [UInt8] = [0, 0, 0, UInt8(5 + json.count), 5, 0, 0, 0, UInt8(json.count)] + json
         _ = frame.withUnsafeBytes { send(ok, $0.baseAddress!, $0.count, 0) }
         shutdown(ok, Int32(SHUT_WR))
         #expect(replyJSON(readAll(ok)).first?.contains(#""status""#) == true)

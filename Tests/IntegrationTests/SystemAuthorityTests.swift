@@ -173,4 +173,85 @@ struct SystemAuthorityTests {
         r = vault(["ls", "--no-input"], steps: [.device("SCAN alice")])
         #expect(r.status == 0, "\(r.stderr)")
     }
+
+    /// The issue's attack under the system authority: an ordinary user's unlock session (its agent
+    /// runs as that user), an item with fingerprint login on, and a raw client of the same user.
+    /// Only a token vault-authd made after a touch releases the item; the audit record names the
+    /// raw client's executable (python, dumpable) and none for vault's own commands (not dumpable,
+    /// and the agent is not root).
+    @Test func inASessionOnlyTheDaemonsTokenReleasesAFingerprintLoginItemAndTheLogNamesTheClient() throws {
+        defer { stop() }
+        let pc = "system authority pass"
+        var r = vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: pc,
+                      steps: Array(repeating: .device("SCAN alice"), count: 5))
+        #expect(r.status == 0, "init: \(r.stderr)")
+        for name in ["gh", "plain"] {
+            r = vault(["add", name, "--generate"], passcode: pc)
+            #expect(r.status == 0, "add: \(r.stderr)")
+        }
+        r = vault(["edit", "gh", "--fingerprint-login", "on"], passcode: pc, steps: [.device("SCAN alice")])
+        #expect(r.status == 0, "edit: \(r.stderr)")
+        r = vault(["unlock", "--timeout", "120"], passcode: pc)
+        #expect(r.status == 0, "unlock: \(r.stderr)")
+        let agent = (json(vault(["status", "--json"]).stdout)["session"] as? [String: Any])?["agent_pid"] as? Int
+        defer {
+            _ = vault(["lock", "--all"])
+            if let agent { kill(pid_t(agent), SIGTERM) }
+        }
+
+        let uid = Self.sh("id -u \(Self.person)").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let script = "/tmp/vault-it-raw-" + UUID().uuidString.prefix(8) + ".py"
+        defer { try? FileManager.default.removeItem(atPath: script) }
+        _ = FileManager.default.createFile(atPath: script, contents: Data("""
+            import json, socket, struct, sys, os
+            path, db = sys.argv[1], sys.argv[2]
+            def ask(message):
+                s = socket.socket(socket.AF_UNIX); s.connect(path)
+                body = json.dumps(message).encode()
+                s.sendall(struct.pack('>IBI', 5 + len(body), 5, len(body)) + body)
+                head = b''
+                while len(head) < 4: head += s.recv(4 - len(head))
+                n = struct.unpack('>I', head)[0]; rest = b''
+                while len(rest) < n: rest += s.recv(n - len(rest))
+                j = struct.unpack('>I', rest[1:5])[0]
+                return json.loads(rest[5:5 + j]), len(rest) - 5 - j
+            out = {}
+            out['flag'] = ask({'releaseSecret': {'vault': db, 'name': 'gh', 'field': 'password', 'command': 'get', 'freshMatch': True}})
+            nonce = ask({'freshMatchNonce': {'vault': db, 'name': 'gh', 'purpose': 'release'}})[0]['freshMatchNonce']['nonce']
+            forged = {'vaultID': [0] * 16, 'nonce': nonce, 'macs': [[0] * 32]}
+            out['forged'] = ask({'releaseSecret': {'vault': db, 'name': 'gh', 'field': 'password', 'command': 'get', 'freshMatch': forged}})
+            off = {'clear': [], 'setFields': [], 'removeFields': [], 'fingerprintLogin': False}
+            out['off'] = ask({'update': {'vault': db, 'name': 'gh', 'change': off}})
+            out['plain'] = ask({'releaseSecret': {'vault': db, 'name': 'plain', 'field': 'password', 'command': 'label-of-my-choice'}})
+            print(json.dumps(out))
+            """.utf8), attributes: [.posixPermissions: 0o644])
+        let db = home + "/.local/share/vault/default/vault.db"
+        let raw = Self.sh("setpriv --reuid=\(Self.person) --regid=\(Self.person) --init-groups env -i HOME=\(home) PATH=/usr/bin:/bin /usr/bin/python3 \(script) /tmp/vault-\(uid)/agent.sock \(db)")
+        #expect(raw.status == 0, "\(raw.stderr)")
+        let answers = json(raw.stdout)
+        func reply(_ key: String) -> String {
+            guard let pair = answers[key] as? [Any], let body = pair.first, let data = try? JSONSerialization.data(withJSONObject: body) else { return "" }
+            return String(decoding: data, as: UTF8.self)
+        }
+        func tail(_ key: String) -> Int { (answers[key] as? [Any])?.last as? Int ?? -1 }
+        #expect(reply("flag").contains("failed") && reply("flag").contains("usage") && tail("flag") == 0, "\(reply("flag"))")
+        #expect(reply("forged").contains("freshMatchNeeded") && tail("forged") == 0, "\(reply("forged"))")
+        #expect(reply("off").contains("freshMatchNeeded"), "\(reply("off"))")
+        #expect(reply("plain").contains("releasedSecret") && tail("plain") > 0, "\(reply("plain"))")
+        r = vault(["get", "gh", "--no-input"])
+        #expect(r.stdout.contains("fingerprint login: on"), "the raw update left the switch on: \(r.stdout)")
+
+        // vault itself, with a touch on the daemon's reader: the token is the daemon's.
+        r = vault(["get", "gh", "--field", "password", "--no-input"], steps: [.device("SCAN alice")])
+        #expect(r.status == 0 && !r.stdout.isEmpty, "\(r.stderr)")
+        r = vault(["get", "gh", "--field", "password", "--no-input", "--scan-timeout", "1"])
+        #expect(r.status == 18, "a second release needs a second touch: \(r.stderr)")
+
+        let records = json(vault(["log", "--json", "--no-input"]).stdout)["records"] as? [[String: Any]] ?? []
+        let python = URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path
+        let mine = records.filter { $0["command"] as? String == "label-of-my-choice" }
+        #expect(mine.count == 1 && mine.first?["executable"] as? String == python, "\(mine)")
+        let vaults = records.filter { $0["item"] as? String == "gh" }
+        #expect(vaults.count == 1 && vaults.first?["executable"] is NSNull, "a non-root agent cannot read vault's own link: \(vaults)")
+    }
 }

@@ -167,13 +167,17 @@ enum AgentFuzzTarget: String, CaseIterable {
             if case .unlock = request, tail.isEmpty { key = fixture.key } else { key = tail }
             let releases: Bool
             switch request {
-            case .release, .releaseAll, .releaseSecret: releases = true
+            case .release, .releaseAll, .releaseSecret, .update: releases = true
             default: releases = false
             }
             let audited = releases ? fixture.auditRecords() : 0
+            // The input cannot make a key authority's token (it never holds the proof key): an
+            // item with fingerprint login on must come out of no release, nor be switched off.
+            let guarded = releases ? fixture.fingerprintLoginItems() : []
             let (reply, replyTail) = handler.respond(request, key: key, from: fixture.peer, staging: &staging)
             try checkRoundTrip(reply, .handler)
             try checkSecrets(request, reply, tail: replyTail, audited: audited, fixture)
+            try checkFingerprintLogin(request, reply, tail: replyTail, guarded: guarded, fixture)
         }
         handler.discard(&staging)
         if let problem = fixture.damage() { throw Self.handler.finding(problem) }
@@ -225,6 +229,34 @@ extension AgentFuzzTarget {
             if hasSecret(o.item) { throw Self.handler.finding("an overview carries a secret") }
         case (_, .released), (_, .releasedAll):
             throw Self.handler.finding("secrets came back for a request that releases none")
+        default:
+            break
+        }
+    }
+}
+
+extension AgentFuzzTarget {
+    /// No release of an item that had fingerprint login on, and no update that switched it off,
+    /// succeeds without a valid token (which an input cannot make).
+    fileprivate static func checkFingerprintLogin(_ request: AgentRequest, _ reply: AgentReply, tail: [UInt8], guarded: Set<String>,
+                                                  _ fixture: HandlerFixture) throws(AgentFuzzFinding) {
+        guard !guarded.isEmpty else { return }
+        switch (request, reply) {
+        case (.release(_, _, let fields, _, _), .released(let overview)):
+            if guarded.contains(overview.item.name), overview.item.releaseNeedsFreshMatch(fields) {
+                throw Self.handler.finding("a fingerprint-login item was released without a token")
+            }
+        case (.releaseSecret(_, let name, _, _, _), .releasedSecret):
+            if let n = try? Item.normalize(name: name), guarded.contains(n) {
+                throw Self.handler.finding("a fingerprint-login item's secret was released without a token")
+            }
+        case (.releaseAll, .releasedAll):
+            throw Self.handler.finding("a vault with a fingerprint-login item was exported without a token")
+        case (.update, .done):
+            // One item changed; renamed with its switch kept, it still counts.
+            if fixture.fingerprintLoginItems().count < guarded.count {
+                throw Self.handler.finding("fingerprint login was switched off without a token")
+            }
         default:
             break
         }
@@ -305,6 +337,16 @@ final class HandlerFixture: @unchecked Sendable {
                 .replacingOccurrences(of: "$NAME", with: location.name)
         }
         return (Array(json.utf8), cut == line.endIndex ? [] : Array(line[(cut + 1)...]))
+    }
+
+    /// The names of the items with fingerprint login on (empty when the vault cannot be read).
+    func fingerprintLoginItems() -> Set<String> {
+        guard let store = try? VaultStore.open(location),
+              let vault = try? store.adopt(masterKey: try SecretBytes(copying: key), generation: generation),
+              let entries = try? vault.allItems() else { return [] }
+        var names = Set<String>()
+        for case .item(let i) in entries where i.fingerprintLogin { names.insert(i.name) }
+        return names
     }
 
     /// How many audit records the vault holds (-1 when they cannot be read).

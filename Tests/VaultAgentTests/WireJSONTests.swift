@@ -22,24 +22,36 @@ import VaultKit
         return c
     }()
 
+    static let token = FreshMatchToken(vaultID: Array(repeating: 7, count: 16), nonce: Array(repeating: 1, count: 32), reusedAge: 12,
+                                       macs: [Array(repeating: 2, count: 32), Array(repeating: 3, count: 32)])
+
     static let requests: [AgentRequest] = [
         .unlock(root: "/r", name: "n", generation: -3, idleSeconds: 120.5, hardLimitSeconds: 43200),
         .lock(vault: nil), .lock(vault: "/v"), .status, .probe(vault: "/v"), .overview(vault: "/v", name: "x"),
-        .release(vault: "/v", name: "x", fields: ["password", "notes"], command: "get", freshMatch: true),
-        .releaseSecret(vault: "/v", name: "x", field: "password", command: "get", freshMatch: false),
+        .freshMatchNonce(vault: "/v", name: "x", purpose: .release), .freshMatchNonce(vault: "/v", name: nil, purpose: .releaseAll),
+        .freshMatchNonce(vault: "/v", name: "x", purpose: .fingerprintLoginSwitch),
+        .release(vault: "/v", name: "x", fields: ["password", "notes"], command: "get", freshMatch: token),
+        .releaseSecret(vault: "/v", name: "x", field: "password", command: "get", freshMatch: nil),
+        .releaseSecret(vault: "/v", name: "x", field: "password", command: "get",
+                       freshMatch: FreshMatchToken(vaultID: [1], nonce: Array(repeating: 4, count: 32), reusedAge: nil, macs: [])),
+        .releaseAll(vault: "/v", command: "export", freshMatch: token),
         .list(vault: "/v", term: nil, from: nil), .list(vault: "/v", term: "é", from: 1 << 40), .releaseAll(vault: "/v", command: "export"),
         .contains(vault: "/v", name: "x"), .add(vault: "/v", item: item, replace: true),
         .importItems(vault: "/v", items: [item, Item(name: "b", now: 1)], replace: false, commit: true),
-        .update(vault: "/v", name: "x", change: change), .remove(vault: "/v", name: "x"),
+        .update(vault: "/v", name: "x", change: change), .update(vault: "/v", name: "x", change: change, freshMatch: token),
+        .remove(vault: "/v", name: "x"),
         .audit(vault: "/v", limit: nil), .audit(vault: "/v", limit: 10),
     ]
 
     static let replies: [AgentReply] = [
         .sessionOpen, .noSession, .locked(count: 2), .status(pid: 42, sessions: []), .overview(overview: ItemOverview(item)),
+        .freshMatchNonce(nonce: Array(repeating: 9, count: 32)),
         .released(overview: ItemOverview(item)), .releasedSecret, .listingPage(next: nil, damaged: ["ab"], version: Int64.max),
         .releasedAll(damaged: []), .contains(exists: false), .done, .imported(count: 3, committed: true),
         .failed(error: .usage("bad", hint: "a hint")), .failed(error: .itemNotFound("x")),
-        .audit(records: [AuditRecord(item: "x", field: "password", command: "get", uid: 1000, pid: 42)], damaged: 1),
+        .audit(records: [AuditRecord(item: "x", field: "password", command: "get", uid: 1000, pid: 42),
+                         AuditRecord(item: "x", field: "password", command: "get", uid: 1000, pid: 43, executable: "/usr/bin/vault (deleted)")],
+               damaged: 1),
         .status(pid: 7, sessions: [SessionStatus(vault: "/v", name: "n", idleLeft: 3, hardLeft: 9)]),
     ]
 

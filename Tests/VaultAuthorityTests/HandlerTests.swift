@@ -31,6 +31,38 @@ private let bob: UInt32 = 1002
         }
     }
 
+    /// `verify` answers with the token of its own match over the vault's nonce: one MAC per proof
+    /// key registered for the vault (two after a re-bind under a new key), none for another user.
+    @Test func verifyReturnsATokenUnderTheRegisteredProofKeys() throws {
+        let f = try HandlerFixture(script: [.match])
+        let vault = FakeVault()
+        _ = try f.enrolAndBind(vault, as: alice)
+        let nonce = randomBytes(32)
+        let r = f.send(.verify(slot: vault.reference, nonce: nonce, reuse: 0, prompt: "touch", scanTimeout: 5), as: alice)
+        guard case .verified(let token) = r.reply else { Issue.record("\(r.reply)"); return }
+        #expect(token.vaultID == vault.id && token.nonce == nonce && token.reusedAge == nil)
+        #expect(try FreshMatchMAC.check(token, key: try SecretBytes(copying: vault.proofKey)))
+        #expect(try !FreshMatchMAC.check(token, key: try SecretBytes.random(count: 32)))
+        // Reused within the window: no scan, the age under the MAC.
+        let scans = f.readers.scans
+        let again = f.send(.verify(slot: vault.reference, nonce: randomBytes(32), reuse: 60, prompt: "touch", scanTimeout: 5), as: alice)
+        guard case .verified(let reused) = again.reply else { Issue.record("\(again.reply)"); return }
+        #expect(f.readers.scans == scans && reused.reusedAge == 0)
+        #expect(try FreshMatchMAC.check(reused, key: try SecretBytes(copying: vault.proofKey)))
+        // A second binding under another key (a rotation, proven by the old key): a MAC under
+        // each until the new key proves itself.
+        let rotated = vault.withNewProofKey().at(slot: 4)
+        _ = try f.bind(rotated, as: alice, provenBy: vault)
+        let both = f.send(.verify(slot: rotated.reference, nonce: randomBytes(32), reuse: 0, prompt: "touch", scanTimeout: 5), as: alice)
+        guard case .verified(let two) = both.reply else { Issue.record("\(both.reply)"); return }
+        #expect(two.macs.count == 2)
+        #expect(try FreshMatchMAC.check(two, key: try SecretBytes(copying: vault.proofKey)) && FreshMatchMAC.check(two, key: try SecretBytes(copying: rotated.proofKey)))
+        // No match, no token; a nonce of another length is refused before any scan.
+        f.readers.set([.noMatch])
+        #expect(f.send(.verify(slot: vault.reference, nonce: randomBytes(32), reuse: 0, prompt: "touch", scanTimeout: 5), as: alice).reply == .retryLimitExceeded)
+        #expect(f.send(.verify(slot: vault.reference, nonce: randomBytes(16), reuse: 0, prompt: "touch", scanTimeout: 5), as: alice).exitCode == 2)
+    }
+
     @Test func threeNonMatchesAreTheRetryLimitAndFiveLockOut() throws {
         let f = try HandlerFixture(script: [.match])
         let vault = FakeVault()

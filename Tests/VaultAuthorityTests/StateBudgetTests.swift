@@ -17,7 +17,7 @@ private let subordinate: UInt32 = 3_000_000_000
         return [
             .fingers, .reader(prefer: nil), .challenge,
             .unlock(slot: vault.reference, rules: PasscodeRules(), prompt: "p", scanTimeout: 5),
-            .verify(slot: vault.reference, reuse: 60, prompt: "p", scanTimeout: 5),
+            .verify(slot: vault.reference, nonce: randomBytes(32), reuse: 60, prompt: "p", scanTimeout: 5),
             .recordPasscodeUnlock(proof: proof), .beginPasscodeAttempt(vaultID: vault.id), .recordPasscodeFailure(vaultID: vault.id),
             .unenroll(finger: "right-index", proof: try vault.proof(.unenroll, challenge: randomBytes(32)), label: nil),
             .resetPrints(proof: nil), .status(slot: vault.reference, sensor: nil, rules: PasscodeRules(afterReboot: true, intervalHours: 48)),
@@ -46,7 +46,7 @@ private let subordinate: UInt32 = 3_000_000_000
         guard case .challenge(let c) = answers[2] else { Issue.record("challenge: \(answers[2])"); return }
         #expect(c.count == 32)
         #expect(throws: VaultError.biometryNotEnrolled) { _ = try embedded.unlock(vault.reference, rules: PasscodeRules(), prompt: "p", events: { _ in }) }
-        #expect(throws: VaultError.biometryNotEnrolled) { _ = try embedded.verify(vault.reference, reuse: 60, prompt: "p", events: { _ in }) }
+        #expect(throws: VaultError.biometryNotEnrolled) { _ = try embedded.verify(vault.reference, nonce: randomBytes(32), reuse: 60, prompt: "p", events: { _ in }) }
         #expect(answers[3] == .failed(error: .biometryNotEnrolled) && answers[4] == .failed(error: .biometryNotEnrolled))
         #expect(answers[5] == .recorded(record: try embedded.recordPasscodeUnlock(try vault.proof(.passcodeUnlock, challenge: randomBytes(32)))))
         #expect(answers[6] == .passcodeWait(seconds: try embedded.beginPasscodeAttempt(vaultID: vault.id)))

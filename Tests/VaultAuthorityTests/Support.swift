@@ -168,10 +168,13 @@ struct FakeVault {
     }
 
     /// A bind request of this vault's slot, proven over `challenge` (`confirm`: fingers confirmed).
-    func bindRequest(challenge: [UInt8], rules: PasscodeRules, confirm: [String] = [], forged: Bool = false) throws -> BindRequest {
+    /// `prover`: the vault as it was before a rotation (its key proves the binding of this one's).
+    func bindRequest(challenge: [UInt8], rules: PasscodeRules, confirm: [String] = [], forged: Bool = false,
+                     prover: FakeVault? = nil) throws -> BindRequest {
         let ref = SlotReference(vaultID: id, slotID: slot)
         let subject = try BindRequest.subject(slot: ref, proofKey: try SecretBytes(copying: proofKey), confirm: confirm)
-        return BindRequest(slot: ref, sensor: nil, rules: rules, proof: try proof(.bind, challenge: challenge, subject: subject, forged: forged),
+        return BindRequest(slot: ref, sensor: nil, rules: rules,
+                           proof: try (prover ?? self).proof(.bind, challenge: challenge, subject: subject, forged: forged),
                            confirm: confirm, label: "fake")
     }
 }
@@ -200,8 +203,9 @@ extension HandlerFixture {
     }
 
     func bind(_ vault: FakeVault, as uid: UInt32, rules: PasscodeRules = PasscodeRules(afterReboot: false, intervalHours: 0),
-              confirm: [String] = []) throws -> [UInt8] {
-        let r = send(.bind(request: try vault.bindRequest(challenge: try challenge(as: uid), rules: rules, confirm: confirm)), as: uid, key: vault.proofKey)
+              confirm: [String] = [], provenBy prover: FakeVault? = nil) throws -> [UInt8] {
+        let r = send(.bind(request: try vault.bindRequest(challenge: try challenge(as: uid), rules: rules, confirm: confirm, prover: prover)),
+                     as: uid, key: vault.proofKey)
         guard case .bound(let binding, _, _) = r.reply, r.tail.count == 32 else { throw VaultError.failure("bind: \(r.reply)") }
         vault.key.current = binding.keyID
         return r.tail

@@ -312,18 +312,146 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         let store = try boundVault(bootID: "boot-1", clock: clock)
         let reader = ScriptedReader(identity: sensor, answer: 0)
         let authority = try authority(bootID: "boot-1", clock: clock, reader: reader)
-        try context(authority).requireFreshMatch(store, prompt: "log in")
-        #expect(reader.scans == 1)
+        let vault = try authority.unlock(store, passcode: try secret(passcodeText))
+        try vault.add(Item(name: "guarded", password: "g-pw", fingerprintLogin: true))
+        func match(reuse: Int = 0, unlocked: UnlockedVault? = nil, matchedAt: Int64? = nil) throws -> FreshMatchToken {
+            try context(authority, clock: clock).requireFreshMatch(store, nonce: try vault.freshMatchNonce(for: .release(item: "guarded")),
+                                                                   unlocked: unlocked, matchedAt: matchedAt, reuse: reuse, prompt: "log in")
+        }
+        let first = try match()
+        #expect(reader.scans == 1 && first.reusedAge == nil)
+        #expect(try vault.release(named: "guarded", fields: ["password"], command: "login", freshMatch: first).password == "g-pw")
         clock.advance(hours: 0, seconds: 100)
-        try context(authority).requireFreshMatch(store, reuse: 120, prompt: "log in")
+        let reused = try match(reuse: 120)
         #expect(reader.scans == 1, "a match 100 s old counts with --reuse 120")
-        try context(authority).requireFreshMatch(store, reuse: 60, prompt: "log in")
+        #expect(reused.reusedAge == 100)
+        #expect(try vault.release(named: "guarded", fields: ["password"], command: "login", freshMatch: reused).password == "g-pw")
+        _ = try match(reuse: 60)
         #expect(reader.scans == 2)
-        // A vault this very command unlocked by a finger asks no second time.
-        let unlocked = try context(authority).unlock(store)
+        // A vault this very command unlocked by a finger asks no second time: the authority
+        // reuses that match (its own record), for as long as the command has had it.
+        let unlocked = try context(authority, clock: clock).unlock(store)
         #expect(reader.scans == 3)
-        try context(authority).requireFreshMatch(store, unlocked: unlocked, prompt: "log in")
+        clock.advance(hours: 0, seconds: 20)
+        let own = try context(authority, clock: clock).requireFreshMatch(store, nonce: try unlocked.freshMatchNonce(for: .release(item: "guarded")),
+                                                                         unlocked: unlocked, prompt: "log in")
+        #expect(reader.scans == 3 && own.reusedAge == 20)
+        #expect(try unlocked.release(named: "guarded", fields: ["password"], command: "login", freshMatch: own).password == "g-pw")
+        // So does a match the command had verified before (`matchedAt`); one older than 300 s does not.
+        _ = try match(matchedAt: clock.now - 20)
         #expect(reader.scans == 3)
+        clock.advance(hours: 0, seconds: 301)
+        _ = try match(matchedAt: clock.now - 301)
+        #expect(reader.scans == 4)
+    }
+
+    /// The token of a fresh match is checked by the vault itself: issued by this vault for this
+    /// use, used once, within its lifetime, MAC'd under the vault's proof key.
+    @Test func aFreshMatchTokenServesOneUseOfOneItemOnceAndCannotBeForged() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let reader = ScriptedReader(identity: sensor, answer: 0)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: reader)
+        let vault = try authority.unlock(store, passcode: try secret(passcodeText))
+        try vault.add(Item(name: "guarded", password: "g-pw", fingerprintLogin: true))
+        try vault.add(Item(name: "other", password: "o-pw", fingerprintLogin: true))
+        let slot = try #require(try store.fingerprintSlot()).reference
+        let seconds = Mutex(0.0)
+        vault.freshMatches.clock = { seconds.withLock { $0 } }
+        func token(_ purpose: FreshMatchPurpose, of v: UnlockedVault? = nil) throws -> FreshMatchToken {
+            try authority.verify(slot, nonce: try (v ?? vault).freshMatchNonce(for: purpose), reuse: 0, prompt: "touch", events: { _ in })
+        }
+        func refused(_ t: FreshMatchToken?, _ item: String = "guarded", sourceLocation: SourceLocation = #_sourceLocation) {
+            #expect(throws: VaultError.freshMatchNeeded(item: item), sourceLocation: sourceLocation) {
+                _ = try vault.releaseSecret(named: item, field: "password", command: "get", freshMatch: t)
+            }
+        }
+        let before = try vault.auditRecords().count
+        refused(nil)
+        // Of another item, of the switch, for the whole vault: not this release.
+        refused(try token(.release(item: "other")))
+        refused(try token(.fingerprintLoginSwitch(item: "guarded")))
+        refused(try token(.releaseAll))
+        // Forged: a MAC under another key, a flipped MAC, a claimed age the MAC does not cover.
+        var forged = try token(.release(item: "guarded"))
+        forged.macs = [randomBytes(32)]
+        refused(forged)
+        var flipped = try token(.release(item: "guarded"))
+        flipped.macs[0][0] ^= 1
+        refused(flipped)
+        var aged = try token(.release(item: "guarded"))
+        aged.reusedAge = 0
+        refused(aged)
+        // Made by the authority over a nonce this vault never issued (another unlock's).
+        let elsewhere = try authority.unlock(try VaultStore.open(try root.location()), passcode: try secret(passcodeText))
+        refused(try token(.release(item: "guarded"), of: elsewhere))
+        // Too old: the nonce lived past its minute.
+        let late = try token(.release(item: "guarded"))
+        seconds.withLock { $0 += FreshMatchBook.lifetime + 1 }
+        refused(late)
+        #expect(try vault.auditRecords().count == before, "a refused release is not logged")
+        // A valid one releases once, and only once.
+        let good = try token(.release(item: "guarded"))
+        #expect(Array(try vault.releaseSecret(named: "guarded", field: "password", command: "get", freshMatch: good).exposedBytes()) == Array("g-pw".utf8))
+        refused(good)
+        #expect(try vault.auditRecords().count == before + 1)
+        // A bounded book: nonces asked for in a loop push the oldest out.
+        let kept = try token(.release(item: "guarded"))
+        for _ in 0..<vault.freshMatches.capacity { _ = try vault.freshMatchNonce(for: .release(item: "other")) }
+        #expect(vault.freshMatches.outstanding == vault.freshMatches.capacity)
+        refused(kept)
+    }
+
+    /// Turning fingerprint login off is an update like another, and only a token for this item's
+    /// switch lets it through; turning it on, or any other change, needs none.
+    @Test func turningFingerprintLoginOffNeedsATokenForThatSwitch() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: ScriptedReader(identity: sensor, answer: 0))
+        let vault = try authority.unlock(store, passcode: try secret(passcodeText))
+        try vault.add(Item(name: "guarded", password: "g-pw", fingerprintLogin: true))
+        let slot = try #require(try store.fingerprintSlot()).reference
+        func token(_ purpose: FreshMatchPurpose) throws -> FreshMatchToken {
+            try authority.verify(slot, nonce: try vault.freshMatchNonce(for: purpose), reuse: 0, prompt: "touch", events: { _ in })
+        }
+        var off = ItemChange()
+        off.fingerprintLogin = false
+        off.username = "changed"
+        #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) { try vault.update("guarded", off) }
+        #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) { try vault.update("guarded", off, freshMatch: try token(.release(item: "guarded"))) }
+        #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) {
+            try vault.update("guarded") { $0.fingerprintLogin = false }
+        }
+        #expect(try vault.item(named: "guarded").fingerprintLogin && vault.item(named: "guarded").username == nil, "nothing changed")
+        var other = ItemChange()
+        other.username = "u"
+        try vault.update("guarded", other)
+        #expect(try vault.item(named: "guarded").username == "u")
+        let t = try token(.fingerprintLoginSwitch(item: "guarded"))
+        try vault.update("guarded", off, freshMatch: t)
+        #expect(try !vault.item(named: "guarded").fingerprintLogin)
+        var on = ItemChange()
+        on.fingerprintLogin = true
+        try vault.update("guarded", on)
+        #expect(try vault.item(named: "guarded").fingerprintLogin)
+        #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) { try vault.update("guarded", off, freshMatch: t) }
+    }
+
+    /// After a rotation the authority may hold the old binding's proof key beside the new one:
+    /// the token carries a MAC under each, and the vault finds its own.
+    @Test func aTokenCarriesOneMACPerProofKeyOfTheVault() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let authority = try authority(bootID: "boot-1", clock: clock, reader: ScriptedReader(identity: sensor, answer: 0))
+        let old = try authority.unlock(store, passcode: try secret(passcodeText))
+        let rotation = try old.rotate(passcode: try secret(passcodeText), kdf: fastKDF, recovery: .keep, authority: authority)
+        #expect(rotation.fingerprintBound)
+        let vault = rotation.vault
+        try vault.add(Item(name: "guarded", password: "g-pw", fingerprintLogin: true))
+        let slot = try #require(try vault.store.fingerprintSlot()).reference
+        let token = try authority.verify(slot, nonce: try vault.freshMatchNonce(for: .release(item: "guarded")), reuse: 0, prompt: "touch", events: { _ in })
+        #expect(token.macs.count == 2, "the binding before the rotation and the one after")
+        #expect(try vault.release(named: "guarded", fields: ["password"], command: "get", freshMatch: token).password == "g-pw")
     }
 
     @Test func anAlteredOrTruncatedLockoutRecordReadsAsLockedOut() throws {
@@ -404,7 +532,8 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         #expect(try vault.auditRecords().isEmpty, "a refused release is not logged")
         // A field that is not secret needs no touch; with the match, the password comes out.
         #expect(try vault.release(named: "guarded", fields: ["username"], command: "get", to: peer).password == nil)
-        #expect(try vault.release(named: "guarded", fields: ["password"], command: "get", to: peer, freshMatch: true).password == "pw")
+        let token = try vault.tokenOfItsOwnProofKey(for: .release(item: "guarded"))
+        #expect(try vault.release(named: "guarded", fields: ["password"], command: "get", to: peer, freshMatch: token).password == "pw")
         #expect(try vault.release(named: "plain", fields: ["password"], command: "get", to: peer).password == "pw2")
         let records = try vault.auditRecords().compactMap { try? $0.get() }
         #expect(records.map(\.item) == ["guarded", "guarded", "plain"] && records.allSatisfy { $0.uid == 4242 && $0.pid == 77 })

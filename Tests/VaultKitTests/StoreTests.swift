@@ -18,6 +18,16 @@ let fastKDF = KDFParameters(memoryMiB: 8, operations: 1)
 
 func secret(_ s: String) throws -> SecretBytes { try SecretBytes(copying: Array(s.utf8)) }
 
+extension UnlockedVault {
+    /// A fresh-match token for `purpose` MAC'd with this vault's own proof key: what a key
+    /// authority that bound the vault hands out after a match (the tests of the authority itself
+    /// make theirs through one).
+    func tokenOfItsOwnProofKey(for purpose: FreshMatchPurpose, reusedAge: Int64? = nil) throws -> FreshMatchToken {
+        let nonce = try freshMatchNonce(for: purpose)
+        return try FreshMatchMAC.token(vaultID: store.vaultID, nonce: nonce, reusedAge: reusedAge, keys: [try proofKey().exposedBytes()])
+    }
+}
+
 @Suite struct StoreTests {
     let root = TempRoot()
 

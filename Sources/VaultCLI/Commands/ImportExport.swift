@@ -85,10 +85,13 @@ enum ImportExport {
             }
             let vault = try openAccess(inv, ctx, purpose: "import \(batch.items.count) item\(batch.items.count == 1 ? "" : "s")")
             if inv.has("--force") {
-                // Replacing an item with fingerprint login on changes what a touch protects: one touch.
+                // Replacing an item with fingerprint login on changes what a touch protects: the
+                // person confirms with one touch. (The vault does not demand the token: replacing
+                // hands out nothing of the old items.)
                 let guarded = try CredentialHelpers.readableItems(vault).filter(\.fingerprintLogin).map(\.name)
                 if let first = batch.items.lazy.compactMap({ try? Item.normalize(name: $0.name) }).first(where: guarded.contains) {
-                    try Release.freshMatch(for: first, vault, inv, ctx)
+                    _ = try Release.freshMatch(.fingerprintLoginSwitch(item: first), vault, inv, ctx,
+                                               prompt: "touch the fingerprint reader to replace '\(first)' (fingerprint login is on)")
                 }
             }
             let items = batch.takeItems()

@@ -79,9 +79,12 @@ enum ItemCommands {
             let vault = try openAccess(inv, ctx, purpose: "add '\(name)'")
             if try vault.contains(name) {
                 guard inv.has("--force") else { throw VaultError.alreadyExists(name) }
-                // Replacing an item turns its fingerprint login off: that needs a touch, as with edit.
+                // Replacing an item turns its fingerprint login off: the person confirms with a
+                // touch, as with edit. (The vault does not demand the token here: replacing hands
+                // out nothing of the old item.)
                 if try vault.overview(named: name).item.fingerprintLogin {
-                    try Release.freshMatch(for: name, vault, inv, ctx)
+                    _ = try Release.freshMatch(.fingerprintLoginSwitch(item: name), vault, inv, ctx,
+                                               prompt: "touch the fingerprint reader to replace '\(name)' (fingerprint login is on)")
                 }
             }
             let fieldSpecs = try inv.all("--field").map(FieldSpec.parse)
@@ -200,9 +203,12 @@ enum ItemCommands {
             let type = try itemType(inv)
             let vault = try openAccess(inv, ctx, purpose: "edit '\(name)'")
             guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
-            if let on = fingerprintLogin {
-                // A live scan, never a reused match: this switch decides when a finger is demanded.
-                try Auth.requireFreshMatch(vault, inv, ctx, prompt: "touch the fingerprint reader to turn fingerprint login \(on ? "on" : "off") for '\(name)'")
+            // A live scan, never a --reuse of an older match: this switch decides when a finger is
+            // demanded. Turning it off, the vault checks the token; on, the touch shows the finger works.
+            let switchPrompt = { (item: String) in "touch the fingerprint reader to turn fingerprint login \(fingerprintLogin == true ? "on" : "off") for '\(item)'" }
+            var switchToken: FreshMatchToken?
+            if fingerprintLogin != nil {
+                switchToken = try Release.freshMatch(.fingerprintLoginSwitch(item: name), vault, inv, ctx, prompt: switchPrompt(name))
             }
             let password = try newPassword(inv, ctx, name: name)
             let totp = inv.has("--totp-stdin") ? try totp(ctx, label: name) : nil
@@ -221,7 +227,11 @@ enum ItemCommands {
             change.type = type
             change.setFields = setFields
             change.removeFields = inv.all("--remove-field")
-            try vault.update(name, change)
+            // A token that aged out while the new values were read is made again from this
+            // command's own match.
+            try Release.guarded(vault, inv, ctx, first: switchToken, purpose: { .fingerprintLoginSwitch(item: $0) }, prompt: switchPrompt) {
+                try vault.update(name, change, freshMatch: $0)
+            }
             ctx.say("vault: updated '\(name)'")
         })
 
@@ -516,7 +526,7 @@ enum ItemCommands {
 
 extension ItemCommands {
     static let log = CommandSpec(
-        name: "log", summary: "show the audit log: every secret released, when, to which command and uid",
+        name: "log", summary: "show the audit log: every secret released, when, to which command, uid and executable",
         usage: "vault log [--limit N] [--json]",
         options: [.flag("--json", "print JSON"), .value("--limit", "N", "only the last N records")] + Auth.options,
         examples: "vault log --limit 20",
@@ -529,9 +539,12 @@ extension ItemCommands {
             for r in records {
                 switch r {
                 case .success(let a):
-                    rows.append(["time": a.time, "item": a.item, "field": a.field, "command": a.command, "uid": a.uid, "pid": a.pid ?? NSNull()])
+                    rows.append(["time": a.time, "item": a.item, "field": a.field, "command": a.command, "uid": a.uid, "pid": a.pid ?? NSNull(),
+                                 "executable": a.executable ?? NSNull()])
                     if !inv.has("--json") {
-                        ctx.stdout.write("\(formatter.string(from: Date(timeIntervalSince1970: TimeInterval(a.time))))  uid \(a.uid)  \(a.command)  \(a.item)  \(a.field)\n")
+                        // The command is what the caller said; the executable is what the kernel said it ran.
+                        let exe = a.executable.map { terminalSafe($0, onTerminal: ctx.stdout.isTerminal) } ?? "-"
+                        ctx.stdout.write("\(formatter.string(from: Date(timeIntervalSince1970: TimeInterval(a.time))))  uid \(a.uid)  \(terminalSafe(a.command, onTerminal: ctx.stdout.isTerminal))  \(a.item)  \(a.field)  \(exe)\n")
                     }
                 case .failure: damaged += 1
                 }

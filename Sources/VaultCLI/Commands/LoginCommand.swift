@@ -40,16 +40,22 @@ enum LoginCommand {
                 prompts = try LoginPrompts(inv, item: overview.item)
                 guard overview.hasPassword else { throw VaultError.failure("item '\(overview.item.name)' has no password") }
                 let item = overview.item
+                let loginPrompt = { (name: String) in "touch the fingerprint reader to log in to '\(name)'" }
+                var token: FreshMatchToken?
                 if item.fingerprintLogin {
-                    try Auth.requireFreshMatch(vault, inv, ctx, reuse: reuse,
-                                               prompt: "touch the fingerprint reader to log in to '\(item.name)'")
+                    token = try Release.freshMatch(.release(item: item.name), vault, inv, ctx, reuse: reuse, prompt: loginPrompt(item.name))
                 } else {
                     try requirePasscode(vault, inv, ctx, item: item.name)
                 }
-                // The match (or the passcode) was just demanded above. The password goes from
-                // the record into guarded memory, and from there to the output or the terminal.
+                // The match (or the passcode) was just demanded above; the vault checks the match's
+                // token. The password goes from the record into guarded memory, and from there to
+                // the output or the terminal. A token that aged out before a program's prompt came
+                // is made again from this command's own match.
                 let release = { () throws -> SecretBytes in
-                    try vault.releaseSecret(named: item.name, field: "password", command: "login", freshMatch: item.fingerprintLogin)
+                    defer { token = nil }
+                    return try Release.guarded(vault, inv, ctx, first: token, reuse: reuse, prompt: loginPrompt) {
+                        try vault.releaseSecret(named: item.name, field: "password", command: "login", freshMatch: $0)
+                    }
                 }
                 guard program != nil else {
                     let password = try release()

@@ -13,8 +13,6 @@ final class ReferenceResolver {
     private let command: String
     private let purpose: String
     private var opened: [String: any VaultAccess] = [:]
-    /// Vaults where this command already made the fresh match fingerprint login asks for.
-    private var matched: Set<String> = []
 
     /// A resolver for `command` (the audit log's name); `purpose` is shown at the prompt.
     init(_ inv: Invocation, _ ctx: CommandContext, command: String, purpose: String) {
@@ -43,35 +41,27 @@ final class ReferenceResolver {
     }
 
     /// The item with the secrets in `fields` from `vault`, after the fresh match its fingerprint
-    /// login asks for (one per vault and command).
+    /// login asks for (one touch per vault and command: later items reuse that match, each with
+    /// a token of its own).
     func release(_ item: String, fields: [String], vault: String?) throws -> Item {
-        let name = try vaultName(vault)
-        let a = try access(vault)
-        do {
-            return try a.release(named: item, fields: fields, command: command, freshMatch: matched.contains(name))
-        } catch VaultError.freshMatchNeeded(let guarded) {
-            var i = inv
-            i.values["--vault"] = [name]
-            try Release.freshMatch(for: guarded, a, i, ctx)
-            matched.insert(name)
-            return try a.release(named: item, fields: fields, command: command, freshMatch: true)
-        }
+        let (a, i) = try accessAndInvocation(vault)
+        return try Release.guarded(a, i, ctx) { try a.release(named: item, fields: fields, command: command, freshMatch: $0) }
     }
 
     /// One secret field of an item into guarded memory (`VaultAccess.releaseSecret`: one audit
-    /// record), after the fresh match its fingerprint login asks for (one per vault and command).
+    /// record), after the fresh match its fingerprint login asks for (as `release`).
     func releaseSecret(_ item: String, field: String, vault: String?) throws -> SecretBox {
+        let (a, i) = try accessAndInvocation(vault)
+        return SecretBox(try Release.guarded(a, i, ctx) { try a.releaseSecret(named: item, field: field, command: command, freshMatch: $0) })
+    }
+
+    /// The open vault `vault` and this command's invocation naming it (what the fresh match
+    /// opens the vault's store and authority with).
+    private func accessAndInvocation(_ vault: String?) throws -> (any VaultAccess, Invocation) {
         let name = try vaultName(vault)
-        let a = try access(vault)
-        do {
-            return SecretBox(try a.releaseSecret(named: item, field: field, command: command, freshMatch: matched.contains(name)))
-        } catch VaultError.freshMatchNeeded(let guarded) {
-            var i = inv
-            i.values["--vault"] = [name]
-            try Release.freshMatch(for: guarded, a, i, ctx)
-            matched.insert(name)
-            return SecretBox(try a.releaseSecret(named: item, field: field, command: command, freshMatch: true))
-        }
+        var i = inv
+        i.values["--vault"] = [name]
+        return (try access(vault), i)
     }
 
     /// Every reference's value, keyed by its text; secrets (released fields) marked so. A

@@ -2,19 +2,37 @@ import Foundation
 import VaultSystem
 
 /// Who asked for a secret: written into the audit record of its release. In-process it is this
-/// process; in the agent it comes from the socket's peer credentials, never from the request.
+/// process; in the agent it comes from the socket's peer credentials and the kernel's link to
+/// the peer's executable, never from the request.
 public struct Requester: Codable, Equatable, Sendable {
     /// The requesting uid.
     public var uid: UInt32
     /// The requesting process.
     public var pid: Int32
+    /// The requesting process's executable as the kernel links it (`/proc/PID/exe`), nil when
+    /// it could not be read (a peer that is not dumpable, to an agent that is not root).
+    public var executable: String?
     /// Creates a requester.
-    public init(uid: UInt32, pid: Int32) {
+    public init(uid: UInt32, pid: Int32, executable: String? = nil) {
         self.uid = uid
         self.pid = pid
+        self.executable = executable
     }
     /// This process.
-    public static var current: Requester { Requester(uid: ProcessIdentity.uid, pid: ProcessIdentity.pid) }
+    public static var current: Requester {
+        Requester(uid: ProcessIdentity.uid, pid: ProcessIdentity.pid, executable: try? ProcessIdentity.executable(of: ProcessIdentity.pid))
+    }
+    /// The peer of a socket: its credentials, and its executable read now (at connection time,
+    /// before its pid could be reused).
+    public static func peer(uid: UInt32, pid: Int32) -> Requester {
+        Requester(uid: uid, pid: pid, executable: try? ProcessIdentity.executable(of: pid))
+    }
+
+    /// The audit record of releasing `field` of `item` to this requester, labelled `command`
+    /// (what the caller says it is).
+    func auditRecord(item: String, field: String, command: String) -> AuditRecord {
+        AuditRecord(item: item, field: field, command: command, uid: uid, pid: pid, executable: executable)
+    }
 }
 
 /// The fields of an item a command can name (`get --field`, `--clear`, `--env VAR=NAME.FIELD`).
@@ -148,23 +166,24 @@ public protocol VaultAccess: AnyObject {
     /// `history`, secret custom fields' names; other names are fields of the overview), the
     /// secrets as a secrets record in guarded memory: they are never Strings on the way from the
     /// record to the caller. One audit record per field the item has is written first. An item
-    /// with fingerprint login on is released only with `freshMatch` (the caller made one);
+    /// with fingerprint login on is released only with `freshMatch`, a key authority's token
+    /// over a nonce the vault issued for releasing this item (`freshMatchNonce(for:)`), used once;
     /// otherwise `.freshMatchNeeded`.
     /// - Throws: `.itemNotFound`, `.corrupt`, `.freshMatchNeeded`.
-    func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> ReleasedItem
+    func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> ReleasedItem
     /// One secret of an item (a field of its secrets record: `password`, `totp`, `notes`, or a
     /// secret custom field), in guarded memory: it is never a String on the way from the record
     /// to the caller. One audit record is written first; fingerprint login as for `release`.
     /// - Throws: `.itemNotFound`, `.failure` when the item has no such secret, `.freshMatchNeeded`.
-    func releaseSecret(named name: String, field: String, command: String, freshMatch: Bool) throws -> SecretBytes
+    func releaseSecret(named name: String, field: String, command: String, freshMatch: FreshMatchToken?) throws -> SecretBytes
     /// Streams every row's overview (damaged rows reported as such), or with `term` only the
     /// items `OverviewMatcher` matches. No secret is opened.
     func forEachOverview(matching term: String?, _ body: (OverviewEntry) throws -> Void) throws
     /// Streams every item with its secrets (export), each lent from guarded memory during the
     /// call: one audit record for the whole release, written before the first item; with any
-    /// fingerprint-login item in the vault, only with `freshMatch` (checked before anything is
-    /// released).
-    func releaseEachSecrets(command: String, freshMatch: Bool, _ body: (ReleasedEntry) throws -> Void) throws
+    /// fingerprint-login item in the vault, only with `freshMatch`, a token for `.releaseAll`
+    /// (checked before anything is released).
+    func releaseEachSecrets(command: String, freshMatch: FreshMatchToken?, _ body: (ReleasedEntry) throws -> Void) throws
     /// Whether an item exists.
     func contains(_ name: String) throws -> Bool
     /// Adds (or with `replace`, replaces) an item.
@@ -173,8 +192,13 @@ public protocol VaultAccess: AnyObject {
     /// one decoded item at a time, or one frame's worth through a session); returns how many.
     /// Nothing is written when `next` or any item throws.
     func add(replace: Bool, from next: () throws -> Item?) throws -> Int
-    /// Applies `change` to the item called `name` inside one write transaction.
-    func update(_ name: String, _ change: ItemChange) throws
+    /// A single-use nonce (32 bytes, valid about a minute) for a fresh match for `purpose`: the
+    /// caller has its key authority verify a match over it and sends the token with the request.
+    func freshMatchNonce(for purpose: FreshMatchPurpose) throws -> [UInt8]
+    /// Applies `change` to the item called `name` inside one write transaction. A change that
+    /// turns the item's fingerprint login off needs `freshMatch`, a token for
+    /// `.fingerprintLoginSwitch` of this item; otherwise `.freshMatchNeeded` and nothing changes.
+    func update(_ name: String, _ change: ItemChange, freshMatch: FreshMatchToken?) throws
     /// Deletes an item.
     func remove(_ name: String) throws
     /// The audit log.
@@ -190,28 +214,33 @@ extension VaultAccess {
 
     /// One item with the secrets named in `fields` as `String`s (the others withheld), audited
     /// as `releaseSecrets`: for the paths that still hand secrets out as text.
-    public func release(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> Item {
+    public func release(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> Item {
         try releaseSecrets(named: name, fields: fields, command: command, freshMatch: freshMatch).item()
     }
 
     /// Every item with its secrets as `String`s, streamed (tests, a Bitwarden export).
-    public func releaseEach(command: String, freshMatch: Bool, _ body: (ItemEntry) throws -> Void) throws {
+    public func releaseEach(command: String, freshMatch: FreshMatchToken?, _ body: (ItemEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, freshMatch: freshMatch) { try body($0.decoded()) }
     }
 
     /// A release without a fresh match (items with fingerprint login on refuse it).
     public func release(named name: String, fields: [String], command: String) throws -> Item {
-        try release(named: name, fields: fields, command: command, freshMatch: false)
+        try release(named: name, fields: fields, command: command, freshMatch: nil)
     }
 
     /// Every item without a fresh match.
-    public func releaseAll(command: String) throws -> [ItemEntry] { try releaseAll(command: command, freshMatch: false) }
+    public func releaseAll(command: String) throws -> [ItemEntry] { try releaseAll(command: command, freshMatch: nil) }
 
     /// Every item with its secrets, collected (tests and small vaults; export streams).
-    public func releaseAll(command: String, freshMatch: Bool) throws -> [ItemEntry] {
+    public func releaseAll(command: String, freshMatch: FreshMatchToken?) throws -> [ItemEntry] {
         var out: [ItemEntry] = []
         try releaseEach(command: command, freshMatch: freshMatch) { out.append($0) }
         return out
+    }
+
+    /// Applies `change` without a fresh match (a change that turns fingerprint login off is refused).
+    public func update(_ name: String, _ change: ItemChange) throws {
+        try update(name, change, freshMatch: nil)
     }
 
     /// Every row, secrets withheld (damaged ones reported as such), collected.
@@ -263,14 +292,14 @@ extension UnlockedVault: VaultAccess {
     public var vaultName: String { store.location.name }
 
     /// One item's overview and the secrets named in `fields`, audited as released to this process.
-    public func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: Bool) throws -> ReleasedItem {
+    public func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> ReleasedItem {
         try releaseSecrets(named: name, fields: fields, command: command, to: .current, freshMatch: freshMatch)
     }
 
     /// One item with the secrets named in `fields` as `String`s (the others withheld, as the
     /// agent does), audited as released to `requester`.
     public func release(named name: String, fields: [String], command: String, to requester: Requester,
-                        freshMatch: Bool = false) throws -> Item {
+                        freshMatch: FreshMatchToken? = nil) throws -> Item {
         try releaseSecrets(named: name, fields: fields, command: command, to: requester, freshMatch: freshMatch).item()
     }
 
@@ -278,14 +307,17 @@ extension UnlockedVault: VaultAccess {
     /// `requester` (the agent passes its peer): the overview and the secrets record are opened
     /// from one read of the row, and the fields named are copied from the opened record (in
     /// guarded memory) into a new secrets record in guarded memory. The secrets record is
-    /// opened only when a secret is asked for; only what the item has is logged.
+    /// opened only when a secret is asked for; only what the item has is logged. Fingerprint
+    /// login is checked here (`requireFreshMatch`), for every caller.
     public func releaseSecrets(named name: String, fields: [String], command: String, to requester: Requester,
-                               freshMatch: Bool = false) throws -> ReleasedItem {
+                               freshMatch: FreshMatchToken? = nil) throws -> ReleasedItem {
         let n = try Item.normalize(name: name)
         let row = try row(named: n)
         let scratch = try RecordScratch(capacity: max(row.secrets.count, row.overview.count))
         let overview = try reading(n, record: .overview) { try openOverview(row, scratch: scratch) }
-        if overview.item.releaseNeedsFreshMatch(fields) && !freshMatch { throw VaultError.freshMatchNeeded(item: overview.item.name) }
+        if overview.item.releaseNeedsFreshMatch(fields) {
+            try requireFreshMatch(freshMatch, for: .release(item: overview.item.name), item: overview.item.name)
+        }
         let secret = Set(fields.filter { overview.item.isSecretField($0) && $0 != "all" })
         let released = secret.isEmpty ? try ReleasedItem(withholdingAllOf: overview) : try ReleasedItem(overview: overview, record: try reading(n, record: .secrets) {
             try withSecrets(row, scratch: scratch) { try SecretsRecord.keeping(secret, of: $0) }
@@ -294,25 +326,25 @@ extension UnlockedVault: VaultAccess {
             fields.filter { f in secret.contains(f) ? s.has(f) : ((try? overview.item.field(f)) ?? nil) != nil }
         }
         for field in has {
-            try appendAudit(AuditRecord(item: overview.item.name, field: field, command: command, uid: requester.uid, pid: requester.pid))
+            try appendAudit(requester.auditRecord(item: overview.item.name, field: field, command: command))
         }
         return released
     }
 
     /// One secret in guarded memory, audited as released to this process.
-    public func releaseSecret(named name: String, field: String, command: String, freshMatch: Bool) throws -> SecretBytes {
+    public func releaseSecret(named name: String, field: String, command: String, freshMatch: FreshMatchToken?) throws -> SecretBytes {
         try releaseSecret(named: name, field: field, command: command, to: .current, freshMatch: freshMatch)
     }
 
     /// One secret in guarded memory, audited as released to `requester`: the secrets record is
     /// opened into guarded memory and the field's bytes copied from there into the result.
     public func releaseSecret(named name: String, field: String, command: String, to requester: Requester,
-                              freshMatch: Bool = false) throws -> SecretBytes {
+                              freshMatch: FreshMatchToken? = nil) throws -> SecretBytes {
         let overview = try overview(named: name).item
         guard overview.isSecretField(field), field != "all", field != "history" else {
             throw VaultError.usage("'\(field)' is not a secret of item '\(overview.name)'")
         }
-        if overview.releaseNeedsFreshMatch([field]) && !freshMatch { throw VaultError.freshMatchNeeded(item: overview.name) }
+        if overview.releaseNeedsFreshMatch([field]) { try requireFreshMatch(freshMatch, for: .release(item: overview.name), item: overview.name) }
         let n = overview.name
         let row = try row(named: n)
         let scratch = try RecordScratch(capacity: row.secrets.count)
@@ -323,7 +355,7 @@ extension UnlockedVault: VaultAccess {
             }
         }
         guard let value else { throw VaultError.failure("item '\(n)' has no \(field)") }
-        try appendAudit(AuditRecord(item: n, field: field, command: command, uid: requester.uid, pid: requester.pid))
+        try appendAudit(requester.auditRecord(item: n, field: field, command: command))
         return value
     }
 
@@ -333,34 +365,34 @@ extension UnlockedVault: VaultAccess {
     }
 
     /// Every item with its secrets, lent from guarded memory, one audit record for all of them.
-    public func releaseEachSecrets(command: String, freshMatch: Bool, _ body: (ReleasedEntry) throws -> Void) throws {
+    public func releaseEachSecrets(command: String, freshMatch: FreshMatchToken?, _ body: (ReleasedEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, to: .current, freshMatch: freshMatch, body)
     }
 
     /// Every item with its secrets as `String`s, audited as released to `requester` (tests).
-    public func releaseEach(command: String, to requester: Requester, freshMatch: Bool = false, _ body: (ItemEntry) throws -> Void) throws {
+    public func releaseEach(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil, _ body: (ItemEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, to: requester, freshMatch: freshMatch) { try body($0.decoded()) }
     }
 
     /// Every item with its secrets, audited as released to `requester`, streamed as read: each
     /// secrets record is lent from the one guarded buffer it was opened into. A first pass over
-    /// the overviews finds an item with fingerprint login on before anything is released.
-    public func releaseEachSecrets(command: String, to requester: Requester, freshMatch: Bool = false,
+    /// the overviews finds an item with fingerprint login on before anything is released: then
+    /// `freshMatch` must be a token for `.releaseAll`.
+    public func releaseEachSecrets(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil,
                                    _ body: (ReleasedEntry) throws -> Void) throws {
-        if !freshMatch {
-            var guarded: String?
-            try forEachOverview(matching: nil) { e in
-                if guarded == nil, case .item(let o) = e, o.item.fingerprintLogin { guarded = o.item.name }
-            }
-            if let guarded { throw VaultError.freshMatchNeeded(item: guarded) }
+        var guarded: String?
+        try forEachOverview(matching: nil) { e in
+            if guarded == nil, case .item(let o) = e, o.item.fingerprintLogin { guarded = o.item.name }
         }
-        try appendAudit(AuditRecord(item: "*", field: "all", command: command, uid: requester.uid, pid: requester.pid))
+        if let guarded { try requireFreshMatch(freshMatch, for: .releaseAll, item: guarded) }
+        try appendAudit(requester.auditRecord(item: "*", field: "all", command: command))
         try forEachItemSecrets(body)
     }
 
-    /// Applies `change` inside the write transaction (after checking `requireTOTP`).
-    public func update(_ name: String, _ change: ItemChange) throws {
-        try update(name) { item in
+    /// Applies `change` inside the write transaction (after checking `requireTOTP`); turning
+    /// fingerprint login off takes `freshMatch` (checked by the closure form of `update`).
+    public func update(_ name: String, _ change: ItemChange, freshMatch: FreshMatchToken?) throws {
+        try update(name, freshMatch: freshMatch) { item in
             if let required = change.requireTOTP, item.totp != required { throw VaultError.changedMeanwhile(item: item.name) }
             change.apply(to: &item)
         }

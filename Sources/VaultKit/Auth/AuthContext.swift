@@ -230,20 +230,35 @@ public final class AuthContext {
     }
 
     /// A fresh fingerprint match for `store`'s binding, with no passcode fallback: what `vault
-    /// login` and the fingerprint-login switch demand even inside an unlock session. A match made
-    /// by this same command (`unlocked` came from a finger) counts; so does one of this binding
-    /// at most `reuse` seconds old (0-300).
+    /// login`, a release of an item with fingerprint login on and the fingerprint-login switch
+    /// demand even inside an unlock session. The authority verifies it over `nonce` (issued by
+    /// the vault for what the match is for) and returns its token, which the vault checks.
+    /// One of this binding's matches at most `reuse` seconds old (0-300) counts. So does the
+    /// match this same command made (`unlocked` came from a finger, or `matchedAt`: when this
+    /// command last had a match verified): the window then covers the time since it and a few
+    /// seconds, no more; the authority answers from its own record of matches, never from this
+    /// word, so nothing is skipped on trust.
     /// - Throws: 15 no reader, 16 not enrolled, 17 lockout, 18 timeout, 10 no match after the
     ///   retry limit, 11 Ctrl-C, 20 prints changed since the vault was bound.
-    public func requireFreshMatch(_ store: VaultStore, unlocked: UnlockedVault? = nil, reuse: Int = 0, prompt: String) throws {
-        if case .fingerprint = unlocked?.authentication { return }
+    public func requireFreshMatch(_ store: VaultStore, nonce: [UInt8], unlocked: UnlockedVault? = nil, matchedAt: Int64? = nil,
+                                  reuse: Int = 0, prompt: String) throws -> FreshMatchToken {
         let (ref, _) = try fingerprintSlot(store)
+        var since = matchedAt
+        if case .fingerprint(let at) = unlocked?.authentication { since = max(since ?? at, at) }
+        let asked = max(0, min(reuse, Int(FreshMatchToken.maximumReuse)))
+        let own = since.map { Int(min(FreshMatchToken.maximumReuse, max(0, clock() - $0) + AuthContext.ownMatchSlack)) } ?? 0
         do {
-            if let age = try authority.verify(ref, reuse: max(0, min(reuse, 300)), prompt: shown(prompt), events: { self.say($0.message) }) {
+            let token = try authority.verify(ref, nonce: nonce, reuse: max(asked, own), prompt: shown(prompt), events: { self.say($0.message) })
+            if let age = token.reusedAge, asked > 0, since == nil || age > Int64(own) {
                 say("vault: using the fingerprint match of \(age) s ago (--reuse \(reuse))")
             }
+            return token
         } catch is RetryLimitExceeded {
             throw VaultError.authenticationFailed("no match: retry limit exceeded")
         }
     }
+
+    /// Seconds added to the time since this command's own match when it is reused (the match
+    /// is recorded a moment before the command learns of it; times are whole seconds).
+    static let ownMatchSlack: Int64 = 5
 }

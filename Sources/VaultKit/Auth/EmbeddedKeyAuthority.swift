@@ -553,9 +553,10 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
                                                                                    keyID: hexString(next.id))))
     }
 
-    /// A live match for `slot`'s binding (or one at most `reuse` seconds old), no key.
-    @discardableResult
-    public func verify(_ slot: SlotReference, reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> Int64? {
+    /// A live match for `slot`'s binding (or one at most `reuse` seconds old), no key: the
+    /// token over the vault's `nonce`.
+    public func verify(_ slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> FreshMatchToken {
+        guard nonce.count == 32 else { throw VaultError.usage("a fresh match is verified over a 32-byte nonce") }
         let state = try printsState()
         let b = try binding(slot, in: state)
         let r = try record()
@@ -563,10 +564,17 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         let now = clock()
         if reuse > 0, let last = (r.matches ?? []).last(where: { $0.vaultID == slot.vaultID && $0.slotID == slot.slotID }),
            last.bootID == bootID, last.time <= now, now - last.time <= Int64(min(reuse, 300)) {
-            return now - last.time
+            return try freshMatchToken(slot.vaultID, nonce: nonce, reusedAge: now - last.time, in: state)
         }
         _ = try liveMatch(b, state: state, prompt: prompt, events: events)
-        return nil
+        return try freshMatchToken(slot.vaultID, nonce: nonce, reusedAge: nil, in: state)
+    }
+
+    /// The token of a match for `vaultID`: one MAC under its registered proof key and one under
+    /// its pending key (a rotation that did not prove itself yet).
+    private func freshMatchToken(_ vaultID: [UInt8], nonce: [UInt8], reusedAge: Int64?, in state: PrintsState) throws -> FreshMatchToken {
+        let keys = (state.vaults ?? []).filter { $0.vaultID == vaultID }.flatMap { [$0.proofKey] + ($0.pendingProofKey.map { [$0] } ?? []) }
+        return try FreshMatchMAC.token(vaultID: vaultID, nonce: nonce, reusedAge: reusedAge, keys: keys)
     }
 
     /// Why the passcode is needed before any scan (reboot, interval), or nil: an owner vault's

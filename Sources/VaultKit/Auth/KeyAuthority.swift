@@ -142,6 +142,34 @@ public struct AuthorityProof: Codable, Equatable, Sendable {
     }
 }
 
+/// What the key authority hands out after its own match for fingerprint login: the vault's
+/// single-use nonce, how old the match was when one was reused, and a keyed BLAKE2b under each
+/// proof key the authority registered for the vault (a rotation can leave two bindings with
+/// different keys). The vault accepts it only when the nonce is one it issued for this very use
+/// and not yet used, and one MAC equals its own (`FreshMatchMAC`); a client cannot make one
+/// without the proof key, which the vault's master key derives and the authority keeps.
+public struct FreshMatchToken: Codable, Equatable, Sendable {
+    /// The vault the match was for.
+    public var vaultID: [UInt8]
+    /// The vault's nonce (32 bytes, single use).
+    public var nonce: [UInt8]
+    /// The age in seconds of the match the authority reused; nil after a scan for this request.
+    public var reusedAge: Int64?
+    /// One MAC per proof key the authority holds for the vault (32 bytes each).
+    public var macs: [[UInt8]]
+    /// Creates a token.
+    public init(vaultID: [UInt8], nonce: [UInt8], reusedAge: Int64?, macs: [[UInt8]]) {
+        self.vaultID = vaultID
+        self.nonce = nonce
+        self.reusedAge = reusedAge
+        self.macs = macs
+    }
+    /// The most MACs a token carries (an authority keeps at most 3 bindings per vault).
+    public static let maximumMACs = 4
+    /// The oldest match an authority may reuse (seconds): the reuse window's upper end.
+    public static let maximumReuse: Int64 = 300
+}
+
 /// What a proof is for (bound into its MAC, so a proof for one purpose serves no other).
 public enum ProofPurpose: String, Codable, Sendable {
     /// A passcode or recovery-key unlock: resets the lockout, restarts the passcode clock.
@@ -373,9 +401,11 @@ public protocol KeyAuthority: AnyObject {
     func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> UnlockGrant
     /// A live match for the binding of `slot`, no key (fingerprint login). One of this binding's
     /// matches at most `reuse` seconds old counts (0: a scan always). The lockout applies; the
-    /// passcode rules do not. - Returns: the age in seconds of the match reused, nil after a scan.
-    @discardableResult
-    func verify(_ slot: SlotReference, reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> Int64?
+    /// passcode rules do not. - Returns: the token of that match over `nonce` (the vault's
+    /// single-use nonce, 32 bytes), MAC'd under every proof key registered for the vault: what
+    /// the vault (or the agent holding it) checks before it releases an item with fingerprint
+    /// login on. - Throws: as `unlock` (no passcode rules); `.usage` for a nonce not 32 bytes.
+    func verify(_ slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> FreshMatchToken
     /// Records a passcode (or recovery-key) unlock: restarts the vault's passcode clock and, for
     /// an owner vault, resets the lockout and restarts every passcode clock.
     /// - Returns: what was recorded (`notBound`: the vault is not known here, nothing recorded).
@@ -464,4 +494,37 @@ public enum AuthorityProofMAC {
 
     /// The subject of an enrolment or removal proof: the finger's name (empty: the authority's choice).
     public static func fingerSubject(_ finger: String?) -> [UInt8] { Array((finger ?? "").utf8) }
+}
+
+/// The fresh-match token's MAC, shared by every authority (which makes it) and the vault (which
+/// checks it), in the style of `AuthorityProofMAC` under another label, so neither MAC can pass
+/// for the other.
+public enum FreshMatchMAC {
+    /// BLAKE2b-256 keyed with the proof key over the vault id, the vault's nonce and the age of
+    /// the match reused (-1 for a scan made for this request).
+    public static func mac(key: borrowing SecretBytes, vaultID: [UInt8], nonce: [UInt8], reusedAge: Int64?) throws -> [UInt8] {
+        var w = ByteWriter(label: "vault-fresh-match-v1")
+        w.append(vaultID)
+        w.append(nonce)
+        w.append(reusedAge ?? -1)
+        return try KeyedHash.hash(w.bytes, key: key, outputLength: 32)
+    }
+
+    /// The token an authority hands out after its match: one MAC per distinct proof key in `keys`.
+    public static func token(vaultID: [UInt8], nonce: [UInt8], reusedAge: Int64?, keys: [[UInt8]]) throws -> FreshMatchToken {
+        var macs: [[UInt8]] = []
+        for k in keys {
+            let mac = try mac(key: try SecretBytes(copying: k), vaultID: vaultID, nonce: nonce, reusedAge: reusedAge)
+            if !macs.contains(mac) { macs.append(mac) }
+        }
+        return FreshMatchToken(vaultID: vaultID, nonce: nonce, reusedAge: reusedAge, macs: macs)
+    }
+
+    /// Whether one of `token`'s MACs is the MAC under `key` (each compared in constant time).
+    public static func check(_ token: FreshMatchToken, key: borrowing SecretBytes) throws -> Bool {
+        let mine = try mac(key: key, vaultID: token.vaultID, nonce: token.nonce, reusedAge: token.reusedAge)
+        var found = false
+        for m in token.macs.prefix(FreshMatchToken.maximumMACs) where constantTimeEqual(mine, m) { found = true }
+        return found
+    }
 }

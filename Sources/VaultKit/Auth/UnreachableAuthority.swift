@@ -25,7 +25,7 @@ public final class UnreachableAuthority: KeyAuthority {
     public func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> UnlockGrant {
         throw unavailable
     }
-    public func verify(_ slot: SlotReference, reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> Int64? {
+    public func verify(_ slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> FreshMatchToken {
         throw unavailable
     }
     /// Nothing is recorded.

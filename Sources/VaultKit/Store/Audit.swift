@@ -14,15 +14,21 @@ public struct AuditRecord: Codable, Equatable, Sendable {
     public var uid: UInt32
     /// The requesting process, when known.
     public var pid: Int32?
+    /// The requesting process's executable (`/proc/PID/exe`, read by whoever holds the key: the
+    /// agent for its peer), nil when it could not be read. `command` is what the caller says it
+    /// is; this is what the kernel says it runs.
+    public var executable: String?
 
     /// A record stamped now.
-    public init(item: String, field: String, command: String, uid: UInt32, pid: Int32? = nil, time: Int64 = unixNow()) {
+    public init(item: String, field: String, command: String, uid: UInt32, pid: Int32? = nil, executable: String? = nil,
+                time: Int64 = unixNow()) {
         self.time = time
         self.item = item
         self.field = field
         self.command = command
         self.uid = uid
         self.pid = pid
+        self.executable = executable
     }
 }
 

@@ -330,16 +330,21 @@ extension UnlockedVault {
         }
     }
 
-    /// Changes an item in place (fresh nonces); a changed name moves its index entry.
-    /// - Throws: `.itemNotFound`, `.alreadyExists` when the new name is taken.
-    public func update(_ name: String, now: Int64 = unixNow(), _ change: (inout Item) throws -> Void) throws {
+    /// Changes an item in place (fresh nonces); a changed name moves its index entry. Every
+    /// update comes here: one that turns the item's fingerprint login off is written only with
+    /// `freshMatch`, a token for `.fingerprintLoginSwitch` of this item (`requireFreshMatch`).
+    /// - Throws: `.itemNotFound`, `.alreadyExists` when the new name is taken, `.freshMatchNeeded`.
+    public func update(_ name: String, now: Int64 = unixNow(), freshMatch: FreshMatchToken? = nil,
+                       _ change: (inout Item) throws -> Void) throws {
         let n = try Item.normalize(name: name)
         try writeTransaction {
             let row = try row(named: n)
             let scratch = try RecordScratch(capacity: row.secrets.count + row.overview.count)
             var item = try reading(n, record: .overview) { try openOverview(row, scratch: scratch).item }
             try reading(n, record: .secrets) { try withSecrets(row, scratch: scratch) { try SecretsRecord.decode($0, into: &item) } }
+            let guarded = item.fingerprintLogin
             try change(&item)
+            if guarded && !item.fingerprintLogin { try requireFreshMatch(freshMatch, for: .fingerprintLoginSwitch(item: n), item: n) }
             item.name = try Item.normalize(name: item.name)
             item.modified = now
             let mac = try nameMAC(item.name)

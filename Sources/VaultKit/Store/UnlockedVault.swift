@@ -24,6 +24,10 @@ public final class UnlockedVault {
     /// What the key authority recorded of this vault's passcode unlock (nil: nothing, or not
     /// opened with a passcode).
     public var passcodeRecord: PasscodeRecord?
+    /// The nonces this vault issued for fresh fingerprint matches (`freshMatchNonce(for:)`): a
+    /// token is accepted only over one of them, once. They go with this object (an agent's
+    /// session, a command).
+    public let freshMatches = FreshMatchBook()
 
     init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64, slotSequence: Int64) throws {
         self.store = store
