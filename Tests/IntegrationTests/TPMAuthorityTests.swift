@@ -16,7 +16,8 @@ final class IntegrationTPM {
                                        "--server", "type=unixio,path=\(folder)/tpm.sock,mode=0666",
                                        "--ctrl", "type=unixio,path=\(folder)/tpm.sock.ctrl,mode=0666",
                                        "--flags", "not-need-init,startup-clear"], env: [:])
-        for _ in 0..<500 where !FileManager.default.fileExists(atPath: folder + "/tpm.sock.ctrl") { usleep(2000) }
+        let end = Date().addingTimeInterval(30)
+        while (!swtpmAccepts(folder + "/tpm.sock.ctrl") || !swtpmAccepts(folder + "/tpm.sock")) && Date() < end { usleep(2000) }
     }
 
     /// A tpm2-tools program against this TPM.
@@ -31,6 +32,26 @@ final class IntegrationTPM {
         kill(pid, SIGKILL)
         _ = reap(pid)
         try? FileManager.default.removeItem(atPath: folder)
+    }
+}
+
+/// Whether the Unix socket at `path` accepts a connection now: swtpm's socket file exists from its
+/// `bind`, but connections are accepted only from its `listen` on, which a loaded machine may reach
+/// later (a client connecting in between fails with "tcti:IO failure").
+func swtpmAccepts(_ path: String) -> Bool {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+    withUnsafeMutableBytes(of: &address.sun_path) { p in
+        p.copyBytes(from: bytes)
+        p[bytes.count] = 0
+    }
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
     }
 }
 

@@ -27,8 +27,8 @@ final class SoftwareTPM: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let end = Date().addingTimeInterval(10)
-        while !FileManager.default.fileExists(atPath: folder + "/tpm.sock.ctrl") || !FileManager.default.fileExists(atPath: socket) {
+        let end = Date().addingTimeInterval(30)
+        while !swtpmAccepts(folder + "/tpm.sock.ctrl") || !swtpmAccepts(socket) {
             guard Date() < end, process.isRunning else { throw VaultError.failure("swtpm did not start") }
             usleep(2000)
         }
@@ -84,5 +84,25 @@ final class SoftwareTPM: @unchecked Sendable {
     deinit {
         stop()
         try? FileManager.default.removeItem(atPath: folder)
+    }
+}
+
+/// Whether the Unix socket at `path` accepts a connection now: swtpm's socket file exists from its
+/// `bind`, but connections are accepted only from its `listen` on, which a loaded machine may reach
+/// later (a client connecting in between fails with "tcti:IO failure").
+func swtpmAccepts(_ path: String) -> Bool {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+    withUnsafeMutableBytes(of: &address.sun_path) { p in
+        p.copyBytes(from: bytes)
+        p[bytes.count] = 0
+    }
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
     }
 }
