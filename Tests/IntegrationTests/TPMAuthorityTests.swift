@@ -1,4 +1,5 @@
 import Foundation
+import VaultSystem
 import Testing
 import VaultKit
 
@@ -17,7 +18,7 @@ final class IntegrationTPM {
                                        "--ctrl", "type=unixio,path=\(folder)/tpm.sock.ctrl,mode=0666",
                                        "--flags", "not-need-init,startup-clear"], env: [:])
         let end = Date().addingTimeInterval(30)
-        while (!swtpmAccepts(folder + "/tpm.sock.ctrl") || !swtpmAccepts(folder + "/tpm.sock")) && Date() < end { usleep(2000) }
+        while (!accepts(folder + "/tpm.sock.ctrl") || !accepts(folder + "/tpm.sock")) && Date() < end { usleep(2000) }
     }
 
     /// A tpm2-tools program against this TPM.
@@ -35,25 +36,6 @@ final class IntegrationTPM {
     }
 }
 
-/// Whether the Unix socket at `path` accepts a connection now: swtpm's socket file exists from its
-/// `bind`, but connections are accepted only from its `listen` on, which a loaded machine may reach
-/// later (a client connecting in between fails with "tcti:IO failure").
-func swtpmAccepts(_ path: String) -> Bool {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    let bytes = Array(path.utf8)
-    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
-    withUnsafeMutableBytes(of: &address.sun_path) { p in
-        p.copyBytes(from: bytes)
-        p[bytes.count] = 0
-    }
-    return withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
-    }
-}
 
 /// vault-authd with its device secrets sealed by a real (software) TPM, and `vault` as an
 /// ordinary user through it. Needs root (useradd, setpriv) and swtpm.
@@ -111,7 +93,7 @@ struct TPMAuthorityTests {
         var redirections = ""
         for (fd, content) in fds {
             let file = base + "/fd-" + UUID().uuidString.prefix(8)
-            FileManager.default.createFile(atPath: file, contents: Data((content + "\n").utf8), attributes: [.posixPermissions: 0o644])
+            _ = FileManager.default.createFile(atPath: file, contents: Data((content + "\n").utf8), attributes: [.posixPermissions: 0o644])
             redirections += " \(fd)<" + file
         }
         let quoted = ([vaultBinary] + args).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
@@ -262,3 +244,8 @@ struct PasscodeOnTPMFlowTests {
         #expect(r.status == 0 && r.stdout == "s3cret\n", "\(r.stderr)")
     }
 }
+
+/// Whether swtpm's socket at `path` accepts a connection now: the file exists from its `bind`, but
+/// connections are accepted only from its `listen` on, which a loaded machine may reach later (a
+/// client connecting in between fails with "tcti:IO failure").
+private func accepts(_ path: String) -> Bool { (try? UnixSocket.connect(path: path)) != nil }

@@ -1,4 +1,5 @@
 import Foundation
+import VaultSystem
 @testable import VaultKit
 
 /// A real TPM 2.0 for one test: Debian's swtpm serving a fresh state folder on a Unix socket
@@ -28,7 +29,7 @@ final class SoftwareTPM: @unchecked Sendable {
         process.standardError = FileHandle.nullDevice
         try process.run()
         let end = Date().addingTimeInterval(30)
-        while !swtpmAccepts(folder + "/tpm.sock.ctrl") || !swtpmAccepts(socket) {
+        while !accepts(folder + "/tpm.sock.ctrl") || !accepts(socket) {
             guard Date() < end, process.isRunning else { throw VaultError.failure("swtpm did not start") }
             usleep(2000)
         }
@@ -87,22 +88,7 @@ final class SoftwareTPM: @unchecked Sendable {
     }
 }
 
-/// Whether the Unix socket at `path` accepts a connection now: swtpm's socket file exists from its
-/// `bind`, but connections are accepted only from its `listen` on, which a loaded machine may reach
-/// later (a client connecting in between fails with "tcti:IO failure").
-func swtpmAccepts(_ path: String) -> Bool {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    let bytes = Array(path.utf8)
-    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
-    withUnsafeMutableBytes(of: &address.sun_path) { p in
-        p.copyBytes(from: bytes)
-        p[bytes.count] = 0
-    }
-    return withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
-    }
-}
+/// Whether swtpm's socket at `path` accepts a connection now: the file exists from its `bind`, but
+/// connections are accepted only from its `listen` on, which a loaded machine may reach later (a
+/// client connecting in between fails with "tcti:IO failure").
+private func accepts(_ path: String) -> Bool { (try? UnixSocket.connect(path: path)) != nil }

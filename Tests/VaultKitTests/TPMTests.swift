@@ -19,7 +19,7 @@ struct TPMTests {
         for _ in 0..<4 { _ = try tpm.device.unseal(object, authValue: try SecretBytes(zeroed: 0)) }
 
         let other = try SoftwareTPM()
-        #expect(throws: TPMFailure.foreignObject) { try other.device.unseal(object, authValue: try SecretBytes(zeroed: 0)) }
+        #expect(throws: TPMFailure.foreignObject) { _ = try other.device.unseal(object, authValue: try SecretBytes(zeroed: 0)) }
     }
 
     @Test func fiftySealsAndUnsealsInARowFlushEveryObjectAndAreTimed() throws {
@@ -48,7 +48,7 @@ struct TPMTests {
         let same = try tpm.device.unseal(object, authValue: try SecretBytes(zeroed: 0)).isEqual(to: secret)
         #expect(same)
         try tpm.extendPCR7()
-        #expect(throws: TPMFailure.policyFailed) { try tpm.device.unseal(object, authValue: try SecretBytes(zeroed: 0)) }
+        #expect(throws: TPMFailure.policyFailed) { _ = try tpm.device.unseal(object, authValue: try SecretBytes(zeroed: 0)) }
     }
 
     @Test func wrongAuthValuesCountUntilTheTPMLocks() throws {
@@ -60,11 +60,11 @@ struct TPMTests {
         let same = try tpm.device.unseal(object, authValue: auth).isEqual(to: secret)
         #expect(same)
         #expect(try tpm.device.dictionaryAttackState() == TPMDictionaryAttackState(failedTries: 0, maxTries: 2, recoverySeconds: 600))
-        #expect(throws: TPMFailure.wrongAuthorization) { try tpm.device.unseal(object, authValue: wrong) }
+        #expect(throws: TPMFailure.wrongAuthorization) { _ = try tpm.device.unseal(object, authValue: wrong) }
         #expect(try tpm.device.dictionaryAttackState().triesLeft == 1)
-        #expect(throws: TPMFailure.wrongAuthorization) { try tpm.device.unseal(object, authValue: wrong) }
+        #expect(throws: TPMFailure.wrongAuthorization) { _ = try tpm.device.unseal(object, authValue: wrong) }
         #expect(try tpm.device.dictionaryAttackState().lockedOut)
-        #expect(throws: TPMFailure.lockout) { try tpm.device.unseal(object, authValue: auth) }
+        #expect(throws: TPMFailure.lockout) { _ = try tpm.device.unseal(object, authValue: auth) }
 
         // A NODA object (the daemon's device secret) still opens during the lockout.
         let noda = try tpm.device.seal(secret, authValue: try SecretBytes(zeroed: 0), policy: TPMSealPolicy(pcr7: false, dictionaryAttackProtected: false))

@@ -26,7 +26,7 @@ enum RotateCommand {
                 let passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
                 try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
             } else {
-                try Auth.unlockWithPasscode(store, inv, ctx, why: "rotating the keys needs the passcode") { vault, passcode in
+                _ = try Auth.unlockWithPasscode(store, inv, ctx, why: "rotating the keys needs the passcode") { vault, passcode in
                     if inv.has("--new-passcode-fd") {
                         try rotate(vault, passcode: try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd"), kdf: kdf, inv, ctx)
                     } else {
