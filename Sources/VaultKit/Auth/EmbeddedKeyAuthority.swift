@@ -309,6 +309,19 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         throw invalid
     }
 
+    /// Carries a pending key that `proven` (checked against an earlier read) proved into `state`,
+    /// a fresh read under the lock, leaving every other registration as it is there.
+    /// - Returns: whether `state` changed.
+    @discardableResult
+    private func adoptProvenKey(of proven: RegisteredVault, in state: inout PrintsState) -> Bool {
+        guard let i = state.vaults?.firstIndex(where: { $0.vaultID == proven.vaultID }), state.vaults![i].pendingProofKey == proven.proofKey else {
+            return false
+        }
+        state.vaults![i].proofKey = proven.proofKey
+        state.vaults![i].pendingProofKey = nil
+        return true
+    }
+
     private func hasOwner(_ state: PrintsState) -> Bool { (state.vaults ?? []).contains { $0.owner } }
 
     /// Checks that `proof` is an owner vault's, once the user has one (uid-wide changes: the
@@ -654,10 +667,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
             // The rotated key proved itself: it is the vault's key from now on.
             try? withStateLock {
                 var now = try printsState()
-                guard let j = now.vaults?.firstIndex(where: { $0.vaultID == proof.vaultID }), now.vaults![j].pendingProofKey == vault.proofKey else { return }
-                now.vaults![j].proofKey = vault.proofKey
-                now.vaults![j].pendingProofKey = nil
-                try write(now)
+                if adoptProvenKey(of: vault, in: &now) { try write(now) }
             }
         }
         let now = clock(), boot = bootID, id = hexString(proof.vaultID)
@@ -723,10 +733,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
             var state = try printsState()
             // The owner proof was checked in `before`; a pending key it proved replaces the old
             // one here too (other registrations made meanwhile are kept).
-            if let by, let i = state.vaults?.firstIndex(where: { $0.vaultID == by.vaultID }), state.vaults![i].pendingProofKey == by.proofKey {
-                state.vaults![i].proofKey = by.proofKey
-                state.vaults![i].pendingProofKey = nil
-            }
+            if let by { adoptProvenKey(of: by, in: &state) }
             state.prints.append(StoredPrint(finger: finger, sensor: reader.identity, data: data, enrolled: enrolled.enrolled,
                                             byVault: by?.vaultID, label: name, confirmed: by != nil))
             state.epoch = randomBytes(16)
