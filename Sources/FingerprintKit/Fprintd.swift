@@ -296,7 +296,6 @@ public final class FprintdSession {
             }, box, nil)))
     }
 
-    @discardableResult
     private func call(_ method: String, _ arguments: [GVariantArgument]) throws(FprintdError) -> Void {
         try Self.call(connection, owner, devicePath, Self.deviceInterface, method, arguments) { _ in () }
     }

@@ -1,4 +1,4 @@
-public import VaultKit
+internal import VaultKit
 internal import VaultSystem
 internal import Foundation
 

@@ -1,4 +1,4 @@
-public import VaultSystem
+internal import VaultSystem
 internal import VaultKit
 internal import Foundation
 

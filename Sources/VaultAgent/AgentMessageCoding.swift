@@ -1,4 +1,4 @@
-public import VaultKit
+internal import VaultKit
 
 // The agent's messages, coded by hand (see `WireKey`), in the JSON Swift's synthesized coding
 // wrote before (docs/format.md). A case missing from an `encode(to:)` fails to compile; every case

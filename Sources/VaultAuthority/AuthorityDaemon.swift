@@ -96,7 +96,7 @@ public enum AuthorityDaemon {
     static func sealing(_ options: Options) throws -> DeviceSecretSealing {
         let device: TPMDevice
         switch options.tpm {
-        case "none", "auto" where TPMDevice.fromEnvironment([:]) == nil:
+        case _ where options.tpm == "none" || (options.tpm == "auto" && TPMDevice.fromEnvironment([:]) == nil):
             guard !options.pcr7 else { throw VaultError.usage("--tpm-pcr7 needs a TPM", hint: "give one with --tpm TCTI") }
             return .filePermissions
         case "auto":

@@ -10,7 +10,7 @@ import Testing
 
     func file(_ name: String, _ text: String) -> String {
         let path = box.home + "/" + name
-        FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
         return path
     }
 
@@ -177,9 +177,9 @@ import Testing
         """#
         let dir = box.home + "/pux"
         try FileManager.default.createDirectory(atPath: dir + "/files", withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: dir + "/export.data", contents: Data(data.utf8))
-        FileManager.default.createFile(atPath: dir + "/export.attributes", contents: Data(#"{"version":3,"description":"1Password Unencrypted Export","createdAt":1635523000}"#.utf8))
-        FileManager.default.createFile(atPath: dir + "/files/doc1__scan.pdf", contents: Data("%PDF".utf8))
+        _ = FileManager.default.createFile(atPath: dir + "/export.data", contents: Data(data.utf8))
+        _ = FileManager.default.createFile(atPath: dir + "/export.attributes", contents: Data(#"{"version":3,"description":"1Password Unencrypted Export","createdAt":1635523000}"#.utf8))
+        _ = FileManager.default.createFile(atPath: dir + "/files/doc1__scan.pdf", contents: Data("%PDF".utf8))
         let zip = spawn("/usr/bin/python3", ["-c", """
         import zipfile, sys, os
         with zipfile.ZipFile(sys.argv[1] + '/../export.1pux', 'w', zipfile.ZIP_DEFLATED) as z:

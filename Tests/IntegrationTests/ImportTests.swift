@@ -11,7 +11,7 @@ import Testing
     /// Writes `text` to a file in the sandbox and returns its path.
     func file(_ name: String, _ text: String) -> String {
         let path = box.home + "/" + name
-        FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
         return path
     }
 

@@ -37,7 +37,7 @@ import Testing
         #expect(r.stderr.contains("libnettle.so.8"), "vault otp opened Nettle")
 
         let xml = box.home + "/kp.xml"
-        FileManager.default.createFile(atPath: xml, contents: Data("""
+        _ = FileManager.default.createFile(atPath: xml, contents: Data("""
             <?xml version="1.0" encoding="utf-8"?>
             <KeePassFile><Meta/><Root><Group><Name>Root</Name>
             <Entry><String><Key>Title</Key><Value>kx</Value></String><String><Key>UserName</Key><Value/></String>
@@ -52,7 +52,7 @@ import Testing
                 "entities and the spaces around a value are kept")
 
         let zip = box.home + "/bad.1pux"
-        FileManager.default.createFile(atPath: zip, contents: Data("PK\u{3}\u{4}garbage".utf8))
+        _ = FileManager.default.createFile(atPath: zip, contents: Data("PK\u{3}\u{4}garbage".utf8))
         r = run(["import", "--from", "1pux", zip])
         #expect(r.status == 2, "a damaged archive is refused: \(r.stderr.suffix(300))")
         #expect(r.stderr.contains("libarchive.so.13"), "the 1PUX import opened libarchive")
@@ -68,7 +68,7 @@ import Testing
         }
         let dir = box.home + "/fakelib"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: dir + "/empty.c", contents: Data("int vault_not_sqlite;\n".utf8))
+        _ = FileManager.default.createFile(atPath: dir + "/empty.c", contents: Data("int vault_not_sqlite;\n".utf8))
         let built = spawn(cc, ["-shared", "-fPIC", "-o", dir + "/libsqlite3.so.0", "-Wl,-soname,libsqlite3.so.0", dir + "/empty.c"],
                           env: ["PATH": "/usr/bin:/bin"])
         #expect(built.status == 0, "\(built.stderr)")
@@ -84,7 +84,7 @@ import Testing
     /// is refused before any entity is read, and nothing is imported.
     @Test func aKeePassXMLWithADocumentTypeIsRefused() {
         let xml = box.home + "/dtd.xml"
-        FileManager.default.createFile(atPath: xml, contents: Data("""
+        _ = FileManager.default.createFile(atPath: xml, contents: Data("""
             <?xml version="1.0"?>
             <!DOCTYPE KeePassFile [<!ENTITY x SYSTEM "file:///etc/passwd">]>
             <KeePassFile><Root><Group><Entry><String><Key>Title</Key><Value>&x;</Value></String></Entry></Group></Root></KeePassFile>
@@ -108,7 +108,7 @@ import Testing
         let shim = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Sources/CXML2/shim.h").path
         let check = box.home + "/check.c"
-        FileManager.default.createFile(atPath: check, contents: Data("""
+        _ = FileManager.default.createFile(atPath: check, contents: Data("""
             #include <libxml/xmlreader.h>
             /* The shim's opaque reader is libxml2's own struct here, so each field can be compared whole. */
             #define vault_xmlTextReader _xmlTextReader

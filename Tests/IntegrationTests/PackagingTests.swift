@@ -42,7 +42,7 @@ func temporaryFolder(_ label: String) -> String {
 func unitCopy(_ name: String, binary: String) -> String {
     let folder = temporaryFolder("unit")
     let path = folder + "/" + name
-    FileManager.default.createFile(atPath: path, contents: Data(replacingExecStart(shipped(name), with: builtFolder + "/" + binary).utf8))
+    _ = FileManager.default.createFile(atPath: path, contents: Data(replacingExecStart(shipped(name), with: builtFolder + "/" + binary).utf8))
     return path
 }
 
@@ -355,11 +355,11 @@ final class SystemdSandbox: @unchecked Sendable {
         for (name, text) in units {
             let path = folder + "/units/" + name
             try fm.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            fm.createFile(atPath: path, contents: Data(text.utf8))
+            _ = fm.createFile(atPath: path, contents: Data(text.utf8))
         }
         try fm.createDirectory(atPath: folder + "/probe/bin", withIntermediateDirectories: true)
         for (name, text) in probe {
-            fm.createFile(atPath: folder + "/probe/" + name, contents: Data(text.utf8), attributes: [.posixPermissions: 0o755])
+            _ = fm.createFile(atPath: folder + "/probe/" + name, contents: Data(text.utf8), attributes: [.posixPermissions: 0o755])
         }
         for b in binaries { try fm.copyItem(atPath: builtFolder + "/" + b, toPath: folder + "/probe/bin/" + b) }
         guard mkdir(cgroup, 0o755) == 0 else { throw PackagingError("mkdir \(cgroup): errno \(errno)") }
@@ -572,7 +572,7 @@ struct PackagingRootTests {
         let t = temporaryFolder("agent-unit")
         defer { try? FileManager.default.removeItem(atPath: t) }
         chmod(t, 0o700)
-        FileManager.default.createFile(atPath: t + "/pc", contents: Data("correct horse battery\n".utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: t + "/pc", contents: Data("correct horse battery\n".utf8), attributes: [.posixPermissions: 0o600])
         let dropIn = """
             [Unit]
             DefaultDependencies=no

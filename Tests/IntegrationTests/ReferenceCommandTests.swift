@@ -38,7 +38,7 @@ import Testing
 
     func write(_ name: String, _ text: String, mode: Int = 0o600) -> String {
         let path = box.home + "/" + name
-        FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
+        _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
         return path
     }
 

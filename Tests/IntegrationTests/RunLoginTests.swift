@@ -29,7 +29,7 @@ import Testing
     /// Writes an executable script into the sandbox and returns its path.
     func script(_ name: String, _ text: String) -> String {
         let path = box.home + "/" + name
-        FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o700])
+        _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o700])
         return path
     }
 

@@ -49,7 +49,7 @@ struct SystemAuthorityTests {
         var shellFD = ""
         if let passcode {
             let file = "/tmp/vault-it-pc-" + UUID().uuidString.prefix(8)
-            FileManager.default.createFile(atPath: file, contents: Data((passcode + "\n").utf8), attributes: [.posixPermissions: 0o644])
+            _ = FileManager.default.createFile(atPath: file, contents: Data((passcode + "\n").utf8), attributes: [.posixPermissions: 0o644])
             all += ["--passcode-fd", "3"]
             shellFD = " 3<" + file
         }

@@ -374,7 +374,7 @@ private let bash = "/bin/bash", zsh = "/usr/bin/zsh", fish = "/usr/bin/fish"
         // man itself reads it.
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/man") {
             let path = box.home + "/vault.1"
-            FileManager.default.createFile(atPath: path, contents: Data(man.utf8))
+            _ = FileManager.default.createFile(atPath: path, contents: Data(man.utf8))
             let r = spawn("/usr/bin/man", ["-l", path], env: ["PATH": "/usr/bin:/bin", "MANPAGER": "cat", "MANWIDTH": "80"])
             #expect(r.status == 0 && r.stdout.contains("EXIT STATUS"), "\(r.stderr)")
         }
@@ -400,7 +400,7 @@ private let bash = "/bin/bash", zsh = "/usr/bin/zsh", fish = "/usr/bin/fish"
     @Test func bashCompletesACommandAnOptionAndAnItemName() {
         let box = sessionBox()
         let script = box.home + "/vault.bash"
-        FileManager.default.createFile(atPath: script, contents: Data(box.vault(["completion", "bash"]).stdout.utf8))
+        _ = FileManager.default.createFile(atPath: script, contents: Data(box.vault(["completion", "bash"]).stdout.utf8))
         func complete(_ words: [String]) -> [String] {
             let quoted = words.map { "'\($0)'" }.joined(separator: " ")
             let r = spawn(bash, ["--norc", "-c", "source \(script); COMP_WORDS=(\(quoted)); COMP_CWORD=\(words.count - 1); _vault; printf '%s\\n' \"${COMPREPLY[@]}\""],
@@ -420,7 +420,7 @@ private let bash = "/bin/bash", zsh = "/usr/bin/zsh", fish = "/usr/bin/fish"
     func zshCompletesACommandAnOptionAndAnItemName() {
         let box = sessionBox()
         let script = box.home + "/_vault"
-        FileManager.default.createFile(atPath: script, contents: Data(box.vault(["completion", "zsh"]).stdout.utf8))
+        _ = FileManager.default.createFile(atPath: script, contents: Data(box.vault(["completion", "zsh"]).stdout.utf8))
         func complete(_ words: [String]) -> [String] {
             let quoted = words.map { "'\($0)'" }.joined(separator: " ")
             // compadd and compdef recorded, as zsh's completion system would receive them.
@@ -443,7 +443,7 @@ private let bash = "/bin/bash", zsh = "/usr/bin/zsh", fish = "/usr/bin/fish"
     func fishCompletesACommandAnOptionAndAnItemName() {
         let box = sessionBox()
         let script = box.home + "/vault.fish"
-        FileManager.default.createFile(atPath: script, contents: Data(box.vault(["completion", "fish"]).stdout.utf8))
+        _ = FileManager.default.createFile(atPath: script, contents: Data(box.vault(["completion", "fish"]).stdout.utf8))
         func complete(_ line: String) -> [String] {
             var env = path(box)
             env["XDG_CONFIG_HOME"] = box.home + "/fish-config"

@@ -286,7 +286,7 @@ import Testing
     @Test func passwordsAreStoredByteForByteOrRefused() {
         box.initVault()
         let pcFile = box.home + "/pc"
-        FileManager.default.createFile(atPath: pcFile, contents: Data((pc + "\n").utf8))
+        _ = FileManager.default.createFile(atPath: pcFile, contents: Data((pc + "\n").utf8))
         func add(_ name: String, printf bytes: String) -> RunResult {
             spawn("/bin/sh", ["-c", "printf '\(bytes)' | \"$0\" add \(name) --password-stdin --passcode-fd 3 3<\(pcFile)", vaultBinary], env: box.env)
         }
@@ -307,7 +307,7 @@ import Testing
 
     @Test func aVaultProcessHoldingASecretLeavesNoCoreDump() throws {
         box.initVault()
-        var r = box.vault(["add", "db", "--password-stdin"], passcode: pc, stdin: "db-pw\n")
+        let r = box.vault(["add", "db", "--password-stdin"], passcode: pc, stdin: "db-pw\n")
         #expect(r.status == 0)
         // `run` waits for its child with the password in memory: no core file, not dumpable.
         let pid = start(vaultBinary, ["run", "--env", "X=db", "--passcode-fd", "3", "--", "sleep", "3"], env: box.env,

@@ -15,7 +15,7 @@ import VaultAgent
         #expect(AgentPaths.folder(env, temporaryRoot: root) == shared)
         // A file in its place, or (as root) a folder another user owns: the user's own state folder.
         try FileManager.default.removeItem(atPath: shared)
-        FileManager.default.createFile(atPath: shared, contents: Data())
+        _ = FileManager.default.createFile(atPath: shared, contents: Data())
         #expect(AgentPaths.folder(env, temporaryRoot: root) == "/home/someone/.state/vault/run")
         if getuid() == 0 {
             try FileManager.default.removeItem(atPath: shared)

@@ -9,7 +9,7 @@ import VaultSystem
         defer { try? FileManager.default.removeItem(atPath: folder) }
         func file(_ name: String, age: TimeInterval) throws {
             let p = folder + "/" + name
-            FileManager.default.createFile(atPath: p, contents: Data("x".utf8))
+            _ = FileManager.default.createFile(atPath: p, contents: Data("x".utf8))
             try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -age)], ofItemAtPath: p)
         }
         try file(".auth.sealed.tmp-1f2e", age: 600)

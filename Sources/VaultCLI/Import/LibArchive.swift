@@ -24,7 +24,7 @@ enum LibArchive {
     static func zipEntries(_ bytes: [UInt8], limit: Int, wanted: (String) -> Bool) throws -> (files: [String: [UInt8]], others: [String]) {
         let api = try loaded.get()
         guard let a = api.archive_read_new() else { throw VaultError.failure("libarchive could not start") }
-        defer { api.archive_read_free(a) }
+        defer { _ = api.archive_read_free(a) }
         try check(api.archive_read_support_format_zip(a), a, "the archive")
         var files: [String: [UInt8]] = [:], others: [String] = []
         try bytes.withUnsafeBytes { raw in

@@ -1,5 +1,5 @@
 import VaultSystem
-public import Foundation
+internal import Foundation
 
 /// vault's encrypted export (docs/format.md): vault JSON sealed with libsodium's secretstream
 /// under a key Argon2id derives from a passphrase.

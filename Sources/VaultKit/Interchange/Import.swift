@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 
 /// The formats `vault import` reads (`--from`), each an export of a manager people leave.
 public enum ImportFormat: String, CaseIterable, Sendable {

@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 
 /// The hash function of a one-time password (RFC 6238 allows SHA-1, SHA-256, SHA-512). The
 /// HMAC itself is computed in VaultOTP (Nettle, which libarchive already loads), so VaultKit and vault-agent link no HMAC library.

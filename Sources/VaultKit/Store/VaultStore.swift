@@ -265,7 +265,7 @@ public final class VaultStore {
         } catch is CryptoError {
             throw VaultError.domainStateChanged
         }
-        if let next = grant.next { try? vault.reseal(fingerprintSlot: slot, with: next) }
+        if let next = grant.next { _ = try? vault.reseal(fingerprintSlot: slot, with: next) }
         return vault
     }
 }
