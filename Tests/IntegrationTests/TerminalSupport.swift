@@ -33,7 +33,7 @@ final class TerminalRun: @unchecked Sendable {
         _ = fcntl(s, F_SETFD, FD_CLOEXEC)
         var name = [CChar](repeating: 0, count: 256)
         precondition(ttyname_r(s, &name, name.count) == 0)
-        let slavePath = String(cString: name)
+        let slavePath = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         master = m
         var p: [Int32] = [0, 0]
         precondition(pipe(&p) == 0)

@@ -167,7 +167,6 @@ struct FullDiskTests {
         #expect(made.owner == TestUsers.uid(TestUsers.daemon) && made.permissions == 0o600)
 
         let alice = try ClientProcess(user: TestUsers.alice, daemon: daemon)
-        let bob = try ClientProcess(user: TestUsers.bob, daemon: daemon)
         #expect(try alice.run(.testSettings(bootID: nil, now: 1_800_000_000)).ok, "a fixed clock: the passcode waits are exact")
         #expect(try alice.enroll("alice-finger", on: daemon).ok)
         let vault = FakeVault()
