@@ -156,10 +156,10 @@ public enum AuthorityCodec {
         }
         if request.carriesKey {
             guard frame.tail.count == AuthorityLimits.keyBytes else {
-                throw .usage("malformed request: bind carries a \(AuthorityLimits.keyBytes)-byte proof key")
+                throw .usage("malformed request: bind, rekey and reregister carry a \(AuthorityLimits.keyBytes)-byte proof key")
             }
         } else if !frame.tail.isEmpty {
-            throw .usage("malformed request: only bind carries binary data")
+            throw .usage("malformed request: only bind, rekey and reregister carry binary data")
         }
         try request.validate()
         return request

@@ -24,6 +24,12 @@ public enum AuthorityRequest: Codable, Equatable, Sendable {
     case verify(slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, scanTimeout: Double)
     /// Records a passcode unlock with a proof (`recorded`).
     case recordPasscodeUnlock(proof: AuthorityProof)
+    /// Takes the vault's next proof key (the tail, 32 bytes) for a proof under a key held for it
+    /// (`recorded`).
+    case rekey(proof: AuthorityProof)
+    /// After a live match of a confirmed print, registers the tail (32 bytes) as the key of the
+    /// known vault `vaultID` (`recorded`). Streams events.
+    case reregister(vaultID: [UInt8], label: String?, prompt: String, scanTimeout: Double)
     /// Counts a passcode attempt before it is tried (`passcodeWait`).
     case beginPasscodeAttempt(vaultID: [UInt8])
     /// Counts a wrong passcode (`done`).
@@ -48,7 +54,7 @@ public enum AuthorityRequest: Codable, Equatable, Sendable {
     /// waits longer for its reply).
     public var mayScan: Bool {
         switch self {
-        case .unlock, .verify, .enroll: true
+        case .unlock, .verify, .enroll, .reregister: true
         default: false
         }
     }
@@ -61,8 +67,10 @@ public enum AuthorityRequest: Codable, Equatable, Sendable {
 
     /// Whether the frame carries the 32-byte proof key as its tail.
     var carriesKey: Bool {
-        if case .bind = self { return true }
-        return false
+        switch self {
+        case .bind, .rekey, .reregister: true
+        default: false
+        }
     }
 }
 
@@ -241,8 +249,12 @@ extension AuthorityRequest {
             guard nonce.count == 32 else { throw .usage("malformed request: a fresh match is verified over a 32-byte nonce") }
             guard reuse >= 0 else { throw .usage("malformed request: a negative reuse window") }
             try Self.check(prompt, "prompt", allowEmpty: true)
-        case .recordPasscodeUnlock(let proof):
+        case .recordPasscodeUnlock(let proof), .rekey(let proof):
             try Self.check(proof)
+        case .reregister(let vaultID, let label, let prompt, _):
+            try Self.check(vaultID: vaultID)
+            if let label { try Self.check(label, "vault name") }
+            try Self.check(prompt, "prompt", allowEmpty: true)
         case .unenroll(let finger, let proof, let label):
             if let proof { try Self.check(proof) }
             try Self.check(finger, "finger")

@@ -151,9 +151,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
             case .challenge:
                 return AuthorityResponse(.challenge(challenge: try authority.challenge()))
             case .bind(let request):
-                guard key.count == AuthorityLimits.keyBytes else { throw VaultError.usage("malformed request: bind carries a 32-byte proof key") }
-                let proofKey = try SecretBytes(copying: key)
-                let grant = try authority.bind(request, proofKey: proofKey)
+                let grant = try authority.bind(request, proofKey: try proofKey(key))
                 return AuthorityResponse(.bound(binding: grant.binding, changes: grant.changes, owner: grant.owner), tail: grant.kek.exposedBytes())
             case .unlock(let slot, let rules, let prompt, let timeout):
                 session.scanTimeout = timeout
@@ -166,6 +164,12 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
                 return AuthorityResponse(.verified(token: token))
             case .recordPasscodeUnlock(let proof):
                 return AuthorityResponse(.recorded(record: try authority.recordPasscodeUnlock(proof)))
+            case .rekey(let proof):
+                return AuthorityResponse(.recorded(record: try authority.rekey(proof, proofKey: try proofKey(key))))
+            case .reregister(let vaultID, let label, let prompt, let timeout):
+                session.scanTimeout = timeout
+                return AuthorityResponse(.recorded(record: try authority.reregister(vaultID: vaultID, proofKey: try proofKey(key), label: label,
+                                                                                   prompt: prompt, events: { session.notify(.event(event: $0)) })))
             case .beginPasscodeAttempt(let vaultID):
                 return AuthorityResponse(.passcodeWait(seconds: try authority.beginPasscodeAttempt(vaultID: vaultID)))
             case .recordPasscodeFailure(let vaultID):
@@ -181,7 +185,6 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
                 return AuthorityResponse(.done)
             case .status(let slot, let sensor, let rules):
                 var status = try authority.status(slot: slot, sensor: sensor, rules: rules)
-                status.kind = .system
                 status.secrets = sealing.protection
                 status.readerBackend = readers.backendDescription
                 status.backendFingers = readers.backendFingers(uid: session.uid)
@@ -207,7 +210,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
         let (knobs, book, clock) = context(of: session.uid)
         let make = { [self] in
             try EmbeddedKeyAuthority(folder: folder(of: session.uid), bootID: knobs?.bootID ?? bootID, clock: clock, challenges: book,
-                                     sealing: sealing, reserve: reserve, openReader: { [self] prefer in try openReader(prefer, for: session) })
+                                     sealing: sealing, reserve: reserve, kind: .system, openReader: { [self] prefer in try openReader(prefer, for: session) })
         }
         guard let reserve else { return try make() }
         reserve.replenish()
@@ -238,6 +241,12 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     /// binding (unlock and verify 16), nothing to record or count (a passcode failure of such a
     /// uid is not counted, there is no wait before a passcode), nothing to remove or reset.
     /// `status` has no domain state (there are no prints to describe).
+    /// The proof key a request carries as its tail (the decoder checked its length).
+    private func proofKey(_ tail: [UInt8]) throws -> SecretBytes {
+        guard tail.count == AuthorityLimits.keyBytes else { throw VaultError.usage("malformed request: a \(AuthorityLimits.keyBytes)-byte proof key is missing") }
+        return try SecretBytes(copying: tail)
+    }
+
     private func answerWithoutState(_ request: AuthorityRequest, session: ScanSession) throws -> AuthorityResponse {
         switch request {
         case .fingers:
@@ -252,7 +261,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
             return AuthorityResponse(.challenge(challenge: book.issue(now: clock())))
         case .unlock, .verify:
             throw VaultError.biometryNotEnrolled
-        case .recordPasscodeUnlock:
+        case .recordPasscodeUnlock, .rekey, .reregister:
             return AuthorityResponse(.recorded(record: .notBound))
         case .beginPasscodeAttempt:
             return AuthorityResponse(.passcodeWait(seconds: 0))
@@ -280,7 +289,7 @@ extension AuthorityRequest {
         switch self {
         case .bind, .enroll:
             true
-        case .ping, .fingers, .reader, .challenge, .unlock, .verify, .recordPasscodeUnlock, .beginPasscodeAttempt,
+        case .ping, .fingers, .reader, .challenge, .unlock, .verify, .recordPasscodeUnlock, .rekey, .reregister, .beginPasscodeAttempt,
              .recordPasscodeFailure, .unenroll, .resetPrints, .status, .testSettings, .cancel:
             false
         }

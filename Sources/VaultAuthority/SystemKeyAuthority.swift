@@ -298,6 +298,24 @@ public final class SystemKeyAuthority: KeyAuthority {
         try answer(try exchange(.recordPasscodeUnlock(proof: proof))) { if case .recorded(let r) = $0 { r } else { nil } }
     }
 
+    /// Hands the daemon the vault's next proof key (the frame's tail) under a proof it checks.
+    @discardableResult
+    public func rekey(_ proof: AuthorityProof, proofKey: borrowing SecretBytes) throws -> PasscodeRecord {
+        var key = proofKey.exposedBytes()
+        defer { wipe(&key) }
+        return try answer(try exchange(.rekey(proof: proof), key: key)) { if case .recorded(let r) = $0 { r } else { nil } }
+    }
+
+    /// The daemon's live match of a confirmed print, then `proofKey` registered for `vaultID`.
+    @discardableResult
+    public func reregister(vaultID: [UInt8], proofKey: borrowing SecretBytes, label: String?, prompt: String,
+                           events: (AuthorityEvent) -> Void) throws -> PasscodeRecord {
+        var key = proofKey.exposedBytes()
+        defer { wipe(&key) }
+        let response = try exchange(.reregister(vaultID: vaultID, label: label, prompt: prompt, scanTimeout: scanTimeout), key: key, events: events)
+        return try answer(response) { if case .recorded(let r) = $0 { r } else { nil } }
+    }
+
     /// The wait before a passcode attempt.
     public func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int {
         try answer(try exchange(.beginPasscodeAttempt(vaultID: vaultID))) { if case .passcodeWait(let s) = $0 { s } else { nil } }

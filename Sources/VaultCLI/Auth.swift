@@ -167,6 +167,7 @@ enum Auth {
     static func sayUnrecorded(_ vault: UnlockedVault, _ ctx: CommandContext, authority: (any KeyAuthority)? = nil) {
         if let why = vault.unrecorded {
             ctx.say("vault: warning: the key authority did not record this unlock (\(why)); the vault is open, but a fingerprint lockout or the passcode rules stay until it can")
+            if let hint = vault.unrecordedHint { ctx.say("vault: hint: " + hint) }
             return
         }
         guard vault.passcodeRecord == .vault, let authority,

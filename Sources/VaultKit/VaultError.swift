@@ -49,6 +49,10 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case unconfirmedPrints([String], fingers: [String], owner: Bool)
     /// 5: the key authority's state (prints file, lockout record, device secret) failed authentication.
     case authorityDamaged(String)
+    /// 10: the key authority holds another proof key for this vault than the ones this copy of
+    /// it can prove (its own and its earlier generations'): the vault or the authority's state
+    /// is older than the other. The vault still opens with its passcode or recovery key.
+    case proofRefused
     /// 19: a rotation committed while this command held the old key: nothing was written.
     case keysRotated
     /// 10: the item has fingerprint login on: releasing its secret needs a fresh match (the
@@ -88,7 +92,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .alreadyExists: .alreadyExists
         case .corrupt, .newerFormat, .authorityDamaged, .settingsDamaged: .corrupt
         case .io, .insecurePermissions: .io
-        case .authenticationFailed, .freshMatchNeeded: .authenticationFailed
+        case .authenticationFailed, .freshMatchNeeded, .proofRefused: .authenticationFailed
         case .userCancel: .userCancel
         case .passcodeNeeded: .passcodeNeeded
         case .systemCancel: .systemCancel
@@ -142,6 +146,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .unconfirmedPrints(let changes, _, _):
             "not bound: the fingerprints include a finger no vault of yours vouched for: " + changes.joined(separator: "; ")
         case .authorityDamaged(let m): "the fingerprint state is damaged: \(m)"
+        case .proofRefused: "the proof of the vault key is not valid: the key authority holds a key of this vault that this copy of it does not have"
         case .settingsDamaged(let v): "the settings of vault '\(v)' are damaged"
         case .changedMeanwhile(let item): "item '\(item)' was changed by another command meanwhile; nothing was written"
         case .keysRotated: "the vault's keys were rotated while this command ran; nothing was written"
@@ -206,6 +211,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .freshMatchNeeded: "touch the reader when asked; 'vault edit NAME --fingerprint-login off' (a touch) turns it off"
         case .commandNotFound(let n): n.contains("/") ? nil : "it is not in PATH; give its full path"
         case .childExited, .alreadyReported: nil
+        case .proofRefused:
+            "was this vault restored from an older backup? Its passcode and recovery key still open it; \(VaultError.reregisterCommand(vault: vault)) registers its current key with the key authority (a touch of an enrolled finger confirms it)"
         case .authorityDamaged: "run '\(command("enroll"))' (it asks for the vault's passcode): the damaged file is reset and you enrol your fingers again"
         }
     }
@@ -217,6 +224,12 @@ extension VaultError {
     /// about a stale binding names this command.
     public static func rebindCommand(vault: String?) -> String {
         "vault unlock --passcode --rotate" + (vault.map { $0 == "default" ? "" : " --vault \($0)" } ?? "")
+    }
+
+    /// The one fix for a vault whose key the authority does not know any more (`.proofRefused`):
+    /// its passcode, then a touch of an enrolled finger, registers the vault's current key.
+    public static func reregisterCommand(vault: String?) -> String {
+        "'vault enroll --bind --reregister" + (vault.map { $0 == "default" ? "" : " --vault \($0)" } ?? "") + "'"
     }
 
     /// Whether `main` prints this error: a child's exit status and an error already reported in

@@ -7,25 +7,31 @@ enum FingerprintCommands {
 
     static let enroll = CommandSpec(
         name: "enroll", summary: "enrol a finger (needs the passcode of the vault named), or --bind the vault",
-        usage: "vault enroll [--finger F] [--bind [--confirm F[,F...]]] [--scan-timeout D]",
+        usage: "vault enroll [--finger F] [--bind [--confirm F[,F...]] [--reregister]] [--scan-timeout D]",
         options: [
             .value("--finger", "F", "which finger: \(FingerNames.all.joined(separator: ", "))"),
             .flag("--bind", "bind this vault to the enrolled prints (no new finger unless --finger)"),
             .value("--confirm", "F[,F...]", "fingers enrolled without a vault's proof (or changed outside vault) that are yours: bind to them"),
+            .flag("--reregister", "with --bind: register this vault's current key with the key authority after a touch (a vault restored from an older backup)"),
             .value("--scan-timeout", "D", "how long to wait for each touch (default 30s)"),
         ],
         examples: """
         vault enroll --finger right-index
         vault enroll --bind --vault work      # after another vault enrolled a finger
         vault enroll --bind --confirm left-thumb   # a finger you enrolled in the system settings
+        vault enroll --bind --reregister      # a vault restored from a backup older than the key authority's state
         """,
         run: { inv, ctx in
             let finger = try inv.value("--finger").map(parseFinger)
             let confirm = try confirmedFingers(inv)
             guard confirm.isEmpty || inv.has("--bind") else { throw VaultError.usage("--confirm goes with --bind") }
+            guard !inv.has("--reregister") || (inv.has("--bind") && finger == nil) else {
+                throw VaultError.usage("--reregister goes with --bind (and no --finger)")
+            }
             let store = try VaultStore.open(try location(inv, ctx))
             try Auth.unlockWithPasscode(store, inv, ctx, why: "enrolling or binding needs the passcode") { vault, passcode in
                 let authority = try Auth.ownerAuthority(vault, inv, ctx)
+                if inv.has("--reregister") { try reregister(vault, authority: authority, ctx) }
                 if inv.has("--bind") && finger == nil {
                     try bind(vault, authority: authority, confirm: confirm, ctx)
                     return
@@ -45,6 +51,24 @@ enum FingerprintCommands {
                 sayStaleVaults(except: store.location, ctx)
             }
         })
+
+    /// `enroll --bind --reregister`: the passcode was given; a touch of a confirmed finger makes
+    /// the authority take this vault's current key in place of the one it holds (which this
+    /// copy of the vault cannot prove), then the passcode unlock is recorded under it.
+    static func reregister(_ vault: UnlockedVault, authority: any KeyAuthority, _ ctx: CommandContext) throws {
+        let name = vault.store.location.name
+        let record = try Auth.quietTerminal(ctx) {
+            try authority.reregister(vaultID: vault.store.vaultID, proofKey: try vault.proofKey(), label: name,
+                                     prompt: "touch the fingerprint reader to register the current key of vault '\(name)'",
+                                     events: { ctx.say("vault: " + $0.message) })
+        }
+        guard record != .notBound else {
+            ctx.say("vault: the key authority does not know vault '\(name)' yet: binding registers it")
+            return
+        }
+        authority.recordUnlock(of: vault)
+        ctx.say("vault: the key authority holds the current key of vault '\(name)' again")
+    }
 
     /// After the prints changed: names each other vault with a fingerprint slot (now stale, exit
     /// 20) and the one command that re-binds it.

@@ -79,12 +79,14 @@ extension KeyAuthority {
     @discardableResult
     public func recordUnlock(of vault: UnlockedVault) -> PasscodeRecord? {
         do {
-            let record = try recordPasscodeUnlock(try vault.proof(.passcodeUnlock, for: self))
+            let record = try vault.proven(.passcodeUnlock, by: self) { try recordPasscodeUnlock($0) }
             vault.unrecorded = nil
+            vault.unrecordedHint = nil
             vault.passcodeRecord = record
             return record
         } catch let e as VaultError {
             vault.unrecorded = e.message
+            if case .proofRefused = e { vault.unrecordedHint = e.hint(vault: vault.store.location.name) }
         } catch {
             vault.unrecorded = "\(error)"
         }

@@ -33,8 +33,9 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         return r
     }
 
-    /// Embedded.
-    public var kind: AuthorityKind { .embedded }
+    /// What its bindings record: `.embedded` in the vault process, `.system` inside vault-authd
+    /// (the binding then names the authority a client must ask, not the code that answers).
+    public let kind: AuthorityKind
 
     /// `$XDG_STATE_HOME/vault`, else `~/.local/state/vault`.
     public static func defaultFolder(environment: [String: String]) -> String {
@@ -52,15 +53,17 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// process-wide book by default; a daemon hosting one authority per user gives each its own.
     /// `sealing`: where the device secret rests (a file by default; `vault-authd` seals it with
     /// the TPM when there is one). `reserve`: space kept back for the state's writes when the
-    /// file system is full (`vault-authd`'s; none for the embedded authority).
+    /// file system is full (`vault-authd`'s; none for the embedded authority). `kind`: the
+    /// authority this one answers as (vault-authd hosts it as `.system`).
     /// - Throws: `.tpmUnavailable`, `.tpmForeign`, `.tpmPolicyFailed` for a TPM-sealed secret
     ///   that cannot be unsealed; `.io`, `.corrupt`.
     public init(folder: String, bootID: String = EmbeddedKeyAuthority.currentBootID(),
                 clock: @escaping @Sendable () -> Int64 = { unixNow() },
                 challenges: ChallengeBook = .processWide,
                 sealing: DeviceSecretSealing = .filePermissions,
-                reserve: StateReserve? = nil,
+                reserve: StateReserve? = nil, kind: AuthorityKind = .embedded,
                 openReader: @escaping ReaderOpener = { _ in throw VaultError.biometryNotAvailable("no fingerprint reader found") }) throws {
+        self.kind = kind
         self.folder = folder
         self.reserve = reserve
         self.bootID = bootID
@@ -296,7 +299,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     private func provenVault(_ proof: AuthorityProof, _ purpose: ProofPurpose, subject: [UInt8] = [],
                              in state: inout PrintsState) throws -> Int? {
         guard let i = (state.vaults ?? []).firstIndex(where: { $0.vaultID == proof.vaultID }) else { return nil }
-        let invalid = VaultError.authenticationFailed("the proof of the vault key is not valid")
+        let invalid = VaultError.proofRefused
         guard consume(proof.challenge) else { throw invalid }
         let v = state.vaults![i]
         if try AuthorityProofMAC.check(proof, purpose: purpose, subject: subject, key: try SecretBytes(copying: v.proofKey)) { return i }
@@ -613,13 +616,25 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
         guard !mine.isEmpty else { throw state.prints.isEmpty ? VaultError.biometryNotEnrolled : VaultError.domainStateChanged }
         let current = try domainState(state, chipPrints: try reader.chipPrints())
         guard reader.identity == b.sensor, current.bytes == b.domainState else { throw VaultError.domainStateChanged }
+        try match(on: reader, against: mine, prompt: prompt, events: events) { r, now, boot in
+            var m = (r.matches ?? []).filter { !($0.vaultID == b.vaultID && $0.slotID == b.slotID) }
+            m.append(MatchRecord(vaultID: b.vaultID, slotID: b.slotID, time: now, bootID: boot))
+            r.matches = Array(m.suffix(16))
+        }
+        return current
+    }
+
+    /// Up to three scans on `reader` against `prints`; a match resets the count and `recordMatch`
+    /// notes it in the same write.
+    private func match(on reader: any FingerprintReader, against prints: [StoredPrint], prompt: String, events: (AuthorityEvent) -> Void,
+                       recordMatch: (inout AuthRecord, Int64, String) -> Void) throws {
         for attempt in 1...triesPerEvaluation {
             let left = triesPerEvaluation - attempt
             let count = try updateRecord { r -> Int in r.failedMatches += 1; return r.failedMatches }
             if count > lockoutThreshold { throw VaultError.biometryLockout }
             let matched: Bool
             do {
-                matched = try reader.scan(against: mine.map(\.data), prompt: prompt) != nil
+                matched = try reader.scan(against: prints.map(\.data), prompt: prompt) != nil
             } catch let i as ScanInterruption {
                 // Not a failed match: the count goes back (if that write fails, it stays: closed).
                 try? updateRecord { $0.failedMatches = max(0, $0.failedMatches - 1) }
@@ -633,11 +648,9 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
                 let now = clock(), boot = bootID
                 try updateRecord { r in
                     r.failedMatches = 0
-                    var m = (r.matches ?? []).filter { !($0.vaultID == b.vaultID && $0.slotID == b.slotID) }
-                    m.append(MatchRecord(vaultID: b.vaultID, slotID: b.slotID, time: now, bootID: boot))
-                    r.matches = Array(m.suffix(16))
+                    recordMatch(&r, now, boot)
                 }
-                return current
+                return
             }
             if count >= lockoutThreshold {
                 events(.lockedOut)
@@ -646,6 +659,47 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
             events(.noMatch(triesLeft: left))
         }
         throw RetryLimitExceeded()
+    }
+
+    // MARK: keeping in step with the vault's key
+
+    /// Takes `proofKey` as the proven vault's next key (see `KeyAuthority.rekey`).
+    @discardableResult
+    public func rekey(_ proof: AuthorityProof, proofKey: borrowing SecretBytes) throws -> PasscodeRecord {
+        let bytes = proofKey.exposedBytes()
+        let subject = try AuthorityProofMAC.keySubject(proofKey)
+        return try withStateLock {
+            var state = try printsState()
+            guard let i = try provenVault(proof, .rekey, subject: subject, in: &state) else { return .notBound }
+            state.vaults![i].pendingProofKey = state.vaults![i].proofKey == bytes ? nil : bytes
+            try write(state)
+            return state.vaults![i].owner ? .owner : .vault
+        }
+    }
+
+    /// Registers `proofKey` for the known vault `vaultID` after a live match of a confirmed print
+    /// (see `KeyAuthority.reregister`).
+    @discardableResult
+    public func reregister(vaultID: [UInt8], proofKey: borrowing SecretBytes, label: String?, prompt: String,
+                           events: (AuthorityEvent) -> Void) throws -> PasscodeRecord {
+        let bytes = proofKey.exposedBytes()
+        let state = try printsState()
+        guard (state.vaults ?? []).contains(where: { $0.vaultID == vaultID }) else { return .notBound }
+        if try record().failedMatches >= lockoutThreshold { throw VaultError.biometryLockout }
+        let reader = try reader(preferredSensor(state))
+        // Only prints an owner stands behind: one enrolled while no one vouched proves nothing.
+        let confirmed = state.prints.filter { $0.sensor == reader.identity && $0.isConfirmed }
+        guard !confirmed.isEmpty else { throw state.prints.isEmpty ? VaultError.biometryNotEnrolled : VaultError.domainStateChanged }
+        try match(on: reader, against: confirmed, prompt: prompt, events: events) { _, _, _ in }
+        return try withStateLock {
+            var now = try printsState()
+            guard let i = now.vaults?.firstIndex(where: { $0.vaultID == vaultID }) else { return .notBound }
+            now.vaults![i].proofKey = bytes
+            now.vaults![i].pendingProofKey = nil
+            if let label { now.vaults![i].label = label }
+            try write(now)
+            return now.vaults![i].owner ? .owner : .vault
+        }
     }
 
     // MARK: passcode unlocks

@@ -6,9 +6,9 @@ extension UnlockedVault {
     /// enrolling needs a bound vault's proof: a vault not bound yet is bound first.
     /// - Parameter finger: nil picks the first free finger in the usual order.
     public func enroll(finger: String?, through authority: any KeyAuthority) throws -> EnrolledFinger {
-        try authority.enroll(finger: finger, sensor: nil,
-                             proof: try proof(.enroll, for: authority, subject: AuthorityProofMAC.fingerSubject(finger)),
-                             label: store.location.name)
+        try proven(.enroll, by: authority, subject: AuthorityProofMAC.fingerSubject(finger)) {
+            try authority.enroll(finger: finger, sensor: nil, proof: $0, label: store.location.name)
+        }
     }
 
     /// `vault enroll`: enrols, then rotates this vault so it is bound to the new set of prints.
@@ -26,8 +26,9 @@ extension UnlockedVault {
     /// - Throws: `.failure` when the finger is not enrolled.
     public func unenrollAndRotate(finger: String, through authority: any KeyAuthority, passcode: borrowing SecretBytes,
                                   progress: (Int, Int) -> Void = { _, _ in }) throws -> RotationResult {
-        let gone = try authority.unenroll(finger: finger, proof: try proof(.unenroll, for: authority, subject: AuthorityProofMAC.fingerSubject(finger)),
-                                          label: store.location.name)
+        let gone = try proven(.unenroll, by: authority, subject: AuthorityProofMAC.fingerSubject(finger)) {
+            try authority.unenroll(finger: finger, proof: $0, label: store.location.name)
+        }
         guard !gone.isEmpty else { throw VaultError.failure("\(finger) is not enrolled", hint: "see 'vault fingers'") }
         return try rotate(passcode: passcode, kdf: nil, recovery: .keep, authority: authority, progress: progress)
     }

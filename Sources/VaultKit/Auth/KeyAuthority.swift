@@ -182,6 +182,8 @@ public enum ProofPurpose: String, Codable, Sendable {
     case resetPrints = "reset-prints"
     /// Binding a slot of a vault the authority already knows (and registering its next proof key).
     case bind
+    /// Handing the authority the vault's next proof key (a rotation), under a key it holds.
+    case rekey
 }
 
 /// Which vault slot a request is about: the vault and its fingerprint slot's id.
@@ -412,6 +414,21 @@ public protocol KeyAuthority: AnyObject {
     /// - Throws: `.authenticationFailed` for a forged proof.
     @discardableResult
     func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord
+    /// Takes `proofKey` as the vault's next key, for a proof (purpose `rekey`, subject
+    /// `AuthorityProofMAC.keySubject(proofKey)`) under its registered or its next key. The new
+    /// key stays the next one until a proof under it arrives (a rotation that never commits
+    /// leaves the vault's key as it was). - Returns: `notBound` when the vault is not known here.
+    /// - Throws: `.proofRefused` for a proof under no key held for the vault.
+    @discardableResult
+    func rekey(_ proof: AuthorityProof, proofKey: borrowing SecretBytes) throws -> PasscodeRecord
+    /// Registers `proofKey` as the key of the known vault `vaultID` after a live match of a
+    /// confirmed print on the reader: the way back for a vault whose key the authority no longer
+    /// holds (a copy restored from an older backup). The vault's other registrations (owner or
+    /// not) stay. - Returns: `notBound` when the vault is not known here (a bind registers it).
+    /// - Throws: as `verify` (10 retry limit, 11, 13, 15, 16, 17, 18).
+    @discardableResult
+    func reregister(vaultID: [UInt8], proofKey: borrowing SecretBytes, label: String?, prompt: String,
+                    events: (AuthorityEvent) -> Void) throws -> PasscodeRecord
     /// How many seconds the caller must wait before trying a passcode for `vault`: nothing for the
     /// first wrong ones, then growing, as iOS does; counted from the last wrong one.
     func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int
@@ -462,9 +479,13 @@ extension UnlockedVault {
     /// A proof that this process holds the vault's master key, for `purpose` and `subject`
     /// (what the request asks for), over `challenge`.
     public func proof(_ purpose: ProofPurpose, challenge: [UInt8], subject: [UInt8] = []) throws -> AuthorityProof {
+        try proof(purpose, challenge: challenge, subject: subject, key: try proofKey())
+    }
+
+    /// The same under `key` (an earlier generation's proof key).
+    func proof(_ purpose: ProofPurpose, challenge: [UInt8], subject: [UInt8], key: borrowing SecretBytes) throws -> AuthorityProof {
         AuthorityProof(vaultID: store.vaultID, challenge: challenge,
-                       mac: try AuthorityProofMAC.mac(key: try proofKey(), purpose: purpose, vaultID: store.vaultID,
-                                                      challenge: challenge, subject: subject))
+                       mac: try AuthorityProofMAC.mac(key: key, purpose: purpose, vaultID: store.vaultID, challenge: challenge, subject: subject))
     }
 
     /// A fresh proof from `authority` for `purpose` and `subject`.
@@ -494,6 +515,14 @@ public enum AuthorityProofMAC {
 
     /// The subject of an enrolment or removal proof: the finger's name (empty: the authority's choice).
     public static func fingerSubject(_ finger: String?) -> [UInt8] { Array((finger ?? "").utf8) }
+
+    /// The subject of a `rekey` proof: the hash of the proof key handed over, so a proof made
+    /// for one key registers no other.
+    public static func keySubject(_ proofKey: borrowing SecretBytes) throws -> [UInt8] {
+        var w = ByteWriter(label: "vault-rekey-subject-v1")
+        w.append(try KeyedHash.hash(proofKey.exposedBytes(), key: [], outputLength: 32))
+        return w.bytes
+    }
 }
 
 /// The fresh-match token's MAC, shared by every authority (which makes it) and the vault (which

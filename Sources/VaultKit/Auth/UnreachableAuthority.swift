@@ -30,6 +30,10 @@ public final class UnreachableAuthority: KeyAuthority {
     }
     /// Nothing is recorded.
     public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord { .notBound }
+    /// Nothing is recorded.
+    public func rekey(_ proof: AuthorityProof, proofKey: borrowing SecretBytes) throws -> PasscodeRecord { .notBound }
+    public func reregister(vaultID: [UInt8], proofKey: borrowing SecretBytes, label: String?, prompt: String,
+                           events: (AuthorityEvent) -> Void) throws -> PasscodeRecord { throw unavailable }
     /// No wait can be counted here.
     public func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int { 0 }
     /// Nothing is counted.

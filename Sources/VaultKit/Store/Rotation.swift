@@ -18,6 +18,9 @@ public struct RotationResult {
     public let recoveryKey: String?
     /// Whether a fingerprint slot was bound (false: no reader or no prints).
     public let fingerprintBound: Bool
+    /// Why the key authority could not be told the new proof key before the commit (nil: it
+    /// was, or it does not know the vault). It is brought in step at the next proof all the same.
+    public let authorityNotTold: String?
 }
 
 extension UnlockedVault {
@@ -67,6 +70,9 @@ extension UnlockedVault {
         let rules = try store.settings().passcodeRules
         var count = 0
         var bound = false
+        // The authority holds the new proof key as the next one before anything commits: a crash
+        // from here on leaves it able to check the vault's proofs under whichever key won.
+        let notTold = authority.flatMap { announce(fresh, to: $0) }
         try withLargePageCache { try writeTransaction {
             // Every slot is re-made from what this process knew; a slot changed since (a passcode
             // changed by another process) would be undone without a word.
@@ -93,9 +99,10 @@ extension UnlockedVault {
             }
             try store.setMeta("key_generation", .integer(newGeneration))
             try store.setMeta("rotated", .integer(unixNow()))
+            try fresh.recordEarlierProofKeys(of: self)
             try fresh.recordKeyCheck()
         } }
-        return RotationResult(vault: fresh, items: count, recoveryKey: newRecovery?.text, fingerprintBound: bound)
+        return RotationResult(vault: fresh, items: count, recoveryKey: newRecovery?.text, fingerprintBound: bound, authorityNotTold: notTold)
     }
 
     /// Re-seals every item's two records under `fresh`'s key, in batches of rows read by id, so

@@ -339,9 +339,10 @@ public struct FingerprintSealer: SlotSealer {
         let proofKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/authority-proof")
         let slot = SlotReference(vaultID: prover.store.vaultID, slotID: slotID)
         let subject = try BindRequest.subject(slot: slot, proofKey: proofKey, confirm: confirm)
-        let request = BindRequest(slot: slot, sensor: sensor, rules: rules, proof: try prover.proof(.bind, for: authority, subject: subject),
-                                  confirm: confirm, label: prover.store.location.name)
-        let grant = try authority.bind(request, proofKey: proofKey)
+        let grant: BindingGrant = try prover.proven(.bind, by: authority, subject: subject) {
+            try authority.bind(BindRequest(slot: slot, sensor: sensor, rules: rules, proof: $0, confirm: confirm, label: prover.store.location.name),
+                               proofKey: proofKey)
+        }
         report.changes = grant.changes
         report.owner = grant.owner
         let params = Array(try JSONEncoder().encode(grant.binding))

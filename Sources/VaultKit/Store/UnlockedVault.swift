@@ -21,6 +21,8 @@ public final class UnlockedVault {
     /// Why the key authority did not record this vault's passcode unlock (nil: it did, or the
     /// vault was not opened with a passcode): the vault opened all the same.
     public var unrecorded: String?
+    /// What puts that right, when something does (a key the authority does not hold any more).
+    public var unrecordedHint: String?
     /// What the key authority recorded of this vault's passcode unlock (nil: nothing, or not
     /// opened with a passcode).
     public var passcodeRecord: PasscodeRecord?
