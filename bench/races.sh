@@ -4,7 +4,7 @@
 #
 #   bench/races.sh [ROUNDS] [TEST]     ROUNDS default 200; TEST a test name of ConcurrencyTests
 #                                      (writersOverlapping, concurrentEdits, sigkillDuringInit,
-#                                      getsThroughASession; default: all of them)
+#                                      getsThroughASession, twoUnlocksAtOnce; default: all of them)
 #   REPEAT=N bench/races.sh ...        the whole run N times (default 1)
 #
 # Each race prints one line of figures (rounds, time, commands per kind and exit code); they go

@@ -150,15 +150,31 @@ public final class AgentClient {
 
     /// Connects to the agent, starting one first when none answers: the lean `vault-agent` next to
     /// the running program, else `vault agent`, detached, in a session of its own, with an empty
-    /// environment, exiting after ten minutes without a session.
-    /// - Throws: `.insecurePermissions` for a socket folder others can use, `.failure` when it
-    ///   does not start.
+    /// environment, exiting after ten minutes without a session. One `vault` starts an agent at a
+    /// time (it holds `agent.sock.start.lock` until the agent answers): another waits for that
+    /// agent instead of starting its own. The agent's own lock (`agent.sock.lock`) keeps it to one
+    /// agent per socket even so.
+    /// - Throws: `.insecurePermissions` for a socket folder others can use, `.io` for the start
+    ///   lock, `.failure` when it does not start.
     public static func ensureRunning(_ environment: [String: String]) throws -> AgentClient {
         if let c = connect(environment) { return c }
         let socketPath = AgentPaths.socketPath(environment)
         let folder = AgentPaths.folder(environment)
         do { try PrivateFiles.makeFolder(folder) } catch { throw VaultError.io(path: folder, error.reason) }
         try AgentPaths.checkPrivate(folder)
+        let startLockPath = AgentPaths.startLockPath(of: socketPath)
+        let starting = try AgentPaths.openLock(startLockPath)
+        defer { starting.unlock() }
+        var found: AgentClient?
+        // Another `vault` starting one holds the lock until its agent answers: that agent is ours
+        // too. One that holds it too long (stopped) is passed by: the agent's own lock still
+        // keeps one agent per socket.
+        _ = try? starting.exclusive(waitingAtMost: AgentLimits.startSeconds) {
+            found = connect(socketPath: socketPath)
+            return found != nil
+        }
+        if let found { return found }
+        if let c = connect(socketPath: socketPath) { return c }
         let (path, arguments) = agentCommand(socketPath: socketPath)
         do {
             _ = try ChildProcess.spawn(path: path, arguments: arguments, environment: [:],
@@ -168,8 +184,9 @@ public final class AgentClient {
         } catch {
             throw VaultError.failure("could not start the agent (\(path)): \(error.reason)")
         }
-        // The agent is not our child to wait for: init adopts it once we exit.
-        let end = MonotonicClock.seconds() + 3
+        // The agent is not our child to wait for: init adopts it once we exit. It may itself wait
+        // for an agent whose socket is gone to end (within a second; at most startSeconds).
+        let end = MonotonicClock.seconds() + AgentLimits.startSeconds + 2
         while MonotonicClock.seconds() < end {
             if let c = connect(socketPath: socketPath) { return c }
             MonotonicClock.sleep(seconds: 0.01)

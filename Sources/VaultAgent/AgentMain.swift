@@ -11,8 +11,7 @@ public enum AgentMain {
     public static func run(_ arguments: [String]) -> Int32 {
         do {
             let (socketPath, exitIdle) = try parse(Array(arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
-            try AgentServer.hardenProcess()
-            try AgentServer(socketPath: socketPath, exitIdle: exitIdle).run()
+            try serve(socketPath: socketPath, exitIdle: exitIdle)
             return 0
         } catch let e as VaultError {
             var text = "vault-agent: error: \(e.message)\n"
@@ -24,6 +23,18 @@ public enum AgentMain {
             return e.exitCode
         } catch {
             return 1
+        }
+    }
+
+    /// Hardens this process and serves on `socketPath` (`vault-agent`, `vault agent`) until the
+    /// server ends. Returning is a clean end: stopped, idle, or another agent already serves.
+    /// - Throws: why it could not serve; `.failure` when its socket was removed or replaced (its
+    ///   sessions ended, their keys wiped), so a service manager restarts it.
+    public static func serve(socketPath: String, exitIdle: Double) throws {
+        try AgentServer.hardenProcess()
+        if try AgentServer(socketPath: socketPath, exitIdle: exitIdle).run() == .socketLost {
+            throw VaultError.failure("the socket \(socketPath) was removed or replaced: every session was ended",
+                                     hint: "unlock again: 'vault unlock' starts a new agent")
         }
     }
 

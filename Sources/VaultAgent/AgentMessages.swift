@@ -170,6 +170,20 @@ public enum AgentLimits {
     public static let connectionIdleSeconds: Double = 600
     /// At most this many connections are served at once; more are refused.
     public static let connections = 128
+    /// At most this many of them from one peer process (`SO_PEERCRED`'s pid): a process that
+    /// leaks connections does not lock out the user's other commands.
+    public static let connectionsPerProcess = 16
+    /// The last this many of `connections` go only to a process that holds none yet, so
+    /// processes that each hold some (the children of one that forked) leave room for another's
+    /// first connection (`vault status`).
+    public static let connectionReserve = 16
+    /// How long a starting agent waits for the agent holding its socket's lock to end (one
+    /// whose socket is gone ends within a second), and a starting `vault` for another `vault`
+    /// starting one.
+    public static let startSeconds: Double = 10
+    /// How often the agent checks that its socket file is still its own (seconds): the most a
+    /// removed or replaced socket goes unnoticed while the agent is idle.
+    public static let socketCheckSeconds: Double = 0.5
 
     /// `seconds` clamped into `range`; NaN becomes `fallback`. Never traps, for any Double.
     public static func clamp(_ seconds: Double, to range: ClosedRange<Double> = sessionDuration, fallback: Double) -> Double {

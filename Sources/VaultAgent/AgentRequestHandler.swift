@@ -120,6 +120,21 @@ public final class AgentRequestHandler: @unchecked Sendable {
         lock.withLock { sweep() }
     }
 
+    /// Ends every session now, their keys wiped (the agent is going away: its socket is lost).
+    /// Waits for a request being answered to finish first.
+    /// - Returns: how many ended.
+    @discardableResult
+    public func endAllSessions() -> Int {
+        lock.withLock {
+            let count = sessions.count
+            sessions.removeAll()
+            return count
+        }
+    }
+
+    /// How many sessions are open.
+    public var sessionCount: Int { lock.withLock { sessions.count } }
+
     /// Answers one request from `peer`. `key` is the frame's binary tail (the master key of an
     /// `unlock`); the caller wipes it afterwards. `staging` holds an import's items between the
     /// requests of one connection. Never throws: every failure is a `failed` reply.

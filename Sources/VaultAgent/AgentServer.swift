@@ -22,9 +22,27 @@ public enum AgentPaths {
         folder(environment) + "/agent.sock"
     }
 
+    /// The agent's lock beside its socket (`agent.sock.lock`): held by the agent of `socketPath`
+    /// for its life; only its holder binds or removes the socket. It records the holder's pid.
+    public static func lockPath(of socketPath: String) -> String {
+        socketPath + ".lock"
+    }
+
+    /// The lock a `vault` holds while it starts an agent on `socketPath` (`agent.sock.start.lock`),
+    /// so two `vault unlock`s at once start one.
+    public static func startLockPath(of socketPath: String) -> String {
+        socketPath + ".start.lock"
+    }
+
     /// The folder of a socket path.
     static func folder(of socketPath: String) -> String {
         (socketPath as NSString).deletingLastPathComponent
+    }
+
+    /// Opens (creating) a lock file of the agent's folder.
+    /// - Throws: `.io` naming it.
+    static func openLock(_ path: String) throws -> FileLock {
+        do { return try FileLock(path: path) } catch { throw VaultError.io(path: path, "\(error)") }
     }
 
     /// Checks that `folder` is a private folder of this user.
@@ -51,7 +69,28 @@ final class SocketBox: @unchecked Sendable {
 /// deadline to send a whole request once it began, 10 s (and a second per MiB) to take a reply, and is closed
 /// after a refused frame; the handler's lock is held only while a request is answered, so one
 /// slow or silent peer holds up nobody else. It never sends a vault key out.
+///
+/// One agent per socket: the agent holds `SOCKET.lock` (``AgentPaths/lockPath(of:)``) for its
+/// life, and only the holder binds or removes the socket. An agent whose socket file is removed or
+/// replaced (another inode at its path) ends its sessions, wiping their keys, and exits: its
+/// sessions would be out of reach of `vault lock --all`.
+///
+/// Connections are admitted per peer process (the pid `SO_PEERCRED` gives): at most
+/// `AgentLimits.connectionsPerProcess` each and `AgentLimits.connections` in all, the last
+/// `AgentLimits.connectionReserve` of them only for a process that holds none yet.
 public final class AgentServer: @unchecked Sendable {
+    /// How a run of the server ended.
+    public enum Ending: Equatable, Sendable {
+        /// ``stop()`` was called.
+        case stopped
+        /// `exitIdle` seconds passed without a session.
+        case idle
+        /// Another agent answers on the socket: this one bound nothing and served nobody.
+        case anotherAgentServes
+        /// The socket file was removed or replaced: every session was ended, its key wiped.
+        case socketLost
+    }
+
     /// The socket path.
     public let socketPath: String
     /// Seconds without any session after which the agent exits (0: never).
@@ -62,19 +101,24 @@ public final class AgentServer: @unchecked Sendable {
     public let requestDeadline: Double
     /// Seconds a peer has to take a reply (and a second more per MiB).
     public let replyDeadline: Double
+    /// Seconds a starting server waits for the holder of the socket's lock to end.
+    public let startWait: Double
     private let state = NSLock()
     private var stopped = false
     private var connections = 0
+    private var connectionsOfProcess: [Int32: Int] = [:]
 
     /// A server on `socketPath`; `exitIdle` is clamped to 0 (never) or 1 s ... 7 days.
-    /// The deadlines are `AgentLimits.requestSeconds` and `.replySeconds` but for tests.
+    /// The deadlines are `AgentLimits.requestSeconds`, `.replySeconds` and `.startSeconds` but for tests.
     public init(socketPath: String, exitIdle: Double = 0, handler: AgentRequestHandler? = nil,
-                requestDeadline: Double = AgentLimits.requestSeconds, replyDeadline: Double = AgentLimits.replySeconds) {
+                requestDeadline: Double = AgentLimits.requestSeconds, replyDeadline: Double = AgentLimits.replySeconds,
+                startWait: Double = AgentLimits.startSeconds) {
         self.socketPath = socketPath
         self.exitIdle = exitIdle > 0 ? AgentLimits.clamp(exitIdle, fallback: 0) : 0
         self.handler = handler ?? AgentRequestHandler(uid: ProcessIdentity.uid, pid: ProcessIdentity.pid)
         self.requestDeadline = AgentLimits.clamp(requestDeadline, to: 0.05...AgentLimits.requestSeconds, fallback: AgentLimits.requestSeconds)
         self.replyDeadline = AgentLimits.clamp(replyDeadline, to: 0.05...AgentLimits.replySeconds, fallback: AgentLimits.replySeconds)
+        self.startWait = AgentLimits.clamp(startWait, to: 0.05...AgentLimits.startSeconds, fallback: AgentLimits.startSeconds)
     }
 
     /// Makes this process fit to hold keys: not dumpable and no core file, the descriptors the
@@ -99,50 +143,131 @@ public final class AgentServer: @unchecked Sendable {
     /// How many connections are being served.
     public var connectionCount: Int { state.withLock { connections } }
 
-    /// Binds the socket and serves until stopped, until `exitIdle` seconds pass without a
-    /// session, or until the socket file is removed (its sessions would be out of reach of
-    /// `vault lock --all`). Returns at once when another agent already answers on the socket.
-    /// - Throws: `.insecurePermissions` or `.io` for the folder or the socket.
-    public func run() throws {
+    /// How many connections of the peer process `pid` are being served.
+    public func connectionCount(of pid: Int32) -> Int { state.withLock { connectionsOfProcess[pid] ?? 0 } }
+
+    /// Takes the socket's lock, binds the socket and serves until stopped, until `exitIdle`
+    /// seconds pass without a session, or until the socket file is removed or replaced (checked
+    /// every `AgentLimits.socketCheckSeconds` and at each connection; the sessions are then
+    /// ended). Returns at once when another agent answers on the socket; while the lock's holder
+    /// does not answer (its socket is gone: it is ending), waits for it at most `startWait`.
+    /// - Throws: `.insecurePermissions` or `.io` for the folder, the lock or the socket;
+    ///   `.failure` when the lock's holder neither answers nor ends in time.
+    @discardableResult
+    public func run() throws -> Ending {
         let folder = AgentPaths.folder(of: socketPath)
         do { try PrivateFiles.makeFolder(folder) } catch { throw VaultError.io(path: folder, error.reason) }
         try AgentPaths.checkPrivate(folder)
+        let lockPath = AgentPaths.lockPath(of: socketPath)
+        let lock = try AgentPaths.openLock(lockPath)
+        defer { lock.unlock() }
+        var answered = false
+        let taken: Bool
+        do {
+            taken = try lock.exclusive(waitingAtMost: startWait) {
+                answered = Self.someoneAnswers(socketPath)
+                return answered || isStopped
+            }
+        } catch {
+            throw VaultError.io(path: lockPath, "\(error)")
+        }
+        guard taken else {
+            if answered { return .anotherAgentServes }
+            if isStopped { return .stopped }
+            let holder = lock.recorded().flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            throw VaultError.failure("another agent\(holder.map { " (pid \($0))" } ?? "") holds \(lockPath) and does not answer on \(socketPath)",
+                                     hint: holder.map { "stop it with 'kill \($0)', then unlock again" })
+        }
+        try? lock.record("\(handler.pid)\n")
+        // Under the lock no other agent binds or removes the socket: a socket that answers is a
+        // server that takes no lock (an agent of an older vault), one that refuses is stale.
+        if Self.someoneAnswers(socketPath) { return .anotherAgentServes }
         let listener: SocketBox
         do {
             listener = SocketBox(try UnixSocket.listen(path: socketPath))
         } catch {
-            if (try? UnixSocket.connect(path: socketPath)) != nil { return }
+            if Self.someoneAnswers(socketPath) { return .anotherAgentServes }
             throw VaultError.io(path: socketPath, error.reason)
         }
+        // Gone already (removed between the bind and now): nobody can reach this server.
+        guard let bound = try? FileStatus.of(socketPath), bound.kind == .socket else { return .socketLost }
+        let mine = SocketIdentity(bound)
         defer {
-            if (try? FileStatus.of(socketPath))?.kind == .socket { try? FileManager.default.removeItem(atPath: socketPath) }
+            // Only its own: a socket put in its place is another server's.
+            if isOwn(mine) { try? FileSystem.remove(socketPath) }
         }
         while !isStopped {
+            guard isOwn(mine) else {
+                stop()
+                handler.endAllSessions()
+                return .socketLost
+            }
             handler.sweepSessions()
-            if exitIdle > 0, handler.secondsWithoutSession() > exitIdle { return }
-            guard (try? FileStatus.of(socketPath))?.kind == .socket else {
-                _ = handler.handle(.lock(vault: nil), from: Requester(uid: handler.uid, pid: handler.pid))
-                return
-            }
-            guard (try? Poll.isReadable(listener.socket.rawValue, timeoutMilliseconds: 500)) == true,
+            if exitIdle > 0, handler.secondsWithoutSession() > exitIdle { return .idle }
+            guard (try? Poll.isReadable(listener.socket.rawValue, timeoutMilliseconds: Int32(AgentLimits.socketCheckSeconds * 1000))) == true,
                   let accepted = try? listener.socket.accept() else { continue }
-            let connection = SocketBox(accepted)
-            let admitted = state.withLock {
-                guard connections < AgentLimits.connections else { return false }
-                connections += 1
-                return true
-            }
-            guard admitted else {
-                refuse(connection, .failure("refused: the agent serves at most \(AgentLimits.connections) connections at once"))
-                continue
-            }
-            let thread = Thread { [self] in
-                serve(connection)
-                state.withLock { connections -= 1 }
-            }
-            thread.name = "vault-agent connection"
-            thread.start()
+            admit(SocketBox(accepted))
         }
+        return .stopped
+    }
+
+    /// Which file a socket path named when the agent bound it.
+    private struct SocketIdentity: Equatable {
+        let device: UInt64
+        let inode: UInt64
+        init(_ status: FileStatus) { (device, inode) = (status.device, status.inode) }
+    }
+
+    /// Whether the socket path still names the socket this server bound (`lstat`: a socket of
+    /// another inode, anything else there, or nothing at all is not). The bound socket keeps its
+    /// file's inode in use while it is open, so no later file at the path can have its number.
+    private func isOwn(_ identity: SocketIdentity) -> Bool {
+        guard let now = try? FileStatus.of(socketPath), now.kind == .socket else { return false }
+        return SocketIdentity(now) == identity
+    }
+
+    /// Whether a server accepts a connection on `path` now.
+    private static func someoneAnswers(_ path: String) -> Bool {
+        (try? UnixSocket.connect(path: path)) != nil
+    }
+
+    /// Serves an accepted connection on a thread of its own, or refuses it: a peer of another uid,
+    /// a process at its own budget, or the agent at its total (the reserve kept for newcomers).
+    private func admit(_ connection: SocketBox) {
+        guard let peer = try? connection.socket.peerCredentials() else {
+            try? connection.socket.close()
+            return
+        }
+        guard peer.uid == handler.uid else {
+            return refuse(connection, .failure("refused: the agent serves only uid \(handler.uid)"))
+        }
+        let refusal: VaultError? = state.withLock {
+            let held = connectionsOfProcess[peer.pid] ?? 0
+            if held >= AgentLimits.connectionsPerProcess {
+                return .failure("refused: one process holds at most \(AgentLimits.connectionsPerProcess) connections to the agent",
+                                hint: "close the connections process \(peer.pid) holds")
+            }
+            if connections >= AgentLimits.connections {
+                return .failure("refused: the agent serves at most \(AgentLimits.connections) connections at once")
+            }
+            if held > 0, connections >= AgentLimits.connections - AgentLimits.connectionReserve {
+                return .failure("refused: the agent's last \(AgentLimits.connectionReserve) connections are kept for processes that hold none")
+            }
+            connections += 1
+            connectionsOfProcess[peer.pid] = held + 1
+            return nil
+        }
+        if let refusal { return refuse(connection, refusal) }
+        let thread = Thread { [self] in
+            serve(connection, peer: peer)
+            state.withLock {
+                connections -= 1
+                let left = (connectionsOfProcess[peer.pid] ?? 1) - 1
+                connectionsOfProcess[peer.pid] = left > 0 ? left : nil
+            }
+        }
+        thread.name = "vault-agent connection"
+        thread.start()
     }
 
     /// Sends one refusal and closes: the peer's unread input is dropped, never drained.
@@ -177,12 +302,8 @@ public final class AgentServer: @unchecked Sendable {
 
     /// One connection, on its own thread, until the peer closes, idles out, misses a deadline or
     /// sends a frame that is refused.
-    private func serve(_ connection: SocketBox) {
+    private func serve(_ connection: SocketBox, peer: PeerCredentials) {
         defer { try? connection.socket.close() }
-        guard let peer = try? connection.socket.peerCredentials() else { return }
-        guard peer.uid == handler.uid else {
-            return refuse(connection, .failure("refused: the agent serves only uid \(handler.uid)"))
-        }
         // The executable is read once, now: the peer is connected, so its pid is still its own.
         let requester = Requester.peer(uid: peer.uid, pid: peer.pid)
         let decoder = FrameDecoder(limit: AgentLimits.requestFrame)

@@ -191,6 +191,8 @@ public struct FileStatus: Equatable, Sendable {
     public let size: Int64
     /// The inode number.
     public let inode: UInt64
+    /// The device holding the file (`st_dev`): with ``inode``, which file this is.
+    public let device: UInt64
     /// The last modification, in nanoseconds since 1970.
     public let modifiedNanoseconds: Int64
     /// The last status change, in nanoseconds since 1970.
@@ -212,6 +214,7 @@ public struct FileStatus: Equatable, Sendable {
         owner = st.st_uid
         size = Int64(st.st_size)
         inode = UInt64(st.st_ino)
+        device = UInt64(st.st_dev)
         modifiedNanoseconds = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
         changedNanoseconds = Int64(st.st_ctim.tv_sec) * 1_000_000_000 + Int64(st.st_ctim.tv_nsec)
         allocatedBytes = Int64(st.st_blocks) * 512

@@ -37,17 +37,29 @@ public struct UnixSocket: ~Copyable {
     /// The raw descriptor (borrowed), for ``Poll``.
     public var rawValue: Int32 { descriptor.rawValue }
 
-    /// Binds and listens on `path`: an existing socket file nobody answers on (a stale one) is
-    /// removed first; one a live server answers on is left alone (`EADDRINUSE`); the socket file
-    /// is made 0600.
+    /// Binds and listens on `path`: an existing socket file whose connect is refused (nobody
+    /// listens: a stale one) is removed first; one a live server answers on is left alone
+    /// (`EADDRINUSE`), and so is one whose connect fails otherwise (that error is thrown). The
+    /// socket file is made 0600.
+    ///
+    /// A server starting beside another that has bound but not yet listened sees its socket
+    /// refuse too: servers that may start together decide who binds with a lock first (the agent
+    /// holds `agent.sock.lock`).
     /// - Throws: ``SystemError`` for `socket`, `bind`, `chmod`, `listen` (`ENAMETOOLONG` for a
-    ///   path longer than `sun_path`, `EADDRINUSE` for a live server or a non-socket file).
+    ///   path longer than `sun_path`, `EADDRINUSE` for a live server or a non-socket file), or
+    ///   the probe's `connect` (`EACCES`).
     public static func listen(path: String, backlog: Int32 = 64) throws(SystemError) -> UnixSocket {
         var address = try socketAddress(path)
         if let status = try? FileStatus.of(path) {
             guard status.kind == .socket else { throw SystemError(call: "bind", path: path, code: EADDRINUSE) }
-            if (try? connect(path: path)) != nil { throw SystemError(call: "bind", path: path, code: EADDRINUSE) }
-            _ = unlink(path)
+            do throws(SystemError) {
+                _ = try connect(path: path)
+                throw SystemError(call: "bind", path: path, code: EADDRINUSE)
+            } catch where error.isConnectionRefused {
+                _ = unlink(path)
+            } catch where error.isNotFound {
+                // Removed since the lstat: nothing to remove.
+            }
         }
         let socket = try newSocket(path)
         let fd = socket.rawValue

@@ -1,5 +1,35 @@
 import Foundation
 import Testing
+import VaultSystem
+
+/// The live agents serving `socketPath`: the processes whose command line is an agent's
+/// (`vault-agent` or `vault agent`) with `--socket socketPath` (a zombie's is empty).
+func agents(serving socketPath: String) -> [pid_t] {
+    let pids = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { pid_t($0) }
+    return pids.filter { pid in
+        guard let data = try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")) else { return false }
+        let argv = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        guard let i = argv.firstIndex(of: "--socket"), i + 1 < argv.count, argv[i + 1] == socketPath else { return false }
+        return argv.first?.hasSuffix("vault-agent") == true || argv.dropFirst().first == "agent"
+    }.sorted()
+}
+
+/// Whether `pid` has ended (gone, or a zombie its new parent has not reaped yet).
+func hasEnded(_ pid: pid_t) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return true }
+    return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+}
+
+/// Waits at most `seconds` for `condition`, checking every 5 ms; whether it held.
+func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+    let end = Date(timeIntervalSinceNow: seconds)
+    while !condition() {
+        if Date() >= end { return false }
+        usleep(5_000)
+    }
+    return true
+}
 
 /// The unlock session through the real agent process.
 @Suite struct AgentTests {
@@ -291,5 +321,175 @@ import Testing
         #expect(r.status == 0, "stderr: \(r.stderr)")
         #expect(r.stdout.contains("refused"), "stdout: \(r.stdout) stderr: \(r.stderr)")
         #expect(!r.stdout.contains("db-secret-9"))
+    }
+
+    // MARK: one agent per socket (issue 29)
+
+    /// The agent's socket removed while it holds a session: it exits (measured: within half a
+    /// second; the deadline here is 10 s for a loaded machine), and the next `vault unlock`
+    /// starts exactly one new agent.
+    @Test func anAgentWhoseSocketIsRemovedExitsAndUnlockStartsOneNew() throws {
+        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        defer { stopAgent() }
+        let first = try #require(agentPID())
+        #expect(agents(serving: socketPath) == [first])
+        let removed = Date()
+        #expect(unlink(socketPath) == 0)
+        #expect(waitFor(10) { hasEnded(first) }, "the agent whose socket was removed is still running")
+        print("anAgentWhoseSocketIsRemovedExitsAndUnlockStartsOneNew: the agent ended \(Int(Date().timeIntervalSince(removed) * 1000)) ms after its socket was removed")
+        // Its session went with it: without one, a fetch needs the passcode.
+        var r = box.vault(["get", "db", "--field", "password", "--no-input"])
+        #expect(r.status != 0 && r.stdout.isEmpty, "\(r.status) \(r.stdout)")
+        r = box.vault(["unlock"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        let second = try #require(agentPID())
+        #expect(second != first)
+        #expect(agents(serving: socketPath) == [second])
+        #expect(box.vault(["get", "db", "--field", "password", "--no-input"]).stdout == "db-secret-9\n")
+    }
+
+    /// The agent's socket replaced by another's: it exits, leaving the replacement where it is;
+    /// once that one is closed (a stale socket file), `vault unlock` starts exactly one new agent.
+    @Test func anAgentWhoseSocketIsReplacedExitsAndUnlockStartsOneNew() throws {
+        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        defer { stopAgent() }
+        let first = try #require(agentPID())
+        let other = box.env["XDG_RUNTIME_DIR"]! + "/vault/other.sock"
+        var replacement = try UnixSocket.listen(path: other)
+        let replaced = Date()
+        #expect(rename(other, socketPath) == 0)
+        let inode = try FileStatus.of(socketPath).inode
+        #expect(waitFor(10) { hasEnded(first) }, "the agent whose socket was replaced is still running")
+        print("anAgentWhoseSocketIsReplacedExitsAndUnlockStartsOneNew: the agent ended \(Int(Date().timeIntervalSince(replaced) * 1000)) ms after its socket was replaced")
+        #expect((try? FileStatus.of(socketPath).inode) == inode, "the ending agent removed another's socket")
+        try replacement.close()
+        let r = box.vault(["unlock"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        let second = try #require(agentPID())
+        #expect(second != first)
+        #expect(agents(serving: socketPath) == [second])
+        #expect(box.vault(["get", "db", "--field", "password", "--no-input"]).stdout == "db-secret-9\n")
+    }
+
+    /// `vault-agent` itself: a second one on a socket the first serves exits 0 at once, leaving it;
+    /// the first, its socket removed, says why on standard error and exits 1 (a service manager
+    /// restarts it).
+    @Test func theAgentProgramExitsWithAnErrorWhenItsSocketIsLost() throws {
+        let lean = URL(fileURLWithPath: vaultBinary).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("vault-agent").path
+        let first = start(lean, ["--socket", socketPath], env: [:], output: box.home + "/first")
+        var ended: Int32? = nil
+        defer { if ended == nil { kill(first, SIGKILL); _ = reap(first) } }
+        #expect(waitFor(10) { (try? UnixSocket.connect(path: socketPath)) != nil })
+        let inode = try FileStatus.of(socketPath).inode
+        let second = spawn(lean, ["--socket", socketPath], env: [:], timeLimit: 30)
+        #expect(second.status == 0 && second.stderr.isEmpty, "\(second.status): \(second.stderr)")
+        #expect((try? FileStatus.of(socketPath).inode) == inode)
+        #expect(unlink(socketPath) == 0)
+        var status: Int32 = 0
+        #expect(waitFor(10) { waitpid(first, &status, WNOHANG) == first })
+        ended = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        #expect(ended == 1)
+        let stderr = (try? String(contentsOfFile: box.home + "/first.err", encoding: .utf8)) ?? ""
+        #expect(stderr == "vault-agent: error: the socket \(socketPath) was removed or replaced: every session was ended\n"
+                + "vault-agent: hint: unlock again: 'vault unlock' starts a new agent\n", "\(stderr)")
+    }
+
+    // MARK: the connection budget (issue 28)
+
+    /// Sends a `status` frame on `fd` and reads the first reply frame's JSON ("" when none came
+    /// within 10 s or the agent closed without one).
+    func statusReply(_ fd: Int32) -> String {
+        let json = Array(#"{"status":{}}"#.utf8)
+        let frame: [UInt8] = [0, 0, 0, UInt8(5 + json.count), 5, 0, 0, 0, UInt8(json.count)] + json
+        _ = frame.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+        var tv = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var bytes: [UInt8] = [], buf = [UInt8](repeating: 0, count: 4096)
+        while replyJSON(bytes).isEmpty {
+            let n = recv(fd, &buf, buf.count, 0)
+            if n <= 0 { break }
+            bytes += buf[0..<n]
+        }
+        return replyJSON(bytes).first ?? ""
+    }
+
+    /// One process (this test's) holds 128 connections: 16 are served, the rest refused, and
+    /// another process's `vault status` still sees the session. Then nine children of one process
+    /// that forked take up to 16 each: the reserve still leaves room for `vault status`.
+    @Test func aProcessHolding128AgentConnectionsDoesNotStopAnotherProcesssStatus() throws {
+        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        defer { stopAgent() }
+        var fds: [Int32] = []
+        defer { fds.forEach { close($0) } }
+        var served = 0, refused = 0
+        for _ in 0..<128 {
+            let fd = try #require(rawConnect())
+            fds.append(fd)
+            let reply = statusReply(fd)
+            if reply.contains(#""status""#) { served += 1 } else if reply.contains("one process holds at most 16") { refused += 1 }
+        }
+        #expect(served == 16 && refused == 112, "\(served) served, \(refused) refused")
+        var status = json(box.vault(["status", "--json"]).stdout)["session"] as? [String: Any]
+        #expect(status?["open"] as? Bool == true, "\(status ?? [:])")
+
+        // Nine children each try 16 connections (a status request on each) and hold them until
+        // the stop file appears; the parent writes what each got to the ready file.
+        let script = """
+        import os, socket, struct, sys, time
+        path, children, per, ready, stop = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+        h = b'{"status":{}}'
+        frame = struct.pack(">IBI", 5 + len(h), 5, len(h)) + h
+        def hold():
+            held, served = [], 0
+            for _ in range(per):
+                s = socket.socket(socket.AF_UNIX)
+                s.settimeout(10)
+                data = b""
+                try:
+                    s.connect(path)
+                    s.sendall(frame)
+                    while len(data) < 4 or len(data) < 4 + struct.unpack(">I", data[:4])[0]:
+                        d = s.recv(65536)
+                        if not d: break
+                        data += d
+                except OSError:
+                    pass
+                if b'"status"' in data: served += 1
+                held.append(s)
+            return held, served
+        r, w = os.pipe()
+        for i in range(children):
+            if os.fork() == 0:
+                os.close(r)
+                held, served = hold()
+                os.write(w, b"%d\\n" % served)
+                end = time.time() + 60
+                while not os.path.exists(stop) and time.time() < end: time.sleep(0.02)
+                os._exit(0)
+        os.close(w)
+        f = os.fdopen(r)
+        counts = [int(f.readline()) for _ in range(children)]
+        with open(ready + ".tmp", "w") as out: out.write(" ".join(map(str, counts)))
+        os.rename(ready + ".tmp", ready)
+        for _ in range(children): os.wait()
+        """
+        let ready = box.home + "/forked-ready", stop = box.home + "/forked-stop"
+        let pid = start("/usr/bin/python3", ["-c", script, socketPath, "9", "16", ready, stop], env: ["PATH": "/usr/bin:/bin"],
+                        output: box.home + "/forked")
+        defer {
+            _ = FileManager.default.createFile(atPath: stop, contents: Data())
+            _ = reap(pid)
+        }
+        #expect(waitFor(60) { FileManager.default.fileExists(atPath: ready) },
+                "the children did not report: \((try? String(contentsOfFile: box.home + "/forked.err", encoding: .utf8)) ?? "")")
+        let counts = ((try? String(contentsOfFile: ready, encoding: .utf8)) ?? "").split(separator: " ").compactMap { Int($0) }
+        #expect(counts.count == 9 && counts.allSatisfy { (1...16).contains($0) }, "\(counts)")
+        // At most the 112 outside the reserve, and one reserved each for the children that came late.
+        let taken: Int = counts.reduce(0, +) + 16
+        #expect(taken <= 112 + 9, "\(counts)")
+        status = json(box.vault(["status", "--json"]).stdout)["session"] as? [String: Any]
+        #expect(status?["open"] as? Bool == true, "\(status ?? [:])")
+        print("aProcessHolding128AgentConnectionsDoesNotStopAnotherProcesssStatus: this process 16 of 128 (\(refused) refused); nine forked children \(counts)")
     }
 }

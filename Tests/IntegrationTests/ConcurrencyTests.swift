@@ -4,7 +4,8 @@ import Testing
 
 /// Issue 9's races, through the binary: writers overlapping rotations and a passcode change,
 /// concurrent edits of one item (in-process and through an unlock session), SIGKILL during
-/// `vault init`, and reads through a session while the keys are rotated. Each race runs
+/// `vault init`, and reads through a session while the keys are rotated; and issue 29's two
+/// `vault unlock`s at once. Each race runs
 /// `ConcurrencyTests.rounds` rounds (20; `VAULT_RACE_ROUNDS` for a soak, see bench/races.sh) and
 /// prints its figures: how many commands ran and how each ended.
 @Suite struct ConcurrencyTests {
@@ -261,6 +262,34 @@ import Testing
                               (o["urls"] as? [String])?.joined(separator: " ")]
         let expected: [String?] = [want.username, want.password, want.notes, want.urls.joined(separator: " ")]
         #expect(got == expected, "\(context): \(name) holds \(got), not \(expected)")
+    }
+
+    // MARK: 2b. `vault unlock`s at once (issue 29)
+
+    /// Two `vault unlock`s at once, of two vaults, with no agent running: one agent starts and
+    /// holds both sessions. Each round ends the agent with SIGTERM, which leaves its socket file
+    /// behind: the next round starts over a stale socket.
+    @Test func twoUnlocksAtOnceStartOneAgent() throws {
+        let box = Sandbox()
+        box.initVault()
+        box.initVault("work")
+        let socketPath = box.env["XDG_RUNTIME_DIR"]! + "/vault/agent.sock"
+        let pc = Sandbox.passcode
+        let clock = Date()
+        for round in 0..<Self.rounds {
+            let results = concurrently([VaultRun(["unlock"], passcode: pc), VaultRun(["unlock", "--vault", "work"], passcode: pc)], env: box.env)
+            #expect(results.allSatisfy { $0.status == 0 }, "round \(round): \(results.map(\.stderr))")
+            let running = agents(serving: socketPath)
+            #expect(running.count == 1, "round \(round): agents \(running)")
+            let pids = ["default", "work"].map { name in
+                (json(box.vault(["status", "--json", "--vault", name]).stdout)["session"] as? [String: Any])?["agent_pid"] as? Int
+            }
+            let agent: Int? = running.count == 1 ? Int(running[0]) : nil
+            #expect(agent != nil && pids == [agent, agent], "round \(round): sessions in \(pids), agents \(running)")
+            for pid in running { kill(pid, SIGTERM) }
+            #expect(waitFor(10) { running.allSatisfy(hasEnded) }, "round \(round): the agent did not end")
+        }
+        print("ConcurrencyTests.twoUnlocksAtOnceStartOneAgent: \(Self.rounds) rounds in \(elapsed(clock)), one agent each")
     }
 
     // MARK: 3. SIGKILL during vault init

@@ -4,11 +4,39 @@ import VaultAgent
 import VaultKit
 import VaultSystem
 
+/// How a server's `run` ended, set by its thread.
+final class RunOutcome: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Result<AgentServer.Ending, any Error>?
+    private var at: Double = 0
+    func set(_ r: Result<AgentServer.Ending, any Error>) { lock.withLock { value = r; at = MonotonicClock.seconds() } }
+    var result: Result<AgentServer.Ending, any Error>? { lock.withLock { value } }
+    var ending: AgentServer.Ending? { if case .success(let e)? = result { e } else { nil } }
+    /// When `run` returned (monotonic seconds), 0 while it runs.
+    var endedAt: Double { lock.withLock { at } }
+
+    /// Waits at most `seconds` for `run` to return.
+    func wait(_ seconds: Double) -> Result<AgentServer.Ending, any Error>? {
+        let end = MonotonicClock.seconds() + seconds
+        while result == nil && MonotonicClock.seconds() < end { usleep(2_000) }
+        return result
+    }
+}
+
+extension AgentServer {
+    /// Runs on a thread of its own; the outcome says how it ended.
+    func start() -> RunOutcome {
+        let outcome = RunOutcome()
+        Thread { [self] in outcome.set(Result { try run() }) }.start()
+        return outcome
+    }
+}
+
 /// A real agent server on a real socket, on a thread of the test process.
 final class RunningServer {
     let folder: String
     let server: AgentServer
-    let thread: Thread
+    let outcome: RunOutcome
     var socketPath: String { server.socketPath }
     var environment: [String: String] { ["XDG_RUNTIME_DIR": folder] }
 
@@ -17,8 +45,7 @@ final class RunningServer {
         try PrivateFiles.makeFolder(folder)
         let server = AgentServer(socketPath: folder + "/vault/agent.sock", requestDeadline: requestDeadline, replyDeadline: replyDeadline)
         self.server = server
-        thread = Thread { try? server.run() }
-        thread.start()
+        outcome = server.start()
         let socketPath = server.socketPath
         _ = try UnixSocket.connect(path: socketPath, retryingFor: 5)
     }

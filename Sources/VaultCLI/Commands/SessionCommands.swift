@@ -66,8 +66,7 @@ enum SessionCommands {
         run: { inv, ctx in
             let path = inv.value("--socket") ?? AgentPaths.socketPath(ctx.environment)
             let exitIdle = inv.value("--exit-idle") == nil ? 0 : try duration(inv, "--exit-idle", default: 0)
-            try AgentServer.hardenProcess()
-            try AgentServer(socketPath: path, exitIdle: exitIdle).run()
+            try AgentMain.serve(socketPath: path, exitIdle: exitIdle)
         })
 
     /// Session fields of `vault status`.
