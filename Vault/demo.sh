@@ -5,8 +5,8 @@
 #
 # Run as root, the match runs in the system key authority: the demo creates the system user
 # vault-auth and an ordinary user vault-demo, starts vault-authd as vault-auth (as its systemd unit
-# would, here with setpriv: PID 1 is not systemd), and runs every vault step as vault-demo with
-# VAULT_AUTHORITY=system. Run as anyone else, or with VAULT_AUTHORITY=embedded, the match runs in
+# would, here with setpriv: PID 1 is not systemd), and runs every vault step as vault-demo, with
+# no VAULT_AUTHORITY: a vault-authd answering at /run/vault-auth/socket is the default. Run as anyone else, or with VAULT_AUTHORITY=embedded, the match runs in
 # the vault process itself (the embedded authority). At the end it stops the daemon and removes its
 # state; the two users stay (the next run reuses them; `userdel vault-demo` removes the demo user).
 set -euo pipefail
@@ -32,7 +32,7 @@ v() {
   case ${XDG_RUNTIME_DIR:-} in "$demo"/*) user_runtime=$XDG_RUNTIME_DIR ;; esac
   if [ "$mode" = system ]; then
     setpriv --reuid="$demo_user" --regid="$demo_user" --init-groups \
-      env -i PATH=/usr/bin:/bin LANG=C.UTF-8 HOME="$demo/user" VAULT_AUTHORITY=system \
+      env -i PATH=/usr/bin:/bin LANG=C.UTF-8 HOME="$demo/user" \
       VAULT_HOME="${VAULT_HOME:-}" XDG_STATE_HOME="${XDG_STATE_HOME:-}" ${user_runtime:+"XDG_RUNTIME_DIR=$user_runtime"} \
       "$vault" "$@"
   else

@@ -249,7 +249,12 @@ enum Auth {
         if let slot, slot.binding.authorityKind == .embedded, try requestedAuthority(inv, ctx) == nil,
            SystemAuthorityLink.answers(systemSocket(ctx)) {
             let v = store.location.name == "default" ? "" : " --vault \(store.location.name)"
-            o["authority_hint"] = "this vault is bound to the embedded authority while vault-authd runs: enrol your fingers there ('vault enroll\(v)'), then re-bind each vault with its passcode ('vault enroll --bind --vault NAME') to move it"
+            // One command moves it: with fingers enrolled at the daemon a binding, else an
+            // enrolment there (which re-binds the vault).
+            let daemonFingers = (try? Auth.authority(inv, ctx, kind: .system).fingers()) ?? []
+            o["authority_hint"] = daemonFingers.isEmpty
+                ? "this vault is bound to the embedded authority while vault-authd runs: 'vault enroll\(v)' enrols a finger there and moves it"
+                : "this vault is bound to the embedded authority while vault-authd runs: 'vault enroll --bind\(v)' (its passcode) moves it"
         }
         if let slot {
             o["fingerprint_slot"] = ["sensor": slot.binding.sensor.canonical, "domain_state": slot.binding.domainState,

@@ -1,5 +1,6 @@
 import Foundation
 import ReaderLink
+import VaultAuthority
 import VaultKit
 
 enum FingerprintCommands {
@@ -73,13 +74,18 @@ enum FingerprintCommands {
     /// After the prints changed: names each other vault with a fingerprint slot (now stale, exit
     /// 20) and the one command that re-binds it.
     static func sayStaleVaults(except here: VaultLocation, _ ctx: CommandContext) {
-        let names = ((try? FileManager.default.contentsOfDirectory(atPath: here.root)) ?? []).sorted().filter { name in
-            guard name != here.name, let loc = try? VaultLocation(name: name, environment: ["VAULT_HOME": here.root]),
-                  loc.exists, let store = try? VaultStore.open(loc) else { return false }
-            return (try? store.fingerprintSlot()) != nil
-        }
+        let names = vaults(in: here.root).filter { name, store in name != here.name && (try? store.fingerprintSlot()) != nil }.map(\.name)
         for name in names {
             ctx.say("vault: vault '\(name)' now needs its passcode once: \(VaultError.rebindCommand(vault: name))")
+        }
+    }
+
+    /// The vaults under `root` that open, by name.
+    static func vaults(in root: String) -> [(name: String, store: VaultStore)] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).sorted().compactMap { name in
+            guard let loc = try? VaultLocation(name: name, environment: ["VAULT_HOME": root]), loc.exists,
+                  let store = try? VaultStore.open(loc) else { return nil }
+            return (name, store)
         }
     }
 
@@ -101,10 +107,11 @@ enum FingerprintCommands {
         if !enrolled.contains(where: { $0.sensor == identity }) {
             let done = try vault.enroll(finger: finger?.rawValue, through: authority)
             ctx.say("vault: enrolled \(done.finger)")
-            // Enrolled by this command, with the passcode just chosen: the owner's own finger.
+            // Enrolled by this command, with the passcode just chosen: the owner's own finger
+            // (its enrolment is not news to the person who just did it).
             if !done.confirmed { confirm.append(done.finger) }
         }
-        try bind(vault, authority: authority, confirm: confirm, ctx)
+        try bind(vault, authority: authority, confirm: confirm, enrolledHere: confirm, ctx)
     }
 
     /// A new passcode re-binds the fingerprint slot (a new binding secret): a slot key seen
@@ -155,8 +162,10 @@ enum FingerprintCommands {
 
     /// Re-binds `vault` to the current prints (`confirm`: fingers no vault vouched for that the
     /// owner confirms), and says what changed since it was last bound.
-    static func bind(_ vault: UnlockedVault, authority: any KeyAuthority, confirm: [String] = [], _ ctx: CommandContext) throws {
+    static func bind(_ vault: UnlockedVault, authority: any KeyAuthority, confirm: [String] = [], enrolledHere: [String] = [],
+                     _ ctx: CommandContext) throws {
         let report = try vault.bindFingerprint(authority: authority, sensor: nil, confirm: confirm)
+        report.changes.removeAll { $0.kind == .enrolled && enrolledHere.contains($0.finger) }
         say(report, of: vault, ctx)
         ctx.say("vault: vault '\(vault.store.location.name)' is bound to the enrolled fingerprints")
     }
@@ -225,8 +234,29 @@ enum FingerprintCommands {
                 }
                 rows.append(row)
             }
+            // Whether vault-authd answers, as whom; which authority new bindings go to; which one
+            // each vault's binding uses.
+            let socket = Auth.systemSocket(ctx)
+            var daemon: [String: Any] = ["socket": socket]
+            let daemonLine: String
+            do {
+                let d = try SystemKeyAuthority.describe(socketPath: socket, within: 2)
+                let user = getpwuid(d.uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(d.uid)"
+                daemon.merge(["answers": true, "pid": Int(d.pid), "uid": Int(d.uid), "user": user, "version": d.version, "test_mode": d.testMode]) { $1 }
+                daemonLine = "answers as \(user) (uid \(d.uid), pid \(d.pid)), protocol \(d.version)" + (d.testMode ? ", TEST MODE" : "")
+            } catch let e as VaultError {
+                let why: String
+                if case .biometryNotAvailable(let m) = e { why = m } else { why = e.message }
+                daemon.merge(["answers": false, "error": why]) { $1 }
+                daemonLine = "not answering: " + why
+            }
+            let requested = try Auth.requestedAuthority(inv, ctx)
             let authority = try Auth.authority(inv, ctx)
             let kind = authority.kind
+            let reachable = kind == .embedded || daemon["answers"] as? Bool == true
+            let bindings = vaults(in: try VaultLocation(name: nil, environment: ctx.environment).root).map { name, store in
+                (name, (try? store.fingerprintSlot())??.binding.authorityKind)
+            }
             // What protects the authority's secrets at rest: the daemon says (TPM or not); the
             // embedded authority's are in the user's files.
             let secrets: String
@@ -261,11 +291,32 @@ enum FingerprintCommands {
                 : "libfprint (vault-reader, in this user's processes)"
             if inv.has("--json") {
                 ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
-                                                                         "reader_backend": backend.map { $0 as Any } ?? NSNull()] as [String: Any],
+                                                                         "reader_backend": backend.map { $0 as Any } ?? NSNull(),
+                                                                         "requested": requested.map { $0.rawValue as Any } ?? NSNull(),
+                                                                         "answers": reachable] as [String: Any],
+                                           "daemon": daemon,
+                                           "vaults": bindings.map { ["vault": $0.0, "binding_authority": $0.1.map { $0.rawValue as Any } ?? NSNull()] },
                                            "tpm": tpm]))
                 return
             }
-            ctx.stdout.write("key authority: \(kind.rawValue) (\(kind.protection))\n")
+            ctx.stdout.write("vault-authd (\(socket)): \(daemonLine)\n")
+            let how = requested == nil ? "" : ", as VAULT_AUTHORITY or --authority asks"
+            ctx.stdout.write(reachable
+                ? "key authority: \(kind.rawValue) (\(kind.protection))\(how)\n"
+                : "key authority: \(kind.rawValue)\(how), NOT answering: fingerprints cannot be used; the passcode opens every vault\n")
+            for (name, bound) in bindings {
+                let line: String
+                switch bound {
+                case nil: line = "no fingerprint slot"
+                case .system?:
+                    line = "bound through the system authority (vault-authd)"
+                        + (daemon["answers"] as? Bool == true ? "" : ", which does not answer: its passcode opens it meanwhile")
+                case .embedded?:
+                    line = "bound through the embedded authority (your own files)"
+                        + (daemon["answers"] as? Bool == true ? "; 'vault enroll --bind\(name == "default" ? "" : " --vault \(name)")' moves it to vault-authd" : "")
+                }
+                ctx.stdout.write("vault '\(name)': \(line)\n")
+            }
             if let backend { ctx.stdout.write("reader backend: \(backend)\n") }
             ctx.stdout.write("authority secrets: \(secretsLine)\n")
             ctx.stdout.write("TPM (for --passcode-on-tpm): \(tpmLine)\n")
