@@ -233,6 +233,14 @@ enum Auth {
         }
     }
 
+    /// The one command that moves vault `name`'s binding to vault-authd: a binding when fingers
+    /// are enrolled there, else an enrolment there (which re-binds the vault).
+    static func moveToSystem(_ name: String, _ inv: Invocation, _ ctx: CommandContext) -> String {
+        let v = name == "default" ? "" : " --vault \(name)"
+        let fingers = (try? authority(inv, ctx, kind: .system).fingers()) ?? []
+        return fingers.isEmpty ? "'vault enroll\(v)' enrols a finger there and moves it" : "'vault enroll --bind\(v)' (its passcode) moves it"
+    }
+
     /// Fingerprint fields of `vault status`.
     static func statusFields(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> [String: Any] {
         let authority = try authority(for: store, inv, ctx)
@@ -248,13 +256,7 @@ enum Auth {
         o["domain_state"] = s.domainState?.hex ?? NSNull()
         if let slot, slot.binding.authorityKind == .embedded, try requestedAuthority(inv, ctx) == nil,
            SystemAuthorityLink.answers(systemSocket(ctx)) {
-            let v = store.location.name == "default" ? "" : " --vault \(store.location.name)"
-            // One command moves it: with fingers enrolled at the daemon a binding, else an
-            // enrolment there (which re-binds the vault).
-            let daemonFingers = (try? Auth.authority(inv, ctx, kind: .system).fingers()) ?? []
-            o["authority_hint"] = daemonFingers.isEmpty
-                ? "this vault is bound to the embedded authority while vault-authd runs: 'vault enroll\(v)' enrols a finger there and moves it"
-                : "this vault is bound to the embedded authority while vault-authd runs: 'vault enroll --bind\(v)' (its passcode) moves it"
+            o["authority_hint"] = "this vault is bound to the embedded authority while vault-authd runs: \(moveToSystem(store.location.name, inv, ctx))"
         }
         if let slot {
             o["fingerprint_slot"] = ["sensor": slot.binding.sensor.canonical, "domain_state": slot.binding.domainState,

@@ -38,13 +38,18 @@ struct SystemAuthorityTests {
     }
 
     func stop() {
+        // The person's agent (and the note a 'vault lock' leaves in it) ends with the test.
+        _ = Self.sh("pkill -KILL -u \(Self.person) || true")
         kill(daemon, SIGTERM)
         _ = reap(daemon)
         _ = Self.sh("rm -rf \(URL(fileURLWithPath: run).deletingLastPathComponent().path)")
     }
 
-    /// `vault ARGS` as the ordinary user, with the system authority, while the reader plays `steps`.
-    func vault(_ args: [String], passcode: String? = nil, steps: [ReaderStep] = []) -> RunResult {
+    /// `vault ARGS` as the ordinary user, with no VAULT_AUTHORITY (the daemon answering is the
+    /// default), while the reader at `readerSocket` (the daemon's by default) plays `steps`.
+    /// `env`: more of the user's environment.
+    func vault(_ args: [String], passcode: String? = nil, steps: [ReaderStep] = [], env extra: [String] = [],
+               readerSocket: String? = nil) -> RunResult {
         var all = args
         var shellFD = ""
         if let passcode {
@@ -53,18 +58,131 @@ struct SystemAuthorityTests {
             all += ["--passcode-fd", "3"]
             shellFD = " 3<" + file
         }
-        let line = commandLine(all) + shellFD
-        let feed = ReaderFeed(socket: reader, env: ["PATH": "/usr/bin:/bin"], steps: steps, log: "/tmp/vault-it-reader.log")
+        let line = commandLine(all, env: extra) + shellFD
+        let feed = ReaderFeed(socket: readerSocket ?? reader, env: ["PATH": "/usr/bin:/bin"], steps: steps, log: "/tmp/vault-it-reader.log")
         var r = spawn("/bin/sh", ["-c", line], env: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"], timeLimit: 60, onStderr: { feed.stderrChanged($0) })
         r.reader = feed.finish(grace: steps.isEmpty ? 0 : 5)
         return r
     }
 
-    /// The shell line that runs `vault args` as the ordinary user with the system authority.
-    func commandLine(_ args: [String]) -> String {
+    /// The shell line that runs `vault args` as the ordinary user, the daemon at `socket` (no
+    /// VAULT_AUTHORITY: the default path).
+    func commandLine(_ args: [String], env extra: [String] = []) -> String {
         let quoted = ([vaultBinary] + args).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
-        let env = "env -i HOME=\(home) PATH=/usr/bin:/bin VAULT_AUTHORITY=system VAULT_AUTHD_SOCKET=\(socket) LANG=C.UTF-8 NO_COLOR=1"
+        let env = "env -i HOME=\(home) PATH=/usr/bin:/bin VAULT_AUTHD_SOCKET=\(socket) LANG=C.UTF-8 NO_COLOR=1" + extra.map { " " + $0 }.joined()
         return "exec setpriv --reuid=\(Self.person) --regid=\(Self.person) --init-groups \(env) \(quoted)"
+    }
+
+    /// The files of the embedded authority in the user's state folder (none may appear on the default path).
+    func authorityFiles() -> [String] {
+        let folder = home + "/.local/state/vault"
+        return ["device-secret", "auth.sealed", "prints.sealed", "lock"].filter { FileManager.default.fileExists(atPath: folder + "/" + $0) }
+    }
+
+    func bindingAuthority() -> String? {
+        ((json(vault(["status", "--json"]).stdout)["fingerprint_slot"]) as? [String: Any])?["authority"] as? String
+    }
+
+    /// The README's path: vault-authd runs, no VAULT_AUTHORITY anywhere. Every command goes to
+    /// the daemon, the binding says so, and nothing of an authority lands in the user's files.
+    @Test func withTheDaemonRunningAndNoVaultAuthorityEveryCommandGoesThroughIt() throws {
+        defer { stop() }
+        let pc = "default path pass"
+        var r = vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: pc, steps: Array(repeating: .device("SCAN alice"), count: 5))
+        #expect(r.status == 0, "init: \(r.stderr)")
+        #expect(!r.stderr.contains("no vault of yours signed"), "init reported the finger it just enrolled: \(r.stderr)")
+        #expect(bindingAuthority() == "system")
+        r = vault(["add", "gh", "--username", "me"], passcode: pc)
+        #expect(r.status == 0, "add: \(r.stderr)")
+        r = vault(["get", "gh", "--field", "username", "--no-input"], steps: [.device("SCAN alice")])
+        #expect(r.status == 0 && r.stdout == "me\n", "a finger get: \(r.status) \(r.stderr)")
+        r = vault(["get", "gh", "--field", "username", "--passcode"], passcode: pc)
+        #expect(r.status == 0 && !r.stderr.contains("did not record"), "a passcode get: \(r.stderr)")
+        r = vault(["enroll", "--bind"], passcode: pc)
+        #expect(r.status == 0, "enroll --bind: \(r.stderr)")
+        r = vault(["rotate"], passcode: pc)
+        #expect(r.status == 0 && r.stderr.contains("fingerprint slot bound"), "rotate: \(r.stderr)")
+        #expect(bindingAuthority() == "system")
+        r = vault(["ls", "--no-input"], steps: [.device("SCAN alice")])
+        #expect(r.status == 0 && r.stdout == "gh\n", "a finger after the rotation: \(r.stderr)")
+        r = vault(["unlock", "--timeout", "60"], passcode: pc)
+        #expect(r.status == 0, "unlock: \(r.stderr)")
+        let status = json(vault(["status", "--json"]).stdout)
+        #expect((status["session"] as? [String: Any])?["open"] as? Bool == true, "\(status)")
+        #expect((status["authority"] as? [String: Any])?["kind"] as? String == "system", "\(status)")
+        _ = vault(["lock", "--all"])
+        r = vault(["doctor"])
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("vault-authd (\(socket)): answers as \(Self.daemonUser) (uid "), "\(r.stdout)")
+        #expect(r.stdout.contains("key authority: system (only a live match"), "\(r.stdout)")
+        #expect(r.stdout.contains("vault 'default': bound through the system authority (vault-authd)\n"), "\(r.stdout)")
+        #expect(authorityFiles().isEmpty, "the embedded authority's files appeared: \(authorityFiles())")
+    }
+
+    /// A vault bound under the embedded authority before vault-authd was installed: it keeps
+    /// opening with its finger (its binding says embedded), status names the one command that
+    /// moves it, and that command moves it.
+    @Test func aVaultBoundBeforeTheDaemonKeepsWorkingAndStatusNamesTheCommandThatMovesIt() throws {
+        defer { stop() }
+        let pc = "embedded first pass"
+        // The user's own virtual reader, for the embedded authority in the user's processes.
+        let own = "/tmp/vault-it-own-" + UUID().uuidString.prefix(8)
+        defer { _ = Self.sh("rm -rf \(own)") }
+        #expect(Self.sh("install -d -o \(Self.person) -g \(Self.person) -m 0700 \(own)").status == 0)
+        let embedded = ["VAULT_AUTHORITY=embedded", "FP_VIRTUAL_DEVICE=\(own)/reader.sock", "FP_DRIVERS_WHITELIST=virtual_device"]
+        var r = vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: pc, steps: Array(repeating: .device("SCAN alice"), count: 5),
+                      env: embedded, readerSocket: own + "/reader.sock")
+        #expect(r.status == 0, "init: \(r.stderr)")
+        #expect(bindingAuthority() == "embedded")
+        // Without VAULT_AUTHORITY, the binding decides: its finger on its reader still opens it.
+        let ownReader = Array(embedded.dropFirst())
+        r = vault(["ls", "--no-input"], steps: [.device("SCAN alice")], env: ownReader, readerSocket: own + "/reader.sock")
+        #expect(r.status == 0, "the embedded binding stopped working: \(r.stderr)")
+        r = vault(["ls", "--passcode"], passcode: pc)
+        #expect(r.status == 0 && !r.stderr.contains("did not record"), "\(r.stderr)")
+        r = vault(["status"])
+        #expect(r.stdout.contains("note: this vault is bound to the embedded authority while vault-authd runs: 'vault enroll' enrols a finger there and moves it"),
+                "\(r.stdout)")
+        r = vault(["doctor"])
+        #expect(r.stdout.contains("vault 'default': bound through the embedded authority (your own files); 'vault enroll' enrols a finger there and moves it to vault-authd"), "\(r.stdout)")
+        // The command it names, on the daemon's reader.
+        r = vault(["enroll"], passcode: pc, steps: Array(repeating: .device("SCAN alice"), count: 5))
+        #expect(r.status == 0, "enroll: \(r.stderr)")
+        #expect(bindingAuthority() == "system")
+        r = vault(["ls", "--no-input"], steps: [.device("SCAN alice")])
+        #expect(r.status == 0, "a finger through the daemon after the move: \(r.stderr)")
+        #expect(!vault(["status"]).stdout.contains("note: this vault is bound to the embedded authority"))
+    }
+
+    /// `vault doctor` with no socket, with a socket that is not the daemon's user, and with the
+    /// daemon: three different, truthful answers.
+    @Test func doctorSaysWhetherTheDaemonAnswersAndAsWhom() throws {
+        defer { stop() }
+        let missing = "/tmp/vault-it-none-" + UUID().uuidString.prefix(8) + "/socket"
+        var r = vault(["doctor"], env: ["VAULT_AUTHD_SOCKET=\(missing)"])
+        #expect(r.stdout.contains("vault-authd (\(missing)): not answering: the system key authority (vault-authd) does not answer on \(missing)\n"), "\(r.stdout)")
+        #expect(r.stdout.contains("key authority: embedded"), "\(r.stdout)")
+        r = vault(["doctor"], env: ["VAULT_AUTHD_SOCKET=\(missing)", "VAULT_AUTHORITY=system"])
+        #expect(r.stdout.contains("key authority: system, as VAULT_AUTHORITY or --authority asks, NOT answering"), "\(r.stdout)")
+        // A socket anyone can connect to, owned by root: not the daemon's user.
+        let impostor = "/tmp/vault-it-imp-" + UUID().uuidString.prefix(8)
+        defer { _ = Self.sh("rm -rf \(impostor)") }
+        #expect(Self.sh("install -d -m 0755 \(impostor)").status == 0)
+        let listener = start("/usr/bin/python3", ["-c", """
+            import os, socket, sys, time
+            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(8)
+            time.sleep(60)
+            """, impostor + "/socket"], env: ["PATH": "/usr/bin:/bin"])
+        defer { kill(listener, SIGKILL); _ = reap(listener) }
+        for _ in 0..<250 where !FileManager.default.fileExists(atPath: impostor + "/socket") { usleep(20_000) }
+        r = vault(["doctor", "--json"], env: ["VAULT_AUTHD_SOCKET=\(impostor)/socket"])
+        let daemon = json(r.stdout)["daemon"] as? [String: Any] ?? [:]
+        #expect(daemon["answers"] as? Bool == false, "\(r.stdout)")
+        #expect((daemon["error"] as? String)?.contains("belongs to uid 0, not to \(Self.daemonUser)") == true, "\(r.stdout)")
+        r = vault(["doctor", "--json"])
+        let real = json(r.stdout)["daemon"] as? [String: Any] ?? [:]
+        #expect(real["answers"] as? Bool == true && real["user"] as? String == Self.daemonUser && real["test_mode"] as? Bool == true, "\(r.stdout)")
+        #expect((json(r.stdout)["authority"] as? [String: Any])?["kind"] as? String == "system", "\(r.stdout)")
     }
 
     @Test func aPasscodeTypedAtTheDaemonsFingerprintPromptIsNotShownAndUnlocks() throws {

@@ -313,7 +313,7 @@ enum FingerprintCommands {
                         + (daemon["answers"] as? Bool == true ? "" : ", which does not answer: its passcode opens it meanwhile")
                 case .embedded?:
                     line = "bound through the embedded authority (your own files)"
-                        + (daemon["answers"] as? Bool == true ? "; 'vault enroll --bind\(name == "default" ? "" : " --vault \(name)")' moves it to vault-authd" : "")
+                        + (daemon["answers"] as? Bool == true ? "; " + Auth.moveToSystem(name, inv, ctx) + " to vault-authd" : "")
                 }
                 ctx.stdout.write("vault '\(name)': \(line)\n")
             }
