@@ -664,7 +664,8 @@ extension AuthContextTests {
         _ = try elsewhere.bind(BindRequest(slot: SlotReference(vaultID: store.vaultID, slotID: 1), sensor: sensor, rules: PasscodeRules(),
                                            confirm: ["right-index"]), proofKey: squat)
         let opened = try elsewhere.unlock(store, passcode: try secret(passcodeText))
-        #expect(opened.unrecorded == "the proof of the vault key is not valid")
+        #expect(opened.unrecorded == VaultError.proofRefused.message)
+        #expect(opened.unrecordedHint?.contains("vault enroll --bind --reregister") == true)
         #expect(try elsewhere.unlock(store, recoveryKey: recovery).unrecorded != nil)
     }
 
@@ -758,5 +759,131 @@ extension AuthContextTests {
         let next = try created.vault.bindFingerprint(authority: authority, sensor: sensor)
         #expect(next.changes.map(\.sentence).contains { $0.hasPrefix("left-index was enrolled on ") && $0.hasSuffix("by vault 'default'") },
                 "\(next.changes.map(\.sentence))")
+    }
+}
+
+/// The key authority kept in step with the vault's master key (issue: the passcode and the
+/// recovery key open the vault after any honest sequence of events).
+extension AuthContextTests {
+    /// Locks fingerprint out (five failed matches) through `authority`.
+    fileprivate func lockOut(_ store: VaultStore, _ authority: EmbeddedKeyAuthority, clock: TestClock) throws {
+        let stranger = try self.authority(bootID: "boot-1", clock: clock, reader: ScriptedReader(identity: sensor, answer: nil))
+        _ = try? context(stranger, policy: .biometrics).unlock(store)
+        _ = try? context(stranger, policy: .biometrics).unlock(store)
+        #expect(try failures(authority) == 5)
+    }
+
+    @Test func aRotationTheAuthorityNeverHeardOfIsCaughtUpAtTheNextPasscode() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let authority = try authority(bootID: "boot-1", clock: clock)
+        try lockOut(store, authority, clock: clock)
+        // Two rotations the authority is not told of (as with a daemon that did not answer).
+        var vault = try store.unlock(passcode: try secret(passcodeText))
+        for _ in 0..<2 { vault = try vault.rotate(passcode: try secret(passcodeText), kdf: fastKDF, recovery: .keep, authority: nil).vault }
+        // The passcode opens it, and its unlock is recorded: the lockout is lifted.
+        let opened = try authority.unlock(store, passcode: try secret(passcodeText))
+        #expect(opened.unrecorded == nil, "\(opened.unrecorded ?? "")")
+        #expect(opened.passcodeRecord == .owner)
+        #expect(try failures(authority) == 0)
+        // From now on the current key proves directly (the next key was adopted).
+        #expect(try opened.proof(.passcodeUnlock, for: authority).vaultID == store.vaultID)
+        #expect(try authority.recordPasscodeUnlock(try opened.proof(.passcodeUnlock, for: authority)) == .owner)
+    }
+
+    @Test func aRotationAnnouncesItsKeyBeforeItCommitsAndAnUncommittedOneChangesNothing() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let authority = try authority(bootID: "boot-1", clock: clock)  // no reader: no fingerprint slot is made
+        let vault = try store.unlock(passcode: try secret(passcodeText))
+        let rotated = try vault.rotate(passcode: try secret(passcodeText), kdf: fastKDF, recovery: .keep, authority: authority)
+        #expect(rotated.authorityNotTold == nil)
+        #expect(!rotated.fingerprintBound)
+        // The new key proves at once (it was the next one there), without the earlier keys.
+        #expect(try authority.recordPasscodeUnlock(try rotated.vault.proof(.passcodeUnlock, for: authority)) == .owner)
+        // A key announced for a rotation that never commits leaves the vault's key working.
+        let next = try SecretBytes.random(count: 32)
+        let proof = try rotated.vault.proof(.rekey, for: authority, subject: try AuthorityProofMAC.keySubject(next))
+        #expect(try authority.rekey(proof, proofKey: next) == .owner)
+        #expect(try authority.recordPasscodeUnlock(try rotated.vault.proof(.passcodeUnlock, for: authority)) == .owner)
+    }
+
+    @Test func aRekeyNeedsAProofUnderAKeyTheAuthorityHoldsForThatKey() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let authority = try authority(bootID: "boot-1", clock: clock)
+        let vault = try store.unlock(passcode: try secret(passcodeText))
+        let mine = try SecretBytes.random(count: 32)
+        // Under a random key: refused, and the vault's own proofs still work.
+        let challenge = try authority.challenge()
+        let forged = AuthorityProof(vaultID: store.vaultID, challenge: challenge,
+                                    mac: try AuthorityProofMAC.mac(key: try SecretBytes.random(count: 32), purpose: .rekey, vaultID: store.vaultID,
+                                                                   challenge: challenge, subject: try AuthorityProofMAC.keySubject(mine)))
+        #expect(throws: VaultError.proofRefused) { try authority.rekey(forged, proofKey: mine) }
+        // A valid proof made for another key registers nothing for this one.
+        let other = try SecretBytes.random(count: 32)
+        let forOther = try vault.proof(.rekey, for: authority, subject: try AuthorityProofMAC.keySubject(other))
+        #expect(throws: VaultError.proofRefused) { try authority.rekey(forOther, proofKey: mine) }
+        // A proof for another purpose is no rekey.
+        let unlockProof = try vault.proof(.passcodeUnlock, for: authority)
+        #expect(throws: VaultError.proofRefused) { try authority.rekey(unlockProof, proofKey: mine) }
+        #expect(try authority.recordPasscodeUnlock(try vault.proof(.passcodeUnlock, for: authority)) == .owner)
+    }
+
+    @Test func anAuthorityStateRestoredFromAnOlderBackupIsCaughtUpUpToEightRotationsBack() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let backup = root.path + "/state-backup"
+        try FileManager.default.copyItem(atPath: stateFolder, toPath: backup)
+        func restore() throws {
+            try FileManager.default.removeItem(atPath: stateFolder)
+            try FileManager.default.copyItem(atPath: backup, toPath: stateFolder)
+        }
+        var vault = try store.unlock(passcode: try secret(passcodeText))
+        for _ in 0..<8 {
+            vault = try vault.rotate(passcode: try secret(passcodeText), kdf: fastKDF, recovery: .keep,
+                                     authority: try authority(bootID: "boot-1", clock: clock)).vault
+        }
+        try restore()
+        var opened = try authority(bootID: "boot-1", clock: clock).unlock(try VaultStore.open(try root.location()), passcode: try secret(passcodeText))
+        #expect(opened.unrecorded == nil, "eight rotations back: \(opened.unrecorded ?? "")")
+        // One more rotation than the vault remembers: it still opens, and says what puts it right.
+        try restore()
+        vault = try opened.rotate(passcode: try secret(passcodeText), kdf: fastKDF, recovery: .keep, authority: nil).vault
+        opened = try authority(bootID: "boot-1", clock: clock).unlock(try VaultStore.open(try root.location()), passcode: try secret(passcodeText))
+        #expect(opened.unrecorded != nil)
+        #expect(opened.unrecordedHint?.contains("vault enroll --bind --reregister") == true, "\(opened.unrecordedHint ?? "")")
+        #expect(vault.generation == 10)
+    }
+
+    @Test func reregisteringTakesALiveMatchOfAConfirmedPrint() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        // A copy of the vault from before a rotation the authority saw.
+        let copy = root.path + "/vault-copy"
+        let folder = try root.location().folder
+        try FileManager.default.copyItem(atPath: folder, toPath: copy)
+        let vault = try store.unlock(passcode: try secret(passcodeText))
+        let seen = try authority(bootID: "boot-1", clock: clock)
+        let rotated = try vault.rotate(passcode: try secret(passcodeText), kdf: fastKDF, recovery: .keep, authority: seen)
+        #expect(seen.recordUnlock(of: rotated.vault) == .owner)  // the new key proved itself: the old one is gone there
+        try FileManager.default.removeItem(atPath: folder)
+        try FileManager.default.copyItem(atPath: copy, toPath: folder)
+        let old = try VaultStore.open(try root.location())
+        let stranger = ScriptedReader(identity: sensor, answer: nil)
+        let refusing = try authority(bootID: "boot-1", clock: clock, reader: stranger)
+        let opened = try refusing.unlock(old, passcode: try secret(passcodeText))
+        #expect(opened.unrecorded != nil)
+        // No match: nothing changes (and the failures count toward the lockout).
+        #expect(throws: RetryLimitExceeded.self) {
+            try refusing.reregister(vaultID: old.vaultID, proofKey: try opened.proofKey(), label: nil, prompt: "", events: { _ in })
+        }
+        #expect(stranger.scans == 3)
+        #expect(throws: VaultError.proofRefused) { try refusing.recordPasscodeUnlock(try opened.proof(.passcodeUnlock, for: refusing)) }
+        // A match: the copy's key is the vault's key there now.
+        let owner = try authority(bootID: "boot-1", clock: clock, reader: ScriptedReader(identity: sensor, answer: 0))
+        #expect(try owner.reregister(vaultID: old.vaultID, proofKey: try opened.proofKey(), label: nil, prompt: "", events: { _ in }) == .owner)
+        #expect(try owner.recordPasscodeUnlock(try opened.proof(.passcodeUnlock, for: owner)) == .owner)
+        #expect(try failures(owner) == 0)
     }
 }

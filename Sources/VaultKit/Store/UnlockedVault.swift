@@ -52,11 +52,13 @@ public final class UnlockedVault {
         let highest = max(try store.meta("slot_seq")?.int ?? 0,
                           (try db.query("SELECT coalesce(max(id), 0) FROM slots").first?.first?.int) ?? 0)
         let id = highest + 1
-        try store.setMeta("slot_seq", .integer(id))
         let kind = sealer.kind
+        // Sealed before the counter moves: a sealer that fails (no reader for a fingerprint
+        // slot, which a rotation carries on without) leaves the counter as this process knows it.
         let sealed = try sealer.seal(masterKey, slotID: id) { params in
             store.slotAD(id: id, kind: kind, params: params, generation: generation)
         }
+        try store.setMeta("slot_seq", .integer(id))
         try db.query("INSERT INTO slots(id, kind, generation, params, nonce, wrapped) VALUES(?,?,?,?,?,?)",
                      [.integer(id), .text(kind.rawValue), .integer(generation), .blob(sealed.params), .blob(sealed.nonce), .blob(sealed.wrapped)])
         slotSequenceSeen = id
