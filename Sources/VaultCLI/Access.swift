@@ -18,7 +18,7 @@ func openSession(_ location: VaultLocation, _ inv: Invocation, _ ctx: CommandCon
     if inv.has("--passcode") || inv.has("--passcode-fd") { return nil }
     do {
         return try SessionAccess.open(location, environment: ctx.environment)
-    } catch let e as VaultError where e.exitCode == 19 {
+    } catch let e as VaultError where e.kind == .invalidContext {
         guard !inv.noInput && ctx.terminal.isAvailable else { throw e }
         ctx.say("vault: \(e.message); authenticating again")
         return nil

@@ -150,14 +150,14 @@ enum Auth {
             let vault: UnlockedVault
             do {
                 vault = try authority.unlock(store, passcode: passcode, waiting: waiting(ctx))
-            } catch VaultError.authenticationFailed(let m) where m == "wrong passcode" && attempt < tries {
+            } catch VaultError.wrongPasscode where attempt < tries {
                 ctx.say("vault: wrong passcode; \(tries - attempt) \(tries - attempt == 1 ? "try" : "tries") left")
                 continue
             }
             sayUnrecorded(vault, ctx, authority: authority)
             return try body(vault, passcode)
         }
-        throw VaultError.authenticationFailed("wrong passcode")
+        throw VaultError.wrongPasscode
     }
 
     /// A passcode or recovery-key unlock the key authority could not record opened the vault

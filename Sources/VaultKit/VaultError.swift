@@ -21,8 +21,10 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case io(path: String, String)
     /// 6: a vault file or folder is readable by others.
     case insecurePermissions(path: String, isDirectory: Bool)
-    /// 10: wrong passcode or recovery key, or no match after the retry limit.
+    /// 10: wrong recovery key, or no match after the retry limit, or a refused request.
     case authenticationFailed(String)
+    /// 10: the passcode given does not open the vault.
+    case wrongPasscode
     /// 11: the user cancelled.
     case userCancel
     /// 12: the passcode is needed but cannot be read.
@@ -92,7 +94,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .alreadyExists: .alreadyExists
         case .corrupt, .newerFormat, .authorityDamaged, .settingsDamaged: .corrupt
         case .io, .insecurePermissions: .io
-        case .authenticationFailed, .freshMatchNeeded, .proofRefused: .authenticationFailed
+        case .authenticationFailed, .wrongPasscode, .freshMatchNeeded, .proofRefused: .authenticationFailed
         case .userCancel: .userCancel
         case .passcodeNeeded: .passcodeNeeded
         case .systemCancel: .systemCancel
@@ -133,6 +135,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .io(let p, let m): "\(p): \(m)"
         case .insecurePermissions(let p, let dir): "\(p) is accessible by other users (\(dir ? "folder" : "file") must be private)"
         case .authenticationFailed(let m): m
+        case .wrongPasscode: "wrong passcode"
         case .userCancel: "cancelled"
         case .passcodeNeeded(let m): "the passcode is needed (\(m)) but cannot be read"
         case .systemCancel(let m): "cancelled by the system: \(m)"
@@ -182,7 +185,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .newerFormat: "upgrade vault"
         case .io: nil
         case .insecurePermissions(let p, let dir): dir ? "chmod 700 \(p)" : "chmod 600 \(p)"
-        case .authenticationFailed(let m): m == "wrong passcode" ? "forgot it? '\(command("recover"))' sets a new one with your recovery key" : nil
+        case .authenticationFailed: nil
+        case .wrongPasscode: "forgot it? '\(command("recover"))' sets a new one with your recovery key"
         case .userCancel: nil
         case .passcodeNeeded: "open an unlock session with '\(command("unlock"))', pass the passcode with --passcode-fd N, or run on a terminal"
         case .systemCancel: "close the program holding the reader (fprintd) and try again"

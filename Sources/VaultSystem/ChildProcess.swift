@@ -158,7 +158,7 @@ public struct ChildProcess: Sendable, Equatable {
             }
         }
         var pid: pid_t = 0
-        try syscallReturningCode("posix_spawn", path: request.path) {
+        try syscallReturningCode(.posixSpawn, path: request.path) {
             posix_spawn(&pid, request.path, &actions, &attributes, argv, envp)
         }
         return ChildProcess(pid: pid)

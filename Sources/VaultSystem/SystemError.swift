@@ -5,23 +5,35 @@ internal import Glibc
 /// Every raw call in VaultSystem goes through ``syscall(_:path:retryOnInterrupt:_:)-(_,_,_,()->Int32)``
 /// (or ``syscallReturningCode(_:path:_:)`` for calls that return the error number), so a failure
 /// always reads like `open /x/y: Permission denied`.
+/// The name of a system call, as errors report it (`open`, `rename`, `posix_spawn`): typed, so a
+/// caller tests which call failed against a constant, never by spelling its name.
+public struct SystemCall: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { rawValue = value }
+    public var description: String { rawValue }
+
+    /// Starting a program (`ChildProcess`, `TerminalRelay`).
+    public static let posixSpawn: SystemCall = "posix_spawn"
+}
+
 public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The system call that failed (`open`, `rename`, `posix_spawn`, ...).
-    public let call: String
+    public let call: SystemCall
     /// The path, socket path or descriptor label the call was about, when there is one.
     public let path: String?
     /// The `errno` value.
     public let code: Int32
 
     /// An error for `call` on `path` with `code` (an `errno` value).
-    public init(call: String, path: String? = nil, code: Int32) {
+    public init(call: SystemCall, path: String? = nil, code: Int32) {
         self.call = call
         self.path = path
         self.code = code
     }
 
     /// The error the last failed call left in `errno`.
-    public static func current(_ call: String, path: String? = nil) -> SystemError {
+    public static func current(_ call: SystemCall, path: String? = nil) -> SystemError {
         SystemError(call: call, path: path, code: errno)
     }
 
@@ -117,7 +129,7 @@ public enum Errno {
 /// - Returns: the call's non-negative result.
 /// - Throws: ``SystemError`` with the call, the path and `errno`.
 @discardableResult
-public func syscall(_ call: String, path: String? = nil, retryOnInterrupt: Bool = true,
+public func syscall(_ call: SystemCall, path: String? = nil, retryOnInterrupt: Bool = true,
                     _ body: () -> Int32) throws(SystemError) -> Int32 {
     while true {
         let result = body()
@@ -130,7 +142,7 @@ public func syscall(_ call: String, path: String? = nil, retryOnInterrupt: Bool 
 
 /// The `ssize_t` form of ``syscall(_:path:retryOnInterrupt:_:)-(_,_,_,()->Int32)`` (read, write, send, recv).
 @discardableResult
-public func syscall(_ call: String, path: String? = nil, retryOnInterrupt: Bool = true,
+public func syscall(_ call: SystemCall, path: String? = nil, retryOnInterrupt: Bool = true,
                     _ body: () -> Int) throws(SystemError) -> Int {
     while true {
         let result = body()
@@ -143,7 +155,7 @@ public func syscall(_ call: String, path: String? = nil, retryOnInterrupt: Bool 
 
 /// Runs a call that returns 0 or an error number itself (`posix_spawn`, `ttyname_r`, `pthread_*`).
 /// - Throws: ``SystemError`` with the returned number as its code.
-public func syscallReturningCode(_ call: String, path: String? = nil, _ body: () -> Int32) throws(SystemError) {
+public func syscallReturningCode(_ call: SystemCall, path: String? = nil, _ body: () -> Int32) throws(SystemError) {
     let code = body()
     if code != 0 { throw SystemError(call: call, path: path, code: code) }
 }

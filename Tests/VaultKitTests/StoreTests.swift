@@ -84,7 +84,7 @@ extension UnlockedVault {
 
     @Test func wrongPasscodeFails() throws {
         _ = try makeVault()
-        #expect(throws: VaultError.authenticationFailed("wrong passcode")) {
+        #expect(throws: VaultError.wrongPasscode) {
             _ = try VaultStore.open(try root.location()).unlock(passcode: try secret("wrong horse"))
         }
     }
@@ -107,7 +107,7 @@ extension UnlockedVault {
         _ = try makeVault()
         let store = try VaultStore.open(try root.location())
         try store.db.query("UPDATE slots SET params = replace(params, '\"operations\":1', '\"operations\":2') WHERE kind='passcode'")
-        #expect(throws: VaultError.authenticationFailed("wrong passcode")) { _ = try store.unlock(passcode: try secret("correct horse")) }
+        #expect(throws: VaultError.wrongPasscode) { _ = try store.unlock(passcode: try secret("correct horse")) }
     }
 
     @Test(arguments: ["overview", "secrets"])
@@ -249,7 +249,7 @@ extension UnlockedVault {
         try vault.add(Item(name: "x", password: "1"))
         try vault.changePasscode(to: try secret("new passcode"), kdf: nil)
         let store = try VaultStore.open(try root.location())
-        #expect(throws: VaultError.authenticationFailed("wrong passcode")) { _ = try store.unlock(passcode: try secret("correct horse")) }
+        #expect(throws: VaultError.wrongPasscode) { _ = try store.unlock(passcode: try secret("correct horse")) }
         #expect(try store.unlock(passcode: try secret("new passcode")).item(named: "x").password == "1")
         #expect(try store.slots().filter { $0.kind == .passcode }.count == 1)
     }

@@ -233,7 +233,7 @@ final class PromptedLogin: TerminalRelayDriver {
             result = try TerminalRelay.run(program.request(environment: ctx.environment), input: ctx.stdinFD,
                                            output: output, driver: self)
         } catch let e as SystemError {
-            if e.call == "posix_spawn" { throw program.startFailure(e) }
+            if e.call == .posixSpawn { throw program.startFailure(e) }
             throw VaultError.io(path: e.path ?? "/dev/ptmx", "cannot open a pseudo-terminal: \(e.reason)")
         }
         if result.status.isSuccess, let failure = result.outputFailure, !failure.isBrokenPipe {

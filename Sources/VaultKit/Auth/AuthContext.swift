@@ -52,10 +52,11 @@ extension KeyAuthority {
         let vault: UnlockedVault
         do {
             vault = try store.unlock(passcode: passcode)
-        } catch VaultError.authenticationFailed(let m) {
-            // A failure that cannot be recorded must not pass for a try that did not happen.
+        } catch let e as VaultError where e.kind == .authenticationFailed {
+            // A wrong passcode (or one the TPM refused). A failure that cannot be recorded must
+            // not pass for a try that did not happen.
             try recordPasscodeFailure(vaultID: store.vaultID)
-            throw VaultError.authenticationFailed(m)
+            throw e
         }
         recordUnlock(of: vault)
         vault.authentication = .passcode
@@ -181,12 +182,12 @@ public final class AuthContext {
             guard let passcode = try readPasscode(prompt) else { throw why }
             do {
                 return try authority.unlock(store, passcode: passcode, waiting: waitingMessage)
-            } catch VaultError.authenticationFailed(let m) where m == "wrong passcode" && attempt < tries {
+            } catch VaultError.wrongPasscode where attempt < tries {
                 say("vault: wrong passcode; \(tries - attempt) \(tries - attempt == 1 ? "try" : "tries") left")
                 prompt = "passcode for vault '\(store.location.name)'"
             }
         }
-        throw VaultError.authenticationFailed("wrong passcode")
+        throw VaultError.wrongPasscode
     }
 
     /// Why a vault without a fingerprint binding and without a readable passcode stays shut.

@@ -50,5 +50,5 @@ enum AtomicFile {
 
 extension SystemError {
     /// Exit 6 naming the path (or the call when there is none).
-    var vaultError: VaultError { .io(path: path ?? call, reason) }
+    var vaultError: VaultError { .io(path: path ?? call.rawValue, reason) }
 }

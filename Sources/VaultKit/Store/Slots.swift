@@ -175,7 +175,7 @@ enum PasscodeTPM {
 
     /// The TPM's answer to a wrong passcode: how many tries are left before it locks.
     static func wrongPasscode(_ tpm: TPMDevice) -> VaultError {
-        guard let state = try? tpm.dictionaryAttackState() else { return .authenticationFailed("wrong passcode") }
+        guard let state = try? tpm.dictionaryAttackState() else { return .wrongPasscode }
         if state.lockedOut { return .tpmLockout(seconds: state.recoverySeconds) }
         let n = state.triesLeft
         return .authenticationFailed("wrong passcode, \(n) \(n == 1 ? "try" : "tries") before the TPM locks")

@@ -231,7 +231,7 @@ public final class VaultStore {
             return try open(slot, with: try PasscodeOpener(passcode: passcode, vaultID: vaultID, tpm: location.tpm, vaultName: location.name),
                             slotSequence: sequence, migrating: migrating)
         } catch is CryptoError {
-            throw VaultError.authenticationFailed("wrong passcode")
+            throw VaultError.wrongPasscode
         }
     }
 
