@@ -4,6 +4,9 @@ import PackageDescription
 let upcoming: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+    // No warning of the project's own code survives a build: every one is an error (the only
+    // warnings left in a build's output are SwiftPM's own about the toolchain's -pthread).
+    .unsafeFlags(["-warnings-as-errors"]),
 ]
 
 let package = Package(
