@@ -8,6 +8,9 @@
 typedef unsigned char vault_xmlChar;
 typedef struct vault_xmlTextReader vault_xmlTextReader;
 typedef void (*vault_xmlTextReaderErrorFunc)(void *_Nullable arg, const char *_Nullable msg, int severity, void *_Nullable locator);
+/* xmlInputReadCallback: fills `buffer` with up to `len` bytes; 0 at the end, -1 on an error. */
+typedef int (*vault_xmlInputReadCallback)(void *_Nullable context, char *_Nonnull buffer, int len);
+typedef int (*vault_xmlInputCloseCallback)(void *_Nullable context);
 
 /* xmlReaderTypes */
 static const int VAULT_XML_READER_ELEMENT = 1;
@@ -23,8 +26,9 @@ static const int VAULT_XML_PARSE_NOWARNING = 1 << 6;
 static const int VAULT_XML_PARSE_NONET = 1 << 11;
 
 struct vault_xml2_api {
-    vault_xmlTextReader *_Nullable (*_Nonnull xmlReaderForMemory)(const char *_Nonnull buffer, int size, const char *_Nullable url,
-                                                                  const char *_Nullable encoding, int options);
+    vault_xmlTextReader *_Nullable (*_Nonnull xmlReaderForIO)(vault_xmlInputReadCallback _Nonnull ioread,
+                                                              vault_xmlInputCloseCallback _Nullable ioclose, void *_Nullable ioctx,
+                                                              const char *_Nullable url, const char *_Nullable encoding, int options);
     int (*_Nonnull xmlTextReaderRead)(vault_xmlTextReader *_Nonnull reader);
     int (*_Nonnull xmlTextReaderNodeType)(vault_xmlTextReader *_Nonnull reader);
     int (*_Nonnull xmlTextReaderIsEmptyElement)(vault_xmlTextReader *_Nonnull reader);
@@ -43,7 +47,7 @@ static inline const char *_Nullable vault_xml2_open(struct vault_xml2_api *_Nonn
     void *h = dlopen("libxml2.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) return dlerror();
 #define VAULT_XML2_SYM(name) if (!(*(void **)&api->name = dlsym(h, #name))) return dlerror();
-    VAULT_XML2_SYM(xmlReaderForMemory)
+    VAULT_XML2_SYM(xmlReaderForIO)
     VAULT_XML2_SYM(xmlTextReaderRead)
     VAULT_XML2_SYM(xmlTextReaderNodeType)
     VAULT_XML2_SYM(xmlTextReaderIsEmptyElement)

@@ -249,5 +249,8 @@ import Testing
         #expect(r.status == 0 && r.stdout.contains("login\tGitHub\n") && r.stdout.contains("card\tVisa\n"), "\(r.stdout)")
         #expect(r.stderr.contains("would import 5 items"), "\(r.stderr)")
         #expect(box.vault(["ls"], passcode: pc).stdout.isEmpty)
+        // vault's own JSON, collected for --dry-run, counts each item once.
+        let own = box.vault(["import", "--dry-run"], passcode: pc, stdin: #"[{"name":"a"},{"name":"b","type":"note"}]"#)
+        #expect(own.status == 0 && own.stderr.contains("would import 2 items\nvault: by type: 1 login, 1 note"), "\(own.stderr)")
     }
 }

@@ -115,7 +115,7 @@ import Testing
             #include "\(shim)"
             #define SAME(name) _Static_assert(__builtin_types_compatible_p(__typeof__(((struct vault_xml2_api *)0)->name), \
                 __typeof__(&name)), #name " differs from libxml2's declaration");
-            SAME(xmlReaderForMemory) SAME(xmlTextReaderRead) SAME(xmlTextReaderNodeType) SAME(xmlTextReaderIsEmptyElement)
+            SAME(xmlReaderForIO) SAME(xmlTextReaderRead) SAME(xmlTextReaderNodeType) SAME(xmlTextReaderIsEmptyElement)
             SAME(xmlTextReaderConstName) SAME(xmlTextReaderConstValue) SAME(xmlTextReaderMoveToAttribute)
             SAME(xmlTextReaderMoveToElement) SAME(xmlTextReaderGetParserLineNumber) SAME(xmlFreeTextReader)
             /* The error handler's severity is an enum there, an int here: the same size and passing. */

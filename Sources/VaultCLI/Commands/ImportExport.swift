@@ -62,20 +62,10 @@ enum ImportExport {
                     let n = try vault.add(replace: false) { try VaultJSON.next(from: &stream, index: &index, now: now, counting: &counted) }
                     report(written: n, replaced: 0, counted, from: .vault, inv, ctx)
                     return
-                } else if format == .vault {
-                    var stream = JSONArrayStream(prefix: head) { try input.chunk(1 << 20) }
-                    batch = try VaultJSON.batch(from: &stream, now: ctx.clock())
-                } else if format == .encrypted {
-                    batch = try readEncrypted(input, head: head, inv, ctx)
-                } else {
-                    // The text is wiped and freed once parsed, before the vault is opened: the
-                    // items alone are held while they are sealed and written.
-                    var raw = try input.rest(after: head)
-                    defer { wipe(&raw) }
-                    batch = try read(raw, format: format!, source: source, inv, ctx)
-                    wipe(&raw)
-                    raw = []
                 }
+                // Read as it arrives, before the vault is opened: the readers hold the chunk
+                // being read and one item's text, and the items (ImportLimits).
+                batch = try read(input, head: head, format: format!, source: source, inv, ctx)
             }
             let used = format!
             if inv.has("--dry-run") {
@@ -114,19 +104,15 @@ enum ImportExport {
         let fd: Int32
         let owned: Bool
         let label: String
-        let size: Int?
 
         init(_ source: String, _ ctx: CommandContext) throws {
             label = source == "-" ? "standard input" : "'\(source)'"
             if source == "-" {
                 fd = ctx.stdinFD
                 owned = false
-                size = nil
             } else {
                 do {
                     var file = try FileDescriptor.open(source, .readOnly)
-                    let status = try file.status()
-                    size = status.kind == .regular ? Int(status.size) : nil
                     fd = file.take()
                 } catch {
                     throw VaultError.io(path: source, error.reason)
@@ -151,17 +137,6 @@ enum ImportExport {
             return buffer
         }
 
-        /// `head` and everything after it (a file's size reserved up front: no doubling copies).
-        func rest(after head: [UInt8]) throws -> [UInt8] {
-            var out: [UInt8] = []
-            out.reserveCapacity(max(head.count, size ?? 0) + 1)
-            out += head
-            while let c = try chunk(1 << 20) {
-                guard out.count + c.count <= 1 << 30 else { throw VaultError.io(path: label, "larger than 1 GiB") }
-                out += c
-            }
-            return out
-        }
     }
 
     /// An encrypted export, opened chunk by chunk as it is read; vault JSON inside is streamed
@@ -185,44 +160,45 @@ enum ImportExport {
             var stream = JSONArrayStream(prefix: first) { try reader.next() }
             return try VaultJSON.batch(from: &stream, now: ctx.clock())
         case .bitwarden?:
-            var plain = first
-            defer { wipe(&plain) }
-            while var c = try reader.next() {
-                plain += c
-                wipe(&c)
-            }
-            return try BitwardenJSON.read(plain, now: ctx.clock())
+            return try BitwardenJSON.read(JSONStreamReader(prefix: first) { try reader.next() }, now: ctx.clock())
         default:
             throw VaultError.corrupt("the encrypted export holds neither vault nor Bitwarden JSON")
         }
     }
 
-    /// Parses `raw` as `format`.
-    static func read(_ raw: [UInt8], format: ImportFormat, source: String, _ inv: Invocation, _ ctx: CommandContext) throws -> ImportBatch {
+    /// Reads `input` as `format`, a chunk at a time after `head` (already read).
+    static func read(_ input: SourceReader, head: [UInt8], format: ImportFormat, source: String, _ inv: Invocation,
+                     _ ctx: CommandContext) throws -> ImportBatch {
         let now = ctx.clock()
+        let more = { try input.chunk(1 << 20) }
         switch format {
-        case .vault: return try VaultJSON.batch(from: raw, now: now)
-        case .bitwarden: return try BitwardenJSON.read(raw, now: now)
-        case .bitwardenCSV, .keepassxcCSV, .onePasswordCSV, .chromeCSV, .firefoxCSV: return try ForeignCSV.read(raw, format: format, now: now)
-        case .keepassXML: return try KeePassXMLReader.read(raw, now: now)
-        case .onePUX:
-            let (files, others) = try LibArchive.zipEntries(raw, limit: 1 << 30) { $0 == "export.data" }
-            guard let data = files["export.data"] else { throw VaultError.usage("the 1PUX archive has no export.data") }
-            var batch = try OnePUX.read(exportData: data, now: now)
-            batch.drop("attachments: vault stores no files", others.filter { $0.hasPrefix("files/") }.count)
-            return batch
+        case .vault:
+            var stream = JSONArrayStream(prefix: head, read: more)
+            return try VaultJSON.batch(from: &stream, now: now)
         case .encrypted:
-            let passphrase: SecretBytes
-            if let fd = try SecretInput.descriptor(inv, "--passphrase-fd") {
-                passphrase = try SecretInput.line(fd: fd, what: "passphrase")
-            } else {
-                passphrase = try SecretInput.ask(ctx, inv, prompt: "passphrase of the encrypted export: ", reason: "no terminal and no --passphrase-fd")
+            return try readEncrypted(input, head: head, inv, ctx)
+        case .bitwarden:
+            return try BitwardenJSON.read(JSONStreamReader(prefix: head, read: more), now: now)
+        case .bitwardenCSV, .keepassxcCSV, .onePasswordCSV, .chromeCSV, .firefoxCSV:
+            var reader = CSVReader(prefix: head, read: more)
+            return try ForeignCSV.read(&reader, format: format, now: now)
+        case .keepassXML:
+            return try KeePassXMLReader.read(prefix: head, read: more, now: now)
+        case .onePUX:
+            // The zip is read a block at a time; export.data is parsed as it inflates.
+            let zip = try ZipReader(fd: input.fd, head: head)
+            var batch: ImportBatch?, attachments = 0
+            while let path = try zip.nextFile() {
+                if path == "export.data" {
+                    guard batch == nil else { throw VaultError.usage("the 1PUX archive holds export.data twice") }
+                    batch = try OnePUX.read(JSONStreamReader { try zip.chunk(limit: ImportLimits.inflated) }, now: now)
+                } else if path.hasPrefix("files/") {
+                    attachments += 1
+                }
             }
-            var plain = try EncryptedExport.open(raw, passphrase: passphrase)
-            defer { wipe(&plain) }
-            let inner = ImportFormat.detect(plain)
-            guard inner == .vault || inner == .bitwarden else { throw VaultError.corrupt("the encrypted export holds neither vault nor Bitwarden JSON") }
-            return try read(plain, format: inner!, source: source, inv, ctx)
+            guard var batch else { throw VaultError.usage("the 1PUX archive has no export.data") }
+            batch.drop("attachments: vault stores no files", attachments)
+            return batch
         case .pass:
             return try PassStore.read(source, ctx)
         }

@@ -42,7 +42,9 @@ enum PassStore {
         return batch
     }
 
-    /// gpg's standard output; its error output is shown only in the error.
+    /// gpg's standard output, at most `ImportLimits.item` (gpg inflates what the file holds
+    /// compressed, so a small file can decrypt to gigabytes: gpg is stopped at the bound); its
+    /// error output is shown only in the error (the last 64 KiB of it kept).
     static func decrypt(_ gpg: String, _ arguments: [String], entry: String, _ ctx: CommandContext) throws -> [UInt8] {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: gpg)
@@ -54,16 +56,40 @@ enum PassStore {
         process.standardInput = FileHandle.nullDevice
         do { try process.run() } catch { throw VaultError.failure("gpg could not be started: \(error.localizedDescription)") }
         // Read both pipes while gpg runs (a full stderr pipe would stall it).
-        nonisolated(unsafe) var errors = Data()
-        let reader = Thread { errors = err.fileHandleForReading.readDataToEndOfFile() }
+        nonisolated(unsafe) var errors: [UInt8] = []
+        let reader = Thread { errors = PassStore.tail(of: err.fileHandleForReading, keeping: 64 << 10) }
         reader.start()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
+        var data: [UInt8] = [], over = false
+        while let chunk = try? out.fileHandleForReading.read(upToCount: 64 << 10), !chunk.isEmpty {
+            guard data.count + chunk.count <= ImportLimits.item else {
+                over = true
+                process.terminate()
+                break
+            }
+            data += chunk
+        }
+        try? out.fileHandleForReading.close()
         process.waitUntilExit()
         while !reader.isFinished { usleep(1000) }
+        if over {
+            wipe(&data)
+            throw ImportLimits.tooLarge("entry '\(entry)' (decrypted)")
+        }
         guard process.terminationStatus == 0 else {
+            wipe(&data)
             let why = String(decoding: errors, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? "exit \(process.terminationStatus)"
             throw VaultError.usage("entry '\(entry)': gpg could not decrypt it (\(why))")
         }
-        return Array(data)
+        return data
+    }
+
+    /// What `handle` gives until its end, only the last `limit` bytes of it kept.
+    private static func tail(of handle: FileHandle, keeping limit: Int) -> [UInt8] {
+        var kept: [UInt8] = []
+        while let chunk = try? handle.read(upToCount: 64 << 10), !chunk.isEmpty {
+            kept += chunk
+            if kept.count > limit { kept.removeFirst(kept.count - limit) }
+        }
+        return kept
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import VaultSystem
 
 /// Bitwarden's unencrypted JSON export (`bw export --format json`, or the web vault's
 /// "File format: .json"): `{"encrypted": false, "folders": [...], "items": [...]}`, item types
@@ -15,44 +16,76 @@ public enum BitwardenJSON {
     /// Reads an export.
     /// - Throws: `.usage` naming the entry (by position and name) or the byte's line.
     public static func read(_ bytes: [UInt8], now: Int64) throws -> ImportBatch {
-        guard !JSONDepth.exceeds(bytes) else { throw VaultError.usage("the Bitwarden export nests deeper than \(JSONDepth.limit) levels") }
-        let top: [(key: String, value: Range<Int>)]
-        do { top = try JSONScan.members(bytes) } catch {
-            throw VaultError.usage("line \(JSONScan.line(of: error.offset, in: bytes)): the Bitwarden export is not valid JSON (\(error.reason))")
-        }
+        try read(JSONStreamReader(prefix: bytes) { nil }, now: now)
+    }
+
+    /// Reads an export from `reader` as its text arrives: each element of `items` is decoded once
+    /// it is read (at most `ImportLimits.item` of text), other keys are passed over unread.
+    /// Folders are named on the items at the end, so they may come before or after the items
+    /// (vault's own Bitwarden export writes them last).
+    /// - Throws: `.usage` naming the entry (by position and name) or the byte's line.
+    public static func read(_ reader: JSONStreamReader, now: Int64) throws -> ImportBatch {
         var folders: [String: String] = [:]
-        var itemsRange: Range<Int>?
-        for (key, range) in top {
-            switch key {
-            case "encrypted", "passwordProtected":
-                if Loose.json(bytes[range]) as? Bool == true {
-                    throw VaultError.usage("this Bitwarden export is encrypted", hint: "export it again as '.json' (not '.json (Encrypted)'), import it, then delete it")
-                }
-            case "folders", "collections":
-                for case let f as [String: Any] in (Loose.json(bytes[range]) as? [Any]) ?? [] {
-                    if let id = Loose.string(f["id"]), let name = Loose.nonEmpty(f["name"]) { folders[id] = name }
-                }
-            case "items": itemsRange = range
-            default: break
-            }
-        }
-        guard let itemsRange else { throw VaultError.usage("the Bitwarden export has no \"items\" array") }
-        let elements: [Range<Int>]
-        do { elements = try JSONScan.elements(bytes, in: itemsRange) } catch {
-            throw VaultError.usage("line \(JSONScan.line(of: error.offset, in: bytes)): the Bitwarden items are not a valid JSON array (\(error.reason))")
-        }
         var batch = ImportBatch()
-        for (index, range) in elements.enumerated() {
-            guard let o = Loose.json(bytes[range]) as? [String: Any] else {
-                throw VaultError.usage("entry \(index + 1) (line \(JSONScan.line(of: range.lowerBound, in: bytes))) is not a valid JSON object")
+        // The items whose folder or collections are named once every folder is known.
+        var foldered: [(index: Int, folder: String?, collections: [String])] = []
+        var sawItems = false
+        do {
+            var index = 0
+            try reader.eachMember { key in
+                switch key {
+                case "encrypted", "passwordProtected":
+                    var flag = try reader.value(limit: ImportLimits.item, values: ImportLimits.jsonValues)
+                    defer { wipe(&flag) }
+                    if Loose.json(flag[...]) as? Bool == true {
+                        throw VaultError.usage("this Bitwarden export is encrypted", hint: "export it again as '.json' (not '.json (Encrypted)'), import it, then delete it")
+                    }
+                case "folders" where try reader.peek() == 0x5B, "collections" where try reader.peek() == 0x5B:
+                    try reader.eachElement {
+                        let f = Loose.json(try reader.value(limit: ImportLimits.item, values: ImportLimits.jsonValues)[...]) as? [String: Any]
+                        if let id = Loose.string(f?["id"]), let name = Loose.nonEmpty(f?["name"]) { folders[id] = name }
+                    }
+                case "items":
+                    sawItems = true
+                    try reader.eachElement {
+                        index += 1
+                        let start = try reader.offset()
+                        var element: [UInt8]
+                        do { element = try reader.value(limit: ImportLimits.item, values: ImportLimits.jsonValues) } catch let e as JSONValueTooLarge {
+                            throw ImportLimits.tooLarge("entry \(index) (line \(reader.line(of: start)))", e)
+                        }
+                        defer { wipe(&element) }
+                        guard let o = Loose.json(element[...]) as? [String: Any] else {
+                            throw VaultError.usage("entry \(index) (line \(reader.line(of: start))) is not a valid JSON object")
+                        }
+                        let entry = "entry \(index)" + (Loose.string(o["name"]).map { " ('\($0)')" } ?? "")
+                        guard let (item, tagsFromMeta) = try item(o, entry: entry, batch: &batch, now: now) else { return }
+                        try batch.add(item, entry: entry)
+                        let folder = Loose.string(o["folderId"]), collections = ((o["collectionIds"] as? [Any]) ?? []).compactMap { $0 as? String }
+                        if !tagsFromMeta, folder != nil || !collections.isEmpty { foldered.append((batch.items.count - 1, folder, collections)) }
+                    }
+                default:
+                    try reader.skip()
+                }
             }
-            let entry = "entry \(index + 1)" + (Loose.string(o["name"]).map { " ('\($0)')" } ?? "")
-            if let item = try item(o, entry: entry, folders: folders, batch: &batch, now: now) { try batch.add(item, entry: entry) }
+            try reader.finish()
+        } catch let e as JSONScan.Malformed {
+            throw VaultError.usage("line \(reader.line(of: e.offset)): the Bitwarden export is not valid JSON (\(e.reason))")
+        } catch let e as JSONValueTooLarge {
+            throw ImportLimits.tooLarge("the value at line \(reader.line(of: e.offset)) of the Bitwarden export", e)
+        }
+        guard sawItems else { throw VaultError.usage("the Bitwarden export has no \"items\" array") }
+        for (index, folder, collections) in foldered {
+            let names = (folder.map { [$0] } ?? []) + collections
+            batch.items[index].tags.insert(contentsOf: names.compactMap { folders[$0] }, at: 0)
         }
         return batch
     }
 
-    static func item(_ o: [String: Any], entry: String, folders: [String: String], batch: inout ImportBatch, now: Int64) throws -> Item? {
+    /// The item of one element, and whether its tags came from a `vault:meta` field (then its
+    /// folders are not added); nil for one in the trash. Folders and collections are named by
+    /// the caller.
+    static func item(_ o: [String: Any], entry: String, batch: inout ImportBatch, now: Int64) throws -> (Item, tagsFromMeta: Bool)? {
         if let deleted = o["deletedDate"], !(deleted is NSNull) {
             batch.skipped["in Bitwarden's trash", default: 0] += 1
             return nil
@@ -63,8 +96,6 @@ public enum BitwardenJSON {
         item.notes = Loose.nonEmpty(o["notes"])
         if let created = ForeignTime.iso(Loose.string(o["creationDate"])) { item.created = created }
         item.modified = ForeignTime.iso(Loose.string(o["revisionDate"])) ?? item.created
-        if let folder = Loose.string(o["folderId"]).flatMap({ folders[$0] }) { item.tags.append(folder) }
-        for case let c as String in (o["collectionIds"] as? [Any]) ?? [] { if let n = folders[c] { item.tags.append(n) } }
         if o["favorite"] as? Bool == true { item.tags.append("favorite") }
         if (o["reprompt"] as? NSNumber)?.intValue == 1 {
             item.fields.append(CustomField(name: "bitwarden reprompt", value: "on"))
@@ -139,8 +170,8 @@ public enum BitwardenJSON {
         for (k, v) in o.sorted(by: { $0.key < $1.key }) where !placed.contains(k) {
             if let t = Loose.text(v) { item.fields.append(CustomField(name: k, value: t)) }
         }
-        VaultMeta.restore(into: &item)
-        return item
+        let tagsFromMeta = VaultMeta.restore(into: &item)
+        return (item, tagsFromMeta)
     }
 
     /// Bitwarden JSON of `items` (what `vault export --format bitwarden` prints), all at once.
@@ -224,9 +255,12 @@ enum VaultMeta {
         return String(decoding: d, as: UTF8.self)
     }
 
-    static func restore(into item: inout Item) {
+    /// Applies the item's `vault:meta` field, if any, and removes it; returns whether it set the
+    /// tags (the item's folders are then in it already).
+    @discardableResult
+    static func restore(into item: inout Item) -> Bool {
         guard let k = item.fields.firstIndex(where: { $0.name == fieldName }),
-              let m = try? JSONSerialization.jsonObject(with: Data(item.fields[k].value.utf8)) as? [String: Any] else { return }
+              let m = try? JSONSerialization.jsonObject(with: Data(item.fields[k].value.utf8)) as? [String: Any] else { return false }
         item.fields.remove(at: k)
         if let t = (m["type"] as? String).flatMap(ItemType.init(rawValue:)) { item.type = t }
         if let v = m["username"] as? String { item.username = v }
@@ -241,5 +275,6 @@ enum VaultMeta {
         item.origin = m["origin"] as? String ?? item.origin
         item.userPrompt = m["user_prompt"] as? String ?? item.userPrompt
         item.passwordPrompt = m["password_prompt"] as? String ?? item.passwordPrompt
+        return m["tags"] is [String]
     }
 }

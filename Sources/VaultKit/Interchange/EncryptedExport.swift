@@ -248,6 +248,12 @@ extension EncryptedExport {
                 if nl >= text.count { break }
             }
             text.removeSubrange(0..<start)
+            // The writer's lines are 64 characters: text without a line break this long is not
+            // an export, and is not held while more of it arrives.
+            guard text.count <= Self.lineLimit else { throw VaultError.corrupt("the encrypted export has a line longer than \(Self.lineLimit >> 10) KiB") }
         }
+
+        /// The longest line of the text form read.
+        static let lineLimit = 64 << 10
     }
 }

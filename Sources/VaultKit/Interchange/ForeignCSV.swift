@@ -24,6 +24,13 @@ public enum ForeignCSV {
     /// - Throws: `.usage` naming the line of a malformed row.
     public static func read(_ bytes: [UInt8], format: ImportFormat, now: Int64) throws -> ImportBatch {
         var reader = CSVReader(bytes)
+        return try read(&reader, format: format, now: now)
+    }
+
+    /// Reads a CSV export of `format` row by row from `reader`.
+    /// - Throws: `.usage` naming the line of a malformed row, a row over `ImportLimits.item`, or
+    ///   an import that would hold more than `ImportLimits.held`.
+    public static func read(_ reader: inout CSVReader, format: ImportFormat, now: Int64) throws -> ImportBatch {
         guard let header = try reader.next() else { throw VaultError.usage("the file is empty") }
         let required: [String]
         switch format {

@@ -74,19 +74,35 @@ public struct ImportBatch: Sendable {
         if count > 0 { notKept[reason, default: 0] += count }
     }
 
+    /// What the items held count for (`ImportLimits.size(of:)`), at most `ImportLimits.held`.
+    public private(set) var heldSize = 0
+
+    /// Counts `item` among those held.
+    /// - Throws: `.usage` naming `entry` when it is over `ImportLimits.item`, or the items held
+    ///   would pass `ImportLimits.held`.
+    private mutating func hold(_ item: Item, entry: String) throws {
+        let size = ImportLimits.size(of: item)
+        guard size <= ImportLimits.item else { throw ImportLimits.tooLarge(entry) }
+        guard heldSize + size <= ImportLimits.held else {
+            throw VaultError.usage("\(entry): the import holds more than \(ImportLimits.text(ImportLimits.held)) of items before it writes them",
+                                   hint: "import the export in parts (a vault or folder at a time); vault's own JSON without --force or --dry-run is written as it is read")
+        }
+        heldSize += size
+    }
+
     /// Adds a foreign item: its name made valid and unique (`name (2)`), its TOTP secret checked
     /// and made an otpauth URI.
-    /// - Throws: `.usage` naming `entry` when its TOTP secret is invalid.
+    /// - Throws: `.usage` naming `entry` when its TOTP secret is invalid, when it is over
+    ///   `ImportLimits.item`, or the batch would pass `ImportLimits.held`.
     public mutating func add(_ item: Item, entry: String) throws {
+        try hold(item, entry: entry)
         var item = item
         let wanted = item.name
         var base = (try? Item.normalize(name: Self.cleanName(wanted))) ?? "untitled"
         if base.count > 240 { base = String(base.prefix(240)) }
-        var name = base, n = 2
-        while names.contains(name) { name = "\(base) (\(n))"; n += 1 }
+        let name = Self.unique(base, in: &names, next: &nextSuffix)
         if name != wanted { renamed += 1 }
         item.name = name
-        names.insert(name)
         if let t = item.totp {
             if t.isEmpty {
                 item.totp = nil
@@ -106,16 +122,25 @@ public struct ImportBatch: Sendable {
     }
 
     /// Adds one of vault's own items (its name kept exactly; a duplicate is an error).
+    /// - Throws: `.usage` naming `entry` for a duplicate, an item over `ImportLimits.item`, or a
+    ///   batch that would pass `ImportLimits.held`.
     mutating func addOwn(_ item: Item, entry: String) throws {
-        try passOwn(item, entry: entry)
+        try hold(item, entry: entry)
+        try claim(item.name, entry: entry)
         items.append(item)
     }
 
     /// Counts one of vault's own items on its way straight to the vault (a streamed import): its
     /// name checked as `addOwn` does, the item itself not kept (`count` and `counts` grow).
+    /// - Throws: `.usage` naming `entry` for a duplicate or an item over `ImportLimits.item`.
     mutating func passOwn(_ item: Item, entry: String) throws {
-        guard names.insert(item.name).inserted else { throw VaultError.usage("\(entry): the name '\(item.name)' appears twice") }
+        guard ImportLimits.size(of: item) <= ImportLimits.item else { throw ImportLimits.tooLarge(entry) }
+        try claim(item.name, entry: entry)
         streamed[item.type, default: 0] += 1
+    }
+
+    private mutating func claim(_ name: String, entry: String) throws {
+        guard names.insert(name).inserted else { throw VaultError.usage("\(entry): the name '\(name)' appears twice") }
     }
 
     /// The items counted by `passOwn`, by type.
@@ -135,22 +160,39 @@ public struct ImportBatch: Sendable {
 
     /// Custom fields with unique names (a second `code` becomes `code (2)`).
     static func uniqueFieldNames(_ fields: [CustomField]) -> [CustomField] {
-        var seen: Set<String> = [], out: [CustomField] = []
+        var seen: Set<String> = [], next: [String: Int] = [:], out: [CustomField] = []
         for var f in fields {
-            if f.name.isEmpty { f.name = "field" }
-            let base = f.name
-            var n = 2
-            while seen.contains(f.name) { f.name = "\(base) (\(n))"; n += 1 }
-            seen.insert(f.name)
+            f.name = unique(f.name.isEmpty ? "field" : f.name, in: &seen, next: &next)
             out.append(f)
         }
         return out
     }
 
+    /// `base`, or `base (2)`, `base (3)`, ... when taken, inserted into `taken`. `next` keeps the
+    /// number to try first for each base given twice, so a thousand copies of one name cost a
+    /// thousand steps, not half a million.
+    static func unique(_ base: String, in taken: inout Set<String>, next: inout [String: Int]) -> String {
+        var name = base
+        if taken.contains(name) {
+            var n = next[base] ?? 2
+            repeat {
+                name = "\(base) (\(n))"
+                n += 1
+            } while taken.contains(name)
+            next[base] = n
+        }
+        taken.insert(name)
+        return name
+    }
+
+    /// The number to try first for each name given twice (`unique`).
+    private var nextSuffix: [String: Int] = [:]
+
     /// The items, handed over: the batch keeps only its counts (the name set is freed, so a
     /// large import does not hold it while the items are sealed).
     public mutating func takeItems() -> [Item] {
         names = []
+        nextSuffix = [:]
         counts = countsByType
         count = counts.reduce(0) { $0 + $1.1 }
         defer { items = [] }

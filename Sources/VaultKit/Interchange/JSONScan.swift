@@ -113,117 +113,36 @@ extension JSONScan {
 /// The elements of a JSON array read from a stream in chunks (vault's own export from a file or
 /// a pipe): each element is handed out as soon as it is complete and its bytes are then dropped,
 /// so an import of 100,000 items never holds the document's text, only the items. Elements are
-/// split, not checked: the caller decodes each. Nesting deeper than `JSONDepth.limit` is refused
-/// before any decoder sees it.
+/// split, not checked: the caller decodes each. An element over `elementLimit` bytes, or nesting
+/// deeper than `JSONDepth.limit`, is refused before any decoder sees it.
 public struct JSONArrayStream {
-    private var buffer: [UInt8]
-    private var pos = 0
-    private var eof = false
+    private let reader: JSONStreamReader
     private var opened = false
     private var closed = false
-    private var first = true
-    private let read: () throws -> [UInt8]?
+    /// The largest element handed out.
+    public let elementLimit: Int
 
     /// A stream that starts with `prefix` (bytes already read) and continues with `read`'s
     /// chunks (nil at the end).
-    public init(prefix: [UInt8] = [], read: @escaping () throws -> [UInt8]?) {
-        buffer = prefix
-        self.read = read
-    }
-
-    private mutating func more() throws -> Bool {
-        guard !eof else { return false }
-        // Consumed bytes are dropped before the buffer grows.
-        if pos > 0 {
-            buffer.removeSubrange(0..<pos)
-            pos = 0
-        }
-        guard let chunk = try read(), !chunk.isEmpty else { eof = true; return false }
-        buffer += chunk
-        return true
-    }
-
-    private mutating func skipSpace() throws {
-        while true {
-            while pos < buffer.count, [0x20, 0x0A, 0x0D, 0x09].contains(buffer[pos]) { pos += 1 }
-            if pos < buffer.count { return }
-            if !(try more()) { return }
-        }
+    public init(prefix: [UInt8] = [], elementLimit: Int = ImportLimits.item, read: @escaping () throws -> [UInt8]?) {
+        reader = JSONStreamReader(prefix: prefix, read: read)
+        self.elementLimit = elementLimit
     }
 
     /// The next element's bytes, nil after the closing bracket.
-    /// - Throws: `JSONScan.Malformed` (offset within the current element) when the text is not an array.
+    /// - Throws: `JSONScan.Malformed` when the text is not an array, `JSONValueTooLarge` for an
+    ///   element over `elementLimit`.
     public mutating func next() throws -> [UInt8]? {
         if closed { return nil }
-        try skipSpace()
         if !opened {
-            guard pos < buffer.count, buffer[pos] == 0x5B else { throw JSONScan.Malformed(offset: pos, reason: "not a JSON array") }
-            pos += 1
+            try reader.enterArray()
             opened = true
-            try skipSpace()
         }
-        guard pos < buffer.count else { throw JSONScan.Malformed(offset: pos, reason: "the array is not closed") }
-        if buffer[pos] == 0x5D, first {
-            pos += 1
-            return try end()
+        guard try reader.nextElement() else {
+            closed = true
+            try reader.finish()
+            return nil
         }
-        if !first {
-            guard buffer[pos] == 0x2C else {
-                if buffer[pos] == 0x5D { pos += 1; return try end() }
-                throw JSONScan.Malformed(offset: pos, reason: "expected ',' or ']'")
-            }
-            pos += 1
-            try skipSpace()
-        }
-        first = false
-        var j = pos, depth = 0, inString = false, escaped = false
-        scan: while true {
-            if j >= buffer.count {
-                let scanned = j - pos
-                let grew = try more()
-                // `more` may have dropped the bytes before `pos`, which is then 0.
-                j = pos + scanned
-                guard grew else {
-                    if inString || depth > 0 { throw JSONScan.Malformed(offset: j, reason: "the document ends inside a value") }
-                    break scan
-                }
-                continue
-            }
-            let c = buffer[j]
-            if inString {
-                if escaped { escaped = false } else if c == 0x5C { escaped = true } else if c == 0x22 {
-                    inString = false
-                    if depth == 0 { j += 1; break scan }
-                }
-                j += 1
-                continue
-            }
-            switch c {
-            case 0x22: inString = true
-            case 0x5B, 0x7B:
-                depth += 1
-                // The array itself is the first level, as `JSONDepth` counts it.
-                if depth + 1 > JSONDepth.limit { throw JSONScan.Malformed(offset: j, reason: "nested deeper than \(JSONDepth.limit) levels") }
-            case 0x5D, 0x7D:
-                if depth == 0 { break scan }
-                depth -= 1
-                if depth == 0 { j += 1; break scan }
-            case 0x2C, 0x20, 0x0A, 0x0D, 0x09:
-                if depth == 0 { break scan }
-            default: break
-            }
-            j += 1
-        }
-        guard j > pos else { throw JSONScan.Malformed(offset: j, reason: "an element is missing") }
-        let element = Array(buffer[pos..<j])
-        pos = j
-        return element
-    }
-
-    private mutating func end() throws -> [UInt8]? {
-        closed = true
-        try skipSpace()
-        guard pos >= buffer.count else { throw JSONScan.Malformed(offset: pos, reason: "text follows the document") }
-        return nil
+        return try reader.value(limit: elementLimit)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import VaultSystem
 
 /// 1Password's unencrypted export (1PUX): a zip whose `export.data` is JSON
 /// `{"accounts": [{"attrs": {...}, "vaults": [{"attrs": {"name": ...}, "items": [...]}]}]}`.
@@ -10,33 +11,88 @@ public enum OnePUX {
     /// Reads `export.data`.
     /// - Throws: `.usage` naming the entry.
     public static func read(exportData bytes: [UInt8], now: Int64) throws -> ImportBatch {
-        guard !JSONDepth.exceeds(bytes), let top = Loose.json(bytes[...]) as? [String: Any] else {
-            throw VaultError.usage("export.data in the 1PUX archive is not a JSON object")
-        }
+        try read(JSONStreamReader(prefix: bytes) { nil }, now: now)
+    }
+
+    /// Reads `export.data` from `reader` as it is inflated: each item is decoded once its text is
+    /// read (at most `ImportLimits.item`), every other key passed over unread. A vault's name may
+    /// come before or after its items (it is added to their tags when the vault ends).
+    /// - Throws: `.usage` naming the entry, or what is wrong with the JSON.
+    public static func read(_ reader: JSONStreamReader, now: Int64) throws -> ImportBatch {
         var batch = ImportBatch()
         var index = 0
-        for case let account as [String: Any] in (top["accounts"] as? [Any]) ?? [] {
-            for case let vault as [String: Any] in (account["vaults"] as? [Any]) ?? [] {
-                let vaultName = Loose.nonEmpty((vault["attrs"] as? [String: Any])?["name"])
-                for element in (vault["items"] as? [Any]) ?? [] {
+        // A key of another type than the export's is passed over, as if absent.
+        func whenNext(is byte: UInt8, _ body: () throws -> Void) throws {
+            if try reader.peek() == byte { try body() } else { try reader.skip() }
+        }
+        do {
+            guard try reader.peek() == 0x7B else { throw VaultError.usage("export.data in the 1PUX archive is not a JSON object") }
+            try reader.eachMember { key in
+                guard key == "accounts" else { return try reader.skip() }
+                try whenNext(is: 0x5B) {
+                    try reader.eachElement {
+                        try whenNext(is: 0x7B) {
+                            try reader.eachMember { key in
+                                guard key == "vaults" else { return try reader.skip() }
+                                try whenNext(is: 0x5B) {
+                                    try reader.eachElement {
+                                        try whenNext(is: 0x7B) { try readVault(reader, index: &index, into: &batch, now: now) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            try reader.finish()
+        } catch let e as JSONScan.Malformed {
+            throw VaultError.usage("export.data in the 1PUX archive is not valid JSON (line \(reader.line(of: e.offset)): \(e.reason))")
+        } catch let e as JSONValueTooLarge {
+            throw ImportLimits.tooLarge("the value at line \(reader.line(of: e.offset)) of export.data", e)
+        }
+        return batch
+    }
+
+    /// Reads the object of one vault: its `attrs` and its `items`.
+    private static func readVault(_ reader: JSONStreamReader, index: inout Int, into batch: inout ImportBatch, now: Int64) throws {
+        var vaultName: String?
+        let first = batch.items.count
+        try reader.eachMember { key in
+            switch key {
+            case "attrs":
+                var attrs = try reader.value(limit: ImportLimits.item, values: ImportLimits.jsonValues)
+                defer { wipe(&attrs) }
+                vaultName = Loose.nonEmpty((Loose.json(attrs[...]) as? [String: Any])?["name"])
+            case "items" where try reader.peek() == 0x5B:
+                try reader.eachElement {
                     index += 1
+                    var element: [UInt8]
+                    do { element = try reader.value(limit: ImportLimits.item, values: ImportLimits.jsonValues) } catch let e as JSONValueTooLarge {
+                        throw ImportLimits.tooLarge("entry \(index)", e)
+                    }
+                    defer { wipe(&element) }
                     // Some versions wrap each item as {"item": {...}}.
-                    guard var o = element as? [String: Any] else { throw VaultError.usage("entry \(index) is not a JSON object") }
+                    guard var o = Loose.json(element[...]) as? [String: Any] else { throw VaultError.usage("entry \(index) is not a JSON object") }
                     if let inner = o["item"] as? [String: Any] { o = inner }
                     let title = Loose.string((o["overview"] as? [String: Any])?["title"])
                     let entry = "entry \(index)" + (title.map { " ('\($0)')" } ?? "")
                     if o["trashed"] as? Bool == true || Loose.string(o["state"]) == "deleted" {
                         batch.skipped["in 1Password's trash", default: 0] += 1
-                        continue
+                        return
                     }
-                    try batch.add(item(o, vault: vaultName, entry: entry, batch: &batch, now: now), entry: entry)
+                    try batch.add(item(o, entry: entry, batch: &batch, now: now), entry: entry)
                 }
+            default:
+                try reader.skip()
             }
         }
-        return batch
+        if let vaultName {
+            for k in first..<batch.items.count { batch.items[k].tags.insert(vaultName, at: 0) }
+        }
     }
 
-    static func item(_ o: [String: Any], vault: String?, entry: String, batch: inout ImportBatch, now: Int64) throws -> Item {
+    /// The item of one element (its vault's name is added to its tags by the caller).
+    static func item(_ o: [String: Any], entry: String, batch: inout ImportBatch, now: Int64) throws -> Item {
         guard let overview = o["overview"] as? [String: Any], let details = o["details"] as? [String: Any] else {
             throw VaultError.usage("\(entry) has no \"overview\" and \"details\"")
         }
@@ -57,7 +113,6 @@ public enum OnePUX {
         for case let u as [String: Any] in (overview["urls"] as? [Any]) ?? [] {
             if let url = Loose.nonEmpty(u["url"]), !item.urls.contains(url) { item.urls.append(url) }
         }
-        if let vault { item.tags.append(vault) }
         for case let t as String in (overview["tags"] as? [Any]) ?? [] { item.tags.append(t) }
         if (o["favIndex"] as? NSNumber)?.intValue ?? 0 > 0 { item.tags.append("favorite") }
         if Loose.string(o["state"]) == "archived" { item.tags.append("archived") }

@@ -47,6 +47,7 @@ public enum VaultJSON {
         }
         var batch = ImportBatch()
         for (index, range) in elements.enumerated() {
+            guard range.count <= ImportLimits.item else { throw ImportLimits.tooLarge("item \(index + 1)") }
             try batch.addOwn(try item(bytes[range], position: "item \(index + 1)", now: now), entry: "item \(index + 1)")
         }
         return batch
@@ -76,6 +77,8 @@ public enum VaultJSON {
         } catch is JSONScan.Malformed {
             throw VaultError.usage(index == 0 ? "the input is not a JSON array of items" : "the JSON array breaks after item \(index)",
                                    hint: "see 'vault help import'")
+        } catch is JSONValueTooLarge {
+            throw ImportLimits.tooLarge("item \(index + 1)")
         }
         index += 1
         defer { wipe(&element) }
