@@ -87,7 +87,7 @@ public final class AgentClient {
     static let gone = VaultError.sessionInvalid("ended: the agent stopped answering")
 
     private func receiveReply(within seconds: Double) throws -> AgentFrame {
-        let decoder = FrameDecoder(limit: AgentLimits.replyFrame)
+        let decoder = AgentFrameDecoder(limit: AgentLimits.replyFrame)
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         defer { wipe(&chunk) }
         let deadline = MonotonicClock.seconds() + seconds

@@ -306,7 +306,7 @@ public final class AgentServer: @unchecked Sendable {
         defer { try? connection.socket.close() }
         // The executable is read once, now: the peer is connected, so its pid is still its own.
         let requester = Requester.peer(uid: peer.uid, pid: peer.pid)
-        let decoder = FrameDecoder(limit: AgentLimits.requestFrame)
+        let decoder = AgentFrameDecoder(limit: AgentLimits.requestFrame)
         var staging = ImportStaging()
         defer { handler.discard(&staging) }
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
