@@ -13,30 +13,17 @@ internal import Foundation
 /// client sets (version 4's `"freshMatch": true`). `L` is at most
 /// `AgentLimits.requestFrame` for requests and `AgentLimits.replyFrame` for replies.
 public enum AgentWire: WireFormat {
-    /// The version byte this code writes and reads.
+    /// Version 5 (a version 1 frame starts with a zero byte where the version is).
     public static let version: UInt8 = 5
-    /// A frame over the limit is over "the agent's limit".
-    public static let limitOwner = "the agent's"
-
-    /// Refuses another version (a version 1 frame starts with a zero byte where the version is).
-    public static func unsupportedVersion(_ version: UInt8) -> VaultError {
-        .usage("refused: agent protocol version \(version) is not supported (this agent speaks version \(Self.version))",
-               hint: "stop the old agent with 'vault lock --all' and unlock again")
-    }
-
-    /// A `failed` reply carrying `error`.
-    public static func refusal(_ error: VaultError) -> AgentFrame {
-        AgentCodec.frame(.failed(error: error))
-    }
+    /// "agent", "this agent", and stopping an old agent.
+    public static let terms = WireTerms(name: "agent", speaker: "this agent",
+                                        versionHint: "stop the old agent with 'vault lock --all' and unlock again")
 }
 
-/// A frame of the agent's protocol.
+/// The agent's frames, their decoder, why one is refused, and a connection carrying them.
 public typealias AgentFrame = Frame<AgentWire>
-/// The decoder of the agent's frames.
 public typealias AgentFrameDecoder = FrameDecoder<AgentWire>
-/// Why a frame of the agent's protocol was refused.
 public typealias AgentFrameError = FrameError<AgentWire>
-/// A connection carrying the agent's frames.
 typealias AgentConnection = FramedConnection<AgentWire>
 
 /// Encoding and decoding of messages inside frames.
@@ -113,5 +100,12 @@ public enum AgentCodec {
         case .dataCorrupted(let c): return c.codingPath.isEmpty ? "not a JSON request" : "\(path(c.codingPath)) is invalid"
         @unknown default: return "unreadable"
         }
+    }
+}
+
+extension AgentWire {
+    /// A `failed` reply carrying `error`.
+    public static func refusal(_ error: VaultError) -> AgentFrame {
+        AgentCodec.frame(.failed(error: error))
     }
 }

@@ -9,30 +9,16 @@ internal import Foundation
 /// (the proof key of a `bind`, the slot key of `bound` and `key`), empty otherwise. Both sides
 /// wipe the frame's bytes when it goes.
 public enum AuthorityWire: WireFormat {
-    /// The version byte this code writes and reads.
     public static let version: UInt8 = 2
-    /// A frame over the limit is over "the key authority's limit".
-    public static let limitOwner = "the key authority's"
-
-    /// Refuses another version.
-    public static func unsupportedVersion(_ version: UInt8) -> VaultError {
-        .usage("refused: key authority protocol version \(version) is not supported (vault-authd speaks version \(Self.version))",
-               hint: "install matching versions of vault and vault-authd")
-    }
-
-    /// A `failed` reply carrying `error`.
-    public static func refusal(_ error: VaultError) -> AuthorityFrame {
-        AuthorityCodec.frame(.failed(error: error))
-    }
+    public static let terms = WireTerms(name: "key authority", speaker: "vault-authd", versionHint: "install matching versions of vault and vault-authd")
+    public static func refusal(_ error: VaultError) -> AuthorityFrame { AuthorityCodec.frame(.failed(error: error)) }
 }
 
-/// A frame of vault-authd's protocol.
+/// vault-authd's frames (`AuthorityFrame`), their decoder (`AuthorityFrameDecoder`), why one is
+/// refused (`AuthorityFrameError`), and a connection carrying them.
 public typealias AuthorityFrame = Frame<AuthorityWire>
-/// The decoder of vault-authd's frames.
 public typealias AuthorityFrameDecoder = FrameDecoder<AuthorityWire>
-/// Why a frame of vault-authd's protocol was refused.
 public typealias AuthorityFrameError = FrameError<AuthorityWire>
-/// A connection carrying vault-authd's frames.
 typealias AuthorityConnection = FramedConnection<AuthorityWire>
 
 /// Encoding and decoding of messages inside frames.

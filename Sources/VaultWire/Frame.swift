@@ -1,18 +1,33 @@
 public import VaultKit
 internal import VaultSystem
 
-/// What sets one protocol's frames apart from another's: its version byte and how a refusal of
-/// its frames reads. The agent (`AgentWire`, version 5) and vault-authd (`AuthorityWire`,
-/// version 2) each have one; the bytes of a frame are otherwise the same.
+/// What sets one protocol's frames apart from another's: its version byte and the words its
+/// refusals use. The agent (`AgentWire`, version 5) and vault-authd (`AuthorityWire`, version 2)
+/// each have one; the bytes of a frame are otherwise the same.
 public protocol WireFormat: Sendable {
     /// The version byte this protocol writes and reads.
     static var version: UInt8 { get }
-    /// Whose limit a frame over the limit is over, in a refusal ("the agent's").
-    static var limitOwner: String { get }
-    /// The refusal of a frame of another version.
-    static func unsupportedVersion(_ version: UInt8) -> VaultError
+    /// How refusals name the protocol and its server.
+    static var terms: WireTerms { get }
     /// The frame that tells a peer why its connection is closed (a `failed` reply).
     static func refusal(_ error: VaultError) -> Frame<Self>
+}
+
+/// The words of a protocol's refusals: "refused: a frame of N bytes is over the NAME's limit",
+/// "refused: NAME protocol version V is not supported (SPEAKER speaks version W)", and the hint
+/// for another version.
+public struct WireTerms: Sendable {
+    /// The protocol's name ("agent").
+    public let name: String
+    /// Who speaks it here ("this agent").
+    public let speaker: String
+    /// What to do about a peer of another version.
+    public let versionHint: String
+
+    /// The terms of a protocol called `name`, spoken by `speaker`.
+    public init(name: String, speaker: String, versionHint: String) {
+        (self.name, self.speaker, self.versionHint) = (name, speaker, versionHint)
+    }
 }
 
 /// One message on a socket: a big-endian u32 length `L`, then `L` bytes: the protocol's version
@@ -72,9 +87,11 @@ public enum FrameError<Format: WireFormat>: Error, Equatable, Sendable {
     /// The refusal as a usage error, for the reply.
     public var vaultError: VaultError {
         switch self {
-        case .tooLarge(let n, let limit): .usage("refused: a frame of \(n) bytes is over \(Format.limitOwner) limit of \(limit)")
+        case .tooLarge(let n, let limit): .usage("refused: a frame of \(n) bytes is over the \(Format.terms.name)'s limit of \(limit)")
         case .tooShort(let n): .usage("refused: a frame of \(n) bytes is too short")
-        case .unsupportedVersion(let v): Format.unsupportedVersion(v)
+        case .unsupportedVersion(let v):
+            .usage("refused: \(Format.terms.name) protocol version \(v) is not supported (\(Format.terms.speaker) speaks version \(Format.version))",
+                   hint: Format.terms.versionHint)
         case .badJSONLength(let j, let n): .usage("refused: a JSON length of \(j) bytes does not fit a frame of \(n)")
         }
     }

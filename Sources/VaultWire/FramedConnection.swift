@@ -8,8 +8,8 @@ public import VaultSystem
 /// what is left of its deadline, so a peer that does not read cannot hold a server's thread for
 /// longer.
 public final class FramedConnection<Format: WireFormat>: @unchecked Sendable {
-    /// What ``awaitFrame(requestDeadline:idleSeconds:while:)`` came to.
-    public enum Arrival {
+    /// What a wait for a frame came to.
+    enum Arrival {
         /// A whole frame.
         case frame(Frame<Format>)
         /// A frame refused from its header.
@@ -66,7 +66,7 @@ public final class FramedConnection<Format: WireFormat>: @unchecked Sendable {
     /// while `running` holds. Once a frame has begun, it must be whole within `requestDeadline`
     /// seconds; with nothing begun, the connection may idle for `idleSeconds`. Both clocks start
     /// at the call (after the reply to the last request was sent).
-    public func awaitFrame(requestDeadline: Double, idleSeconds: Double, while running: () -> Bool) -> Arrival {
+    func awaitFrame(requestDeadline: Double, idleSeconds: Double, while running: () -> Bool) -> Arrival {
         let idleSince = MonotonicClock.seconds()
         var frameStarted = idleSince
         while running() {
@@ -85,6 +85,20 @@ public final class FramedConnection<Format: WireFormat>: @unchecked Sendable {
             if !partial { frameStarted = MonotonicClock.seconds() }
         }
         return .ended
+    }
+
+    /// The next request of a peer, as ``awaitFrame(requestDeadline:idleSeconds:while:)`` waits for
+    /// it; nil when the connection is to end. A frame refused from its header, or begun and not
+    /// finished in time, is answered with one refusal (sent within `replySeconds`) first.
+    public func nextRequest(requestDeadline: Double, idleSeconds: Double, replySeconds: Double,
+                            while running: () -> Bool) -> Frame<Format>? {
+        switch awaitFrame(requestDeadline: requestDeadline, idleSeconds: idleSeconds, while: running) {
+        case .frame(let frame): return frame
+        case .refused(let error): refuse(error.vaultError, within: replySeconds)
+        case .late: refuse(.usage("refused: a request must arrive whole within \(requestDeadline) s"), within: replySeconds)
+        case .ended: break
+        }
+        return nil
     }
 
     /// Sends `frame` within `seconds` and a second more per MiB, in slices of 256 KiB, each under
