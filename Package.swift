@@ -39,9 +39,10 @@ let package = Package(
         .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite", "CTSS2", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultOTP", dependencies: ["VaultKit", "VaultSystem", "CNettle"], swiftSettings: upcoming),
         .target(name: "FingerprintKit", dependencies: ["CFprint", "VaultSystem"], swiftSettings: upcoming),
-        .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
+        .target(name: "VaultWire", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
+        .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .target(
-            name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem"],
+            name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem", "VaultWire"],
             swiftSettings: upcoming),
         .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(

@@ -47,7 +47,7 @@ swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 \
     -Xcc -fmodule-map-file=Sources/CSodium/module.modulemap -Xcc -fmodule-map-file=Sources/CSQLite/module.modulemap \
     -Xcc -fmodule-map-file=Sources/CTSS2/module.modulemap \
     "Fuzz/Targets/$target.swift" "$logic" \
-    "$build"/VaultSystem.build/*.o "$build"/VaultKit.build/*.o "$build"/VaultAgent.build/*.o \
+    "$build"/VaultSystem.build/*.o "$build"/VaultKit.build/*.o "$build"/VaultWire.build/*.o "$build"/VaultAgent.build/*.o \
     $(pkg-config --libs libsodium sqlite3) -o "$binary"
 
 work=$scratch/corpus/$target

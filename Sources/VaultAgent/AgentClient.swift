@@ -8,7 +8,7 @@ internal import Foundation
 public final class AgentClient {
     /// The socket path.
     public let socketPath: String
-    private var connection: SocketBox
+    private var connection: AgentConnection
     private var lastUse: Double
     /// The agent's pid (from `SO_PEERCRED`).
     public private(set) var agentPID: Int32
@@ -23,7 +23,7 @@ public final class AgentClient {
     /// A connection idle longer than this is replaced before it is used again.
     static let reconnectAfterSeconds: Double = 60
 
-    private init(socketPath: String, connection: SocketBox, agentPID: Int32) {
+    private init(socketPath: String, connection: AgentConnection, agentPID: Int32) {
         self.socketPath = socketPath
         self.connection = connection
         self.agentPID = agentPID
@@ -42,10 +42,10 @@ public final class AgentClient {
         connect(socketPath: AgentPaths.socketPath(environment))
     }
 
-    private static func open(_ socketPath: String) -> (SocketBox, Int32)? {
+    private static func open(_ socketPath: String) -> (AgentConnection, Int32)? {
         guard (try? AgentPaths.checkPrivate(AgentPaths.folder(of: socketPath))) != nil,
               let socket = try? UnixSocket.connect(path: socketPath) else { return nil }
-        let box = SocketBox(socket)
+        let box = AgentConnection(socket, limit: AgentLimits.replyFrame)
         guard let peer = try? box.socket.peerCredentials(), peer.uid == ProcessIdentity.uid else { return nil }
         try? box.socket.setSendTimeout(seconds: AgentLimits.requestSeconds)
         return (box, peer.pid)
@@ -87,14 +87,11 @@ public final class AgentClient {
     static let gone = VaultError.sessionInvalid("ended: the agent stopped answering")
 
     private func receiveReply(within seconds: Double) throws -> AgentFrame {
-        let decoder = FrameDecoder(limit: AgentLimits.replyFrame)
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
-        defer { wipe(&chunk) }
         let deadline = MonotonicClock.seconds() + seconds
         while true {
             let frame: AgentFrame?
             do {
-                frame = try decoder.next()
+                frame = try connection.decoder.next()
             } catch .unsupportedVersion(let v) {
                 speaksAnotherVersion = true
                 throw VaultError.failure("the running agent (pid \(agentPID)) speaks agent protocol version \(v), not \(AgentFrame.version)",
@@ -104,22 +101,11 @@ public final class AgentClient {
             }
             if let frame { return frame }
             let left = deadline - MonotonicClock.seconds()
-            guard left > 0, (try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: Int32(max(1, min(left * 1000, 60_000))))) == true
-            else {
+            guard left > 0, connection.isReadable(within: Int32(max(1, min(left * 1000, 60_000)))) == true else {
                 if left > 0 { continue }
                 throw VaultError.sessionInvalid("ended: the agent did not answer within \(AgentLimits.wholeSeconds(seconds.rounded(.up))) s")
             }
-            let count: Int
-            do {
-                count = try chunk.withUnsafeMutableBytes { (b) throws(SystemError) -> Int in try connection.socket.receive(into: b) }
-            } catch {
-                throw Self.gone
-            }
-            guard count > 0 else { throw Self.gone }
-            chunk.withUnsafeMutableBytes { b in
-                decoder.append(UnsafeRawBufferPointer(rebasing: b[0..<count]))
-                b.initializeMemory(as: UInt8.self, repeating: 0)
-            }
+            guard connection.receive() else { throw Self.gone }
         }
     }
 

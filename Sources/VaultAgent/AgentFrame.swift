@@ -1,8 +1,9 @@
 public import VaultKit
+public import VaultWire
 internal import VaultSystem
 internal import Foundation
 
-/// The agent's wire format, version 5. A frame is a big-endian u32 length `L`, then `L` bytes:
+/// The agent's wire format, version 5: VaultWire's `Frame`. A frame is a big-endian u32 length `L`, then `L` bytes:
 /// a version byte (5), a big-endian u32 JSON length `J`, `J` bytes of JSON (one `AgentRequest`
 /// or `AgentReply`), and `L - 5 - J` bytes of binary tail: the 32-byte master key of an `unlock`
 /// request (kept out of the JSON so it can be wiped), the overview records of a listing page,
@@ -11,113 +12,19 @@ internal import Foundation
 /// key authority's token over a nonce of the agent (`freshMatchNonce`), not as a flag the
 /// client sets (version 4's `"freshMatch": true`). `L` is at most
 /// `AgentLimits.requestFrame` for requests and `AgentLimits.replyFrame` for replies.
-public final class AgentFrame {
-    /// The version byte this code writes and reads.
+public enum AgentWire: WireFormat {
+    /// Version 5 (a version 1 frame starts with a zero byte where the version is).
     public static let version: UInt8 = 5
-    /// Version byte and JSON length.
-    static let headerBytes = 5
-
-    /// The JSON message.
-    public var json: [UInt8]
-    /// The binary tail (the master key of an `unlock`), empty otherwise.
-    public var tail: [UInt8]
-
-    /// A frame of `json` and `tail`.
-    public init(json: [UInt8], tail: [UInt8] = []) {
-        self.json = json
-        self.tail = tail
-    }
-
-    deinit {
-        wipe(&json)
-        wipe(&tail)
-    }
-
-    /// The frame's bytes, length prefix included.
-    public func encoded() -> [UInt8] {
-        let length = Self.headerBytes + json.count + tail.count
-        var out: [UInt8] = []
-        out.reserveCapacity(4 + length)
-        appendU32(UInt32(truncatingIfNeeded: length), to: &out)
-        out.append(Self.version)
-        appendU32(UInt32(truncatingIfNeeded: json.count), to: &out)
-        out += json
-        out += tail
-        return out
-    }
+    /// "agent", "this agent", and stopping an old agent.
+    public static let terms = WireTerms(name: "agent", speaker: "this agent",
+                                        versionHint: "stop the old agent with 'vault lock --all' and unlock again")
 }
 
-/// Why a frame was refused. The connection it came on is closed after one refusal reply.
-public enum FrameError: Error, Equatable, Sendable {
-    /// The declared length is over the limit.
-    case tooLarge(length: Int, limit: Int)
-    /// The declared length cannot hold the version byte and the JSON length.
-    case tooShort(length: Int)
-    /// Not version 5 (a version 1 frame starts with a zero byte here).
-    case unsupportedVersion(UInt8)
-    /// The JSON length runs past the frame.
-    case badJSONLength(Int, frame: Int)
-
-    /// The refusal as a usage error, for the reply.
-    public var vaultError: VaultError {
-        switch self {
-        case .tooLarge(let n, let limit): .usage("refused: a frame of \(n) bytes is over the agent's limit of \(limit)")
-        case .tooShort(let n): .usage("refused: a frame of \(n) bytes is too short")
-        case .unsupportedVersion(let v): .usage("refused: agent protocol version \(v) is not supported (this agent speaks version \(AgentFrame.version))",
-                                                hint: "stop the old agent with 'vault lock --all' and unlock again")
-        case .badJSONLength(let j, let n): .usage("refused: a JSON length of \(j) bytes does not fit a frame of \(n)")
-        }
-    }
-}
-
-/// An incremental frame decoder with a bound: bytes go in as they arrive, whole frames come out.
-/// A frame is refused as soon as its header shows it is over the limit, of another version or
-/// inconsistent, before its body is read. Consumed bytes are wiped.
-public final class FrameDecoder {
-    /// The largest frame accepted (the `L` of the header).
-    public let limit: Int
-    private var buffer: [UInt8] = []
-
-    /// A decoder refusing frames over `limit` bytes.
-    public init(limit: Int) {
-        self.limit = limit
-    }
-
-    deinit { wipe(&buffer) }
-
-    /// Whether part of a frame has arrived and the rest has not (the peer's request deadline runs).
-    public var hasPartialFrame: Bool { !buffer.isEmpty }
-
-    /// Adds bytes that arrived.
-    public func append(_ bytes: UnsafeRawBufferPointer) {
-        buffer.append(contentsOf: bytes)
-    }
-
-    /// Adds bytes that arrived.
-    public func append(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { append($0) }
-    }
-
-    /// The next whole frame, or nil until more bytes arrive.
-    /// - Throws: `FrameError` when the frame's header is refused; the decoder is then spent.
-    public func next() throws(FrameError) -> AgentFrame? {
-        guard buffer.count >= 4 else { return nil }
-        let length = Int(readU32(buffer, at: 0))
-        guard length <= limit else { throw .tooLarge(length: length, limit: limit) }
-        guard length >= AgentFrame.headerBytes else { throw .tooShort(length: length) }
-        guard buffer.count >= 5 else { return nil }
-        guard buffer[4] == AgentFrame.version else { throw .unsupportedVersion(buffer[4]) }
-        guard buffer.count >= 9 else { return nil }
-        let jsonLength = Int(readU32(buffer, at: 5))
-        guard jsonLength <= length - AgentFrame.headerBytes else { throw .badJSONLength(jsonLength, frame: length) }
-        let end = 4 + length
-        guard buffer.count >= end else { return nil }
-        let frame = AgentFrame(json: Array(buffer[9..<(9 + jsonLength)]), tail: Array(buffer[(9 + jsonLength)..<end]))
-        buffer.withUnsafeMutableBytes { b in _ = UnsafeMutableRawBufferPointer(rebasing: b[0..<end]).initializeMemory(as: UInt8.self, repeating: 0) }
-        buffer.removeFirst(end)
-        return frame
-    }
-}
+/// The agent's frames, their decoder, why one is refused, and a connection carrying them.
+public typealias AgentFrame = Frame<AgentWire>
+public typealias AgentFrameDecoder = FrameDecoder<AgentWire>
+public typealias AgentFrameError = FrameError<AgentWire>
+typealias AgentConnection = FramedConnection<AgentWire>
 
 /// Encoding and decoding of messages inside frames.
 public enum AgentCodec {
@@ -196,10 +103,9 @@ public enum AgentCodec {
     }
 }
 
-func appendU32(_ n: UInt32, to out: inout [UInt8]) {
-    out += [UInt8(n >> 24), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)]
-}
-
-func readU32(_ b: [UInt8], at i: Int) -> UInt32 {
-    UInt32(b[i]) << 24 | UInt32(b[i + 1]) << 16 | UInt32(b[i + 2]) << 8 | UInt32(b[i + 3])
+extension AgentWire {
+    /// A `failed` reply carrying `error`.
+    public static func refusal(_ error: VaultError) -> AgentFrame {
+        AgentCodec.frame(.failed(error: error))
+    }
 }

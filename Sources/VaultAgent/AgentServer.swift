@@ -58,12 +58,6 @@ public enum AgentPaths {
     }
 }
 
-/// A socket owned by a class, so a connection can move to its own thread.
-final class SocketBox: @unchecked Sendable {
-    var socket: UnixSocket
-    init(_ socket: consuming UnixSocket) { self.socket = socket }
-}
-
 /// The per-user agent: holds unlocked vaults in guarded memory and answers requests over a Unix
 /// socket, to its own uid only (`SO_PEERCRED`). Each connection has its own thread, a 10 s
 /// deadline to send a whole request once it began, 10 s (and a second per MiB) to take a reply, and is closed
@@ -182,9 +176,9 @@ public final class AgentServer: @unchecked Sendable {
         // Under the lock no other agent binds or removes the socket: a socket that answers is a
         // server that takes no lock (an agent of an older vault), one that refuses is stale.
         if Self.someoneAnswers(socketPath) { return .anotherAgentServes }
-        let listener: SocketBox
+        let listener: UnixSocket
         do {
-            listener = SocketBox(try UnixSocket.listen(path: socketPath))
+            listener = try UnixSocket.listen(path: socketPath)
         } catch {
             if Self.someoneAnswers(socketPath) { return .anotherAgentServes }
             throw VaultError.io(path: socketPath, error.reason)
@@ -204,9 +198,9 @@ public final class AgentServer: @unchecked Sendable {
             }
             handler.sweepSessions()
             if exitIdle > 0, handler.secondsWithoutSession() > exitIdle { return .idle }
-            guard (try? Poll.isReadable(listener.socket.rawValue, timeoutMilliseconds: Int32(AgentLimits.socketCheckSeconds * 1000))) == true,
-                  let accepted = try? listener.socket.accept() else { continue }
-            admit(SocketBox(accepted))
+            guard (try? Poll.isReadable(listener.rawValue, timeoutMilliseconds: Int32(AgentLimits.socketCheckSeconds * 1000))) == true,
+                  let accepted = try? listener.accept() else { continue }
+            admit(AgentConnection(accepted, limit: AgentLimits.requestFrame))
         }
         return .stopped
     }
@@ -233,9 +227,9 @@ public final class AgentServer: @unchecked Sendable {
 
     /// Serves an accepted connection on a thread of its own, or refuses it: a peer of another uid,
     /// a process at its own budget, or the agent at its total (the reserve kept for newcomers).
-    private func admit(_ connection: SocketBox) {
+    private func admit(_ connection: AgentConnection) {
         guard let peer = try? connection.socket.peerCredentials() else {
-            try? connection.socket.close()
+            connection.close()
             return
         }
         guard peer.uid == handler.uid else {
@@ -271,94 +265,32 @@ public final class AgentServer: @unchecked Sendable {
     }
 
     /// Sends one refusal and closes: the peer's unread input is dropped, never drained.
-    private func refuse(_ connection: SocketBox, _ error: VaultError) {
-        send(.failed(error: error), on: connection)
-        try? connection.socket.close()
-    }
-
-    /// Sends a reply within `replyDeadline` plus a second per MiB; false when the peer
-    /// is gone or too slow to take it (the connection is then closed).
-    @discardableResult
-    private func send(_ reply: AgentReply, tail: [UInt8] = [], on connection: SocketBox) -> Bool {
-        var bytes = AgentCodec.frame(reply, tail: tail).encoded()
-        defer { wipe(&bytes) }
-        let deadline = MonotonicClock.seconds() + replyDeadline + Double(bytes.count >> 20)
-        return bytes.withUnsafeBytes { all in
-            var offset = 0
-            while offset < all.count {
-                let left = deadline - MonotonicClock.seconds()
-                guard left > 0, (try? connection.socket.setSendTimeout(seconds: min(left, replyDeadline))) != nil else { return false }
-                let end = min(all.count, offset + (256 << 10))
-                do {
-                    try connection.socket.sendAll(UnsafeRawBufferPointer(rebasing: all[offset..<end]))
-                } catch {
-                    return false
-                }
-                offset = end
-            }
-            return true
-        }
+    private func refuse(_ connection: AgentConnection, _ error: VaultError) {
+        connection.refuse(error, within: replyDeadline)
     }
 
     /// One connection, on its own thread, until the peer closes, idles out, misses a deadline or
     /// sends a frame that is refused.
-    private func serve(_ connection: SocketBox, peer: PeerCredentials) {
-        defer { try? connection.socket.close() }
+    private func serve(_ connection: AgentConnection, peer: PeerCredentials) {
+        defer { connection.close() }
         // The executable is read once, now: the peer is connected, so its pid is still its own.
         let requester = Requester.peer(uid: peer.uid, pid: peer.pid)
-        let decoder = FrameDecoder(limit: AgentLimits.requestFrame)
         var staging = ImportStaging()
         defer { handler.discard(&staging) }
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
-        defer { wipe(&chunk) }
-        var idleSince = MonotonicClock.seconds()
-        var frameStarted = idleSince
-        while !isStopped {
-            let now = MonotonicClock.seconds()
-            let deadline = decoder.hasPartialFrame ? frameStarted + requestDeadline : idleSince + AgentLimits.connectionIdleSeconds
-            guard now < deadline else {
-                if decoder.hasPartialFrame {
-                    refuse(connection, .usage("refused: a request must arrive whole within \(requestDeadline) s"))
-                }
-                return
-            }
-            let wait = Int32(max(1, min(500, (deadline - now) * 1000)))
-            guard let readable = try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: wait) else { return }
-            guard readable else { continue }
-            let count: Int
+        while true {
+            guard let frame = connection.nextRequest(requestDeadline: requestDeadline, idleSeconds: AgentLimits.connectionIdleSeconds,
+                                                     replySeconds: replyDeadline, while: { !isStopped }) else { return }
+            let request: AgentRequest
             do {
-                count = try chunk.withUnsafeMutableBytes { (b) throws(SystemError) -> Int in try connection.socket.receive(into: b) }
+                request = try AgentCodec.request(frame)
             } catch {
-                return
+                return refuse(connection, error)
             }
-            guard count > 0 else { return }
-            if !decoder.hasPartialFrame { frameStarted = MonotonicClock.seconds() }
-            chunk.withUnsafeMutableBytes { b in
-                decoder.append(UnsafeRawBufferPointer(rebasing: b[0..<count]))
-                b.initializeMemory(as: UInt8.self, repeating: 0)
-            }
-            while true {
-                let frame: AgentFrame
-                do {
-                    guard let next = try decoder.next() else { break }
-                    frame = next
-                } catch {
-                    return refuse(connection, error.vaultError)
-                }
-                let request: AgentRequest
-                do {
-                    request = try AgentCodec.request(frame)
-                } catch {
-                    return refuse(connection, error)
-                }
-                var (reply, tail) = handler.respond(request, key: frame.tail, from: requester, staging: &staging)
-                // The tail may hold released secrets: this copy is wiped too, not only the frame's.
-                let sent = send(reply, tail: tail, on: connection)
-                wipe(&tail)
-                guard sent else { return }
-                idleSince = MonotonicClock.seconds()
-                frameStarted = idleSince
-            }
+            var (reply, tail) = handler.respond(request, key: frame.tail, from: requester, staging: &staging)
+            // The tail may hold released secrets: this copy is wiped too, not only the frame's.
+            let sent = connection.send(AgentCodec.frame(reply, tail: tail), within: replyDeadline)
+            wipe(&tail)
+            guard sent else { return }
         }
     }
 }

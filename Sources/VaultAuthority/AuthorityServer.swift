@@ -2,12 +2,6 @@ internal import VaultKit
 internal import VaultSystem
 internal import Foundation
 
-/// A socket owned by a class, so a connection can move to its own thread.
-final class ConnectionBox: @unchecked Sendable {
-    var socket: UnixSocket
-    init(_ socket: consuming UnixSocket) { self.socket = socket }
-}
-
 /// Moves a value to the one thread that uses it next.
 struct Handoff<T>: @unchecked Sendable {
     let value: T
@@ -111,22 +105,28 @@ public final class AuthorityServer: @unchecked Sendable {
         }
     }
 
+    /// The socket bound at `path`, 0666.
+    /// - Throws: `.io` naming it (another vault-authd answering there included).
+    private static func listen(_ path: String) throws -> UnixSocket {
+        do {
+            let listener = try UnixSocket.listen(path: path)
+            try FileSystem.setPermissions(path, 0o666)
+            return listener
+        } catch {
+            if (try? UnixSocket.connect(path: path)) != nil {
+                throw VaultError.io(path: path, "another vault-authd answers on this socket")
+            }
+            throw VaultError.io(path: path, error.reason)
+        }
+    }
+
     /// Binds the socket (0666 in a 0755 folder: any local user may connect) and serves until
     /// stopped or until the socket file is removed.
     /// - Throws: `.io` for the folder or the socket (another vault-authd answering there included).
     public func run() throws {
         let folder = (socketPath as NSString).deletingLastPathComponent
         try Self.prepareFolder(folder)
-        let listener: ConnectionBox
-        do {
-            listener = ConnectionBox(try UnixSocket.listen(path: socketPath))
-            try FileSystem.setPermissions(socketPath, 0o666)
-        } catch {
-            if (try? UnixSocket.connect(path: socketPath)) != nil {
-                throw VaultError.io(path: socketPath, "another vault-authd answers on this socket")
-            }
-            throw VaultError.io(path: socketPath, error.reason)
-        }
+        let listener = try Self.listen(socketPath)
         defer {
             if (try? FileStatus.of(socketPath))?.kind == .socket { try? FileSystem.remove(socketPath) }
         }
@@ -134,13 +134,13 @@ public final class AuthorityServer: @unchecked Sendable {
             guard (try? FileStatus.of(socketPath))?.kind == .socket else {
                 throw VaultError.io(path: socketPath, "the socket file was removed")
             }
-            guard (try? Poll.isReadable(listener.socket.rawValue, timeoutMilliseconds: 500)) == true else { continue }
-            guard let accepted = try? listener.socket.accept() else {
+            guard (try? Poll.isReadable(listener.rawValue, timeoutMilliseconds: 500)) == true else { continue }
+            guard let accepted = try? listener.accept() else {
                 // Out of descriptors, say: the waiting peer stays queued; try again shortly, without spinning.
                 MonotonicClock.sleep(seconds: 0.05)
                 continue
             }
-            let connection = ConnectionBox(accepted)
+            let connection = AuthorityConnection(accepted, limit: AuthorityLimits.requestFrame, chunkBytes: 16 << 10)
             guard let peer = try? connection.socket.peerCredentials() else { continue }
             let account = ScanSession.hasAccount(peer.uid)
             let admitted = state.withLock {
@@ -180,76 +180,29 @@ public final class AuthorityServer: @unchecked Sendable {
     }
 
     /// Sends one refusal and closes: the peer's unread input is dropped, never drained.
-    private func refuse(_ connection: ConnectionBox, _ error: VaultError) {
-        send(AuthorityCodec.frame(.failed(error: error)), on: connection)
-        try? connection.socket.close()
+    private func refuse(_ connection: AuthorityConnection, _ error: VaultError) {
+        connection.refuse(error, within: replyDeadline)
     }
 
     /// Sends a frame within `replyDeadline` (or `within` seconds); false when the peer is gone or
     /// too slow to take it.
     @discardableResult
-    private func send(_ frame: AuthorityFrame, on connection: ConnectionBox, within seconds: Double? = nil) -> Bool {
-        var bytes = frame.encoded()
-        defer { wipe(&bytes) }
-        guard (try? connection.socket.setSendTimeout(seconds: seconds ?? replyDeadline)) != nil else { return false }
-        do { try connection.socket.sendAll(bytes) } catch { return false }
-        return true
-    }
-
-    /// Reads what arrived into `decoder`; false when the peer closed or the read failed.
-    private func receive(_ connection: ConnectionBox, into decoder: AuthorityFrameDecoder, chunk: inout [UInt8]) -> Bool {
-        let count: Int
-        do {
-            count = try chunk.withUnsafeMutableBytes { (b) throws(SystemError) -> Int in try connection.socket.receive(into: b) }
-        } catch {
-            return false
-        }
-        guard count > 0 else { return false }
-        chunk.withUnsafeMutableBytes { b in
-            decoder.append(UnsafeRawBufferPointer(rebasing: b[0..<count]))
-            b.initializeMemory(as: UInt8.self, repeating: 0)
-        }
-        return true
+    private func send(_ frame: AuthorityFrame, on connection: AuthorityConnection, within seconds: Double? = nil) -> Bool {
+        connection.send(frame, within: seconds ?? replyDeadline)
     }
 
     /// One connection, on its own thread: requests one after the other until the peer closes,
     /// idles out, misses a deadline or sends a frame that is refused.
-    private func serve(_ connection: ConnectionBox, uid: UInt32, hasAccount: Bool) {
-        defer { try? connection.socket.close() }
-        let decoder = AuthorityFrameDecoder(limit: AuthorityLimits.requestFrame)
-        var chunk = [UInt8](repeating: 0, count: 16 << 10)
-        defer { wipe(&chunk) }
-        var idleSince = MonotonicClock.seconds()
-        var frameStarted = idleSince
-        while !isStopped {
-            while true {
-                let frame: AuthorityFrame
-                do {
-                    guard let next = try decoder.next() else { break }
-                    frame = next
-                } catch {
-                    return refuse(connection, error.vaultError)
-                }
-                let request: AuthorityRequest
-                do { request = try AuthorityCodec.request(frame) } catch { return refuse(connection, error) }
-                // A cancel that crossed the end of its request: nothing runs any more.
-                if case .cancel = request { continue }
-                guard run(request, frame: frame, uid: uid, hasAccount: hasAccount, on: connection, decoder: decoder, chunk: &chunk) else { return }
-                idleSince = MonotonicClock.seconds()
-                frameStarted = idleSince
-            }
-            let now = MonotonicClock.seconds()
-            let deadline = decoder.hasPartialFrame ? frameStarted + requestDeadline : idleSince + AuthorityLimits.connectionIdleSeconds
-            guard now < deadline else {
-                if decoder.hasPartialFrame { refuse(connection, .usage("refused: a request must arrive whole within \(requestDeadline) s")) }
-                return
-            }
-            let wait = Int32(max(1, min(500, (deadline - now) * 1000)))
-            guard let readable = try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: wait) else { return }
-            guard readable else { continue }
-            let partial = decoder.hasPartialFrame
-            guard receive(connection, into: decoder, chunk: &chunk) else { return }
-            if !partial { frameStarted = MonotonicClock.seconds() }
+    private func serve(_ connection: AuthorityConnection, uid: UInt32, hasAccount: Bool) {
+        defer { connection.close() }
+        while true {
+            guard let frame = connection.nextRequest(requestDeadline: requestDeadline, idleSeconds: AuthorityLimits.connectionIdleSeconds,
+                                                     replySeconds: replyDeadline, while: { !isStopped }) else { return }
+            let request: AuthorityRequest
+            do { request = try AuthorityCodec.request(frame) } catch { return refuse(connection, error) }
+            // A cancel that crossed the end of its request: nothing runs any more.
+            if case .cancel = request { continue }
+            guard run(request, frame: frame, uid: uid, hasAccount: hasAccount, on: connection) else { return }
         }
     }
 
@@ -262,8 +215,8 @@ public final class AuthorityServer: @unchecked Sendable {
     /// count of unread bytes (`SIOCOUTQ`) is what tells: a socket buffer takes hundreds of small
     /// frames, so a send would block only minutes later.
     /// - Returns: whether the connection may go on.
-    private func run(_ request: AuthorityRequest, frame: AuthorityFrame, uid: UInt32, hasAccount: Bool, on connection: ConnectionBox,
-                     decoder: AuthorityFrameDecoder, chunk: inout [UInt8]) -> Bool {
+    private func run(_ request: AuthorityRequest, frame: AuthorityFrame, uid: UInt32, hasAccount: Bool,
+                     on connection: AuthorityConnection) -> Bool {
         let outbox = Outbox()
         let session = ScanSession(uid: uid, hasAccount: hasAccount, send: { outbox.push($0) })
         let handler = self.handler
@@ -323,19 +276,19 @@ public final class AuthorityServer: @unchecked Sendable {
                     lastSent = now
                 }
             }
-            guard let readable = try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: 10) else {
+            guard let readable = connection.isReadable(within: 10) else {
                 gone = true
                 session.cancel(.program)
                 continue
             }
             guard readable else { continue }
-            guard receive(connection, into: decoder, chunk: &chunk) else {
+            guard connection.receive() else {
                 gone = true
                 session.cancel(.program)
                 continue
             }
             do {
-                while let next = try decoder.next() {
+                while let next = try connection.decoder.next() {
                     if case .cancel(let reason) = try AuthorityCodec.request(next) {
                         session.cancel(reason)
                     } else {

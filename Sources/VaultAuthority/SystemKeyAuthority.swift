@@ -128,7 +128,7 @@ public final class SystemKeyAuthority: KeyAuthority {
 
     /// Connects to the socket after checking it belongs to the daemon's user, in a folder no one
     /// else can write, and that the peer runs as that user.
-    private func connect() throws(VaultError) -> (ConnectionBox, PeerCredentials) {
+    private func connect() throws(VaultError) -> (AuthorityConnection, PeerCredentials) {
         let path = socketPath
         func unavailable(_ why: String) -> VaultError {
             .biometryNotAvailable("the system key authority (vault-authd) \(why)")
@@ -149,8 +149,8 @@ public final class SystemKeyAuthority: KeyAuthority {
         guard let f = try? FileStatus.of(folder), f.kind == .directory, f.owner == expected || f.owner == 0, f.permissions & 0o022 == 0 else {
             throw unavailable("is not trusted: \(folder) can be changed by another user")
         }
-        let box: ConnectionBox
-        do { box = ConnectionBox(try UnixSocket.connect(path: path)) } catch { throw unavailable("does not answer on \(path) (\(error.reason))") }
+        let box: AuthorityConnection
+        do { box = AuthorityConnection(try UnixSocket.connect(path: path), limit: AuthorityLimits.replyFrame, chunkBytes: 16 << 10) } catch { throw unavailable("does not answer on \(path) (\(error.reason))") }
         guard let peer = try? box.socket.peerCredentials() else { throw unavailable("does not answer on \(path)") }
         guard peer.uid == expected else { throw unavailable("is not there: the process on \(path) runs as uid \(peer.uid), not \(expected)") }
         try? box.socket.setSendTimeout(seconds: AuthorityLimits.requestSeconds)
@@ -179,7 +179,7 @@ public final class SystemKeyAuthority: KeyAuthority {
         let frame = try AuthorityCodec.frame(request, tail: key)
         let (connection, credentials) = try connect()
         peer = credentials
-        defer { try? connection.socket.close() }
+        defer { connection.close() }
         var bytes = frame.encoded()
         defer { wipe(&bytes) }
         do { try connection.socket.sendAll(bytes) } catch { throw Self.gone }
@@ -190,12 +190,9 @@ public final class SystemKeyAuthority: KeyAuthority {
         let patience = timeout ?? (scanning ? AuthorityLimits.scanTimeout(scanTimeout) + 10 : Self.replySeconds)
         var deadline = MonotonicClock.seconds() + patience
         var cancelSent: ScanCancelReason?
-        let decoder = AuthorityFrameDecoder(limit: AuthorityLimits.replyFrame)
-        var chunk = [UInt8](repeating: 0, count: 16 << 10)
-        defer { wipe(&chunk) }
         while true {
             do {
-                while let next = try decoder.next() {
+                while let next = try connection.decoder.next() {
                     let reply = try AuthorityCodec.reply(next)
                     switch reply {
                     case .keepAlive: continue
@@ -219,21 +216,9 @@ public final class SystemKeyAuthority: KeyAuthority {
                 if let cancelSent { throw cancelSent.interruption.vaultError }
                 throw VaultError.biometryNotAvailable("the system key authority (vault-authd) did not answer within \(Int(patience)) s")
             }
-            guard let readable = try? Poll.isReadable(connection.socket.rawValue, timeoutMilliseconds: Int32(max(1, min(left * 1000, 50)))) else {
-                throw Self.gone
-            }
+            guard let readable = connection.isReadable(within: Int32(max(1, min(left * 1000, 50)))) else { throw Self.gone }
             guard readable else { continue }
-            let count: Int
-            do {
-                count = try chunk.withUnsafeMutableBytes { (b) throws(SystemError) -> Int in try connection.socket.receive(into: b) }
-            } catch {
-                throw Self.gone
-            }
-            guard count > 0 else { throw Self.gone }
-            chunk.withUnsafeMutableBytes { b in
-                decoder.append(UnsafeRawBufferPointer(rebasing: b[0..<count]))
-                b.initializeMemory(as: UInt8.self, repeating: 0)
-            }
+            guard connection.receive() else { throw Self.gone }
         }
     }
 

@@ -11,7 +11,7 @@ import VaultKit
 
     @Test func aFrameArrivingByteByByteComesOutWhole() throws {
         let encoded = try bytes(.release(vault: "/v/vault.db", name: "db", fields: ["password"], command: "get"))
-        let decoder = FrameDecoder(limit: AgentLimits.requestFrame)
+        let decoder = AgentFrameDecoder(limit: AgentLimits.requestFrame)
         for (i, b) in encoded.enumerated() {
             decoder.append([b])
             let frame = try decoder.next()
@@ -26,7 +26,7 @@ import VaultKit
     @Test func twoFramesInOneReadAndTheKeyTail() throws {
         let key = [UInt8](repeating: 7, count: 32)
         let unlock = AgentRequest.unlock(root: "/r", name: "default", generation: 1, idleSeconds: 120, hardLimitSeconds: 3600)
-        let decoder = FrameDecoder(limit: AgentLimits.requestFrame)
+        let decoder = AgentFrameDecoder(limit: AgentLimits.requestFrame)
         decoder.append(try bytes(unlock, tail: key) + bytes(.status))
         let first = try #require(try decoder.next())
         #expect(first.tail == key)
@@ -37,7 +37,7 @@ import VaultKit
     }
 
     @Test func framesOverTheLimitOrMalformedAreRefusedFromTheHeader() {
-        let cases: [([UInt8], FrameError)] = [
+        let cases: [([UInt8], AgentFrameError)] = [
             ([0xff, 0xff, 0xff, 0xff], .tooLarge(length: 0xffff_ffff, limit: AgentLimits.requestFrame)),
             ([0x00, 0x40, 0x00, 0x01], .tooLarge(length: (4 << 20) + 1, limit: AgentLimits.requestFrame)),
             ([0, 0, 0, 1, 9], .tooShort(length: 1)),
@@ -47,7 +47,7 @@ import VaultKit
             ([0, 0, 0, 9, AgentFrame.version, 0, 0, 0, 5, 1, 2, 3, 4], .badJSONLength(5, frame: 9)),
         ]
         for (input, expected) in cases {
-            let decoder = FrameDecoder(limit: AgentLimits.requestFrame)
+            let decoder = AgentFrameDecoder(limit: AgentLimits.requestFrame)
             decoder.append(input)
             #expect(throws: expected) { _ = try decoder.next() }
             #expect(expected.vaultError.exitCode == 2)

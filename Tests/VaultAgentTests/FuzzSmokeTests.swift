@@ -56,7 +56,7 @@ enum AgentFuzzTarget: String, CaseIterable {
         guard let control = input.first else { return }
         let stream = Array(input.dropFirst())
         let piece = Int(control & 0x0f)
-        let decoder = FrameDecoder(limit: control & 0x10 != 0 ? 4096 : AgentLimits.requestFrame)
+        let decoder = AgentFrameDecoder(limit: control & 0x10 != 0 ? 4096 : AgentLimits.requestFrame)
         var fed = 0, consumed = 0
         while true {
             let frame: AgentFrame?

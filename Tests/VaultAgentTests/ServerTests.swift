@@ -93,7 +93,7 @@ final class StopFlag: @unchecked Sendable {
 
 /// The replies in a byte stream from the agent.
 func replies(_ bytes: [UInt8]) -> [AgentReply] {
-    let d = FrameDecoder(limit: AgentLimits.replyFrame)
+    let d = AgentFrameDecoder(limit: AgentLimits.replyFrame)
     d.append(bytes)
     var out: [AgentReply] = []
     while let f = try? d.next(), let r = try? AgentCodec.reply(f) { out.append(r) }

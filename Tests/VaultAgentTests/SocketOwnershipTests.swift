@@ -14,7 +14,7 @@ final class SocketFolder {
 
 /// The first reply frame on `connection`, waiting at most `seconds`; nil when none came.
 func firstReply(on connection: SocketBox, within seconds: Double) -> AgentReply? {
-    let decoder = FrameDecoder(limit: AgentLimits.replyFrame)
+    let decoder = AgentFrameDecoder(limit: AgentLimits.replyFrame)
     var chunk = [UInt8](repeating: 0, count: 65536)
     let end = MonotonicClock.seconds() + seconds
     while MonotonicClock.seconds() < end {
