@@ -69,8 +69,11 @@ enum Auth {
 
     /// The authority for a caller that holds `vault`'s key after a passcode: a damaged prints
     /// file is reset (with a warning) instead of blocking enrolment forever.
+    /// A vault bound to the system authority stays with it while vault-authd does not answer
+    /// (its fingerprint slot then waits for the daemon): never a silent move to the embedded one.
     static func ownerAuthority(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) throws -> any KeyAuthority {
-        let authority = try authority(inv, ctx)
+        let bound = try? vault.store.fingerprintSlot()?.binding.authorityKind
+        let authority = try requestedAuthority(inv, ctx) == nil && bound == .system ? authority(inv, ctx, kind: .system) : authority(inv, ctx)
         if let why = try authority.resetIfDamaged() {
             ctx.say("vault: warning: \(why); it was reset: every vault needs its passcode once, then enrol your fingers again with 'vault enroll'")
         }

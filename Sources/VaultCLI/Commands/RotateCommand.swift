@@ -46,8 +46,8 @@ enum RotateCommand {
         let result = try vault.rotate(passcode: passcode, kdf: kdf, recovery: inv.has("--new-recovery-key") ? .replace : .keep,
                                       authority: authority, report: bound, progress: progressBar(inv, ctx))
         // Rotations take the passcode (or the recovery key): recorded under the new keys, whose
-        // proof key then replaces the old one at the authority.
-        if result.fingerprintBound { authority.recordUnlock(of: result.vault) }
+        // proof key then replaces the old one at the authority (bound or not: it was announced).
+        authority.recordUnlock(of: result.vault)
         report(result, of: vault, ctx)
         if result.fingerprintBound { FingerprintCommands.say(bound, of: vault, ctx) }
         return result.vault
@@ -67,6 +67,9 @@ enum RotateCommand {
     static func report(_ result: RotationResult, of vault: UnlockedVault, _ ctx: CommandContext) {
         ctx.say("vault: re-sealed \(result.items) item\(result.items == 1 ? "" : "s") of vault '\(vault.store.location.name)' under new keys (generation \(result.vault.generation))"
                 + (result.fingerprintBound ? "; fingerprint slot bound to the current prints" : "; no fingerprint slot (no reader or no prints): bind later with 'vault enroll --bind'"))
+        if let why = result.authorityNotTold {
+            ctx.say("vault: note: the key authority was not told the new key (\(why)); the next passcode unlock brings it in step")
+        }
         if let key = result.recoveryKey {
             ctx.say("vault: your new recovery key (the old one no longer works; printed once on standard output):")
             ctx.stdout.write(key + "\n")

@@ -35,11 +35,24 @@ extension UnlockedVault {
 }
 
 extension KeyAuthority {
+    /// The enrolled fingers, none when the authority cannot be reached now (a rotation then
+    /// makes no fingerprint slot instead of failing).
+    func fingersIfReachable() throws -> [EnrolledFinger] {
+        do {
+            return try fingers()
+        } catch VaultError.biometryNotAvailable {
+            return []
+        }
+    }
+
     /// For an owner who just proved a passcode: a damaged prints state is reset (it could never
     /// yield a match again, and would block enrolment forever). - Returns: why it was reset, or nil.
     public func resetIfDamaged() throws -> String? {
         do {
             _ = try fingers()
+            return nil
+        } catch VaultError.biometryNotAvailable {
+            // Not reachable now (vault-authd down): nothing to reset; fingerprint requests say why.
             return nil
         } catch VaultError.authorityDamaged(let why) {
             try resetPrints(proof: nil)

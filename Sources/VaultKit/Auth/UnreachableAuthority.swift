@@ -28,10 +28,10 @@ public final class UnreachableAuthority: KeyAuthority {
     public func verify(_ slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> FreshMatchToken {
         throw unavailable
     }
-    /// Nothing is recorded.
-    public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord { .notBound }
-    /// Nothing is recorded.
-    public func rekey(_ proof: AuthorityProof, proofKey: borrowing SecretBytes) throws -> PasscodeRecord { .notBound }
+    /// Nothing can be recorded: the caller says so (the vault opens all the same).
+    public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord { throw VaultError.failure(reason) }
+    /// Nothing can be told (a later proof brings the authority in step).
+    public func rekey(_ proof: AuthorityProof, proofKey: borrowing SecretBytes) throws -> PasscodeRecord { throw VaultError.failure(reason) }
     public func reregister(vaultID: [UInt8], proofKey: borrowing SecretBytes, label: String?, prompt: String,
                            events: (AuthorityEvent) -> Void) throws -> PasscodeRecord { throw unavailable }
     /// No wait can be counted here.

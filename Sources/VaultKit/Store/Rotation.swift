@@ -83,7 +83,7 @@ extension UnlockedVault {
             try db.query("DELETE FROM slots")
             try fresh.insertSlot(passcodeSealer, generation: newGeneration)
             if let recoverySealer { try fresh.insertSlot(recoverySealer, generation: newGeneration) }
-            if let authority, try !authority.fingers().isEmpty {
+            if let authority, try !authority.fingersIfReachable().isEmpty {
                 do {
                     try fresh.insertSlot(FingerprintSealer(authority: authority, prover: self, sensor: sensor, rules: rules,
                                                            confirm: confirm, report: report),
