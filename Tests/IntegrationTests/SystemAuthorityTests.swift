@@ -12,7 +12,10 @@ struct SystemAuthorityTests {
     let socket: String
     let reader: String
     let daemon: pid_t
-    let home = "/home/\(SystemAuthorityTests.person)"
+    /// The person's home and runtime folder, this test's own (not /home/vault-it): two runs of
+    /// the suite, or of two checkouts, never share a vault, an agent or a state folder.
+    let home: String
+    let runtime: String
 
     static func sh(_ command: String) -> RunResult { spawn("/bin/sh", ["-c", command], env: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"]) }
 
@@ -24,10 +27,12 @@ struct SystemAuthorityTests {
         state = base + "/state"
         socket = run + "/socket"
         reader = run + "/reader.sock"
+        home = base + "/home"
+        runtime = base + "/xdg"
         let prep = Self.sh("""
             install -d -m 0755 \(base) && install -d -o \(Self.daemonUser) -g \(Self.daemonUser) -m 0755 \(run) && \
             install -d -o \(Self.daemonUser) -g \(Self.daemonUser) -m 0700 \(state) && \
-            rm -rf \(home)/.local/share/vault \(home)/.local/state/vault
+            install -d -o \(Self.person) -g \(Self.person) -m 0700 \(home) \(runtime)
             """)
         #expect(prep.status == 0, "\(prep.stderr)")
         let authd = URL(fileURLWithPath: vaultBinary).deletingLastPathComponent().appendingPathComponent("vault-authd").path
@@ -38,8 +43,8 @@ struct SystemAuthorityTests {
     }
 
     func stop() {
-        // The person's agent (and the note a 'vault lock' leaves in it) ends with the test.
-        _ = Self.sh("pkill -KILL -u \(Self.person) || true")
+        // This test's agent (and the note a 'vault lock' leaves in it) ends with the test.
+        _ = Self.sh("pkill -KILL -f -- '--socket \(runtime)/' || true")
         kill(daemon, SIGTERM)
         _ = reap(daemon)
         _ = Self.sh("rm -rf \(URL(fileURLWithPath: run).deletingLastPathComponent().path)")
@@ -69,7 +74,7 @@ struct SystemAuthorityTests {
     /// VAULT_AUTHORITY: the default path).
     func commandLine(_ args: [String], env extra: [String] = []) -> String {
         let quoted = ([vaultBinary] + args).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
-        let env = "env -i HOME=\(home) PATH=/usr/bin:/bin VAULT_AUTHD_SOCKET=\(socket) LANG=C.UTF-8 NO_COLOR=1" + extra.map { " " + $0 }.joined()
+        let env = "env -i HOME=\(home) XDG_RUNTIME_DIR=\(runtime) PATH=/usr/bin:/bin VAULT_AUTHD_SOCKET=\(socket) LANG=C.UTF-8 NO_COLOR=1" + extra.map { " " + $0 }.joined()
         return "exec setpriv --reuid=\(Self.person) --regid=\(Self.person) --init-groups \(env) \(quoted)"
     }
 
@@ -317,7 +322,6 @@ struct SystemAuthorityTests {
             if let agent { kill(pid_t(agent), SIGTERM) }
         }
 
-        let uid = Self.sh("id -u \(Self.person)").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let script = "/tmp/vault-it-raw-" + UUID().uuidString.prefix(8) + ".py"
         defer { try? FileManager.default.removeItem(atPath: script) }
         _ = FileManager.default.createFile(atPath: script, contents: Data("""
@@ -344,7 +348,7 @@ struct SystemAuthorityTests {
             print(json.dumps(out))
             """.utf8), attributes: [.posixPermissions: 0o644])
         let db = home + "/.local/share/vault/default/vault.db"
-        let raw = Self.sh("setpriv --reuid=\(Self.person) --regid=\(Self.person) --init-groups env -i HOME=\(home) PATH=/usr/bin:/bin /usr/bin/python3 \(script) /tmp/vault-\(uid)/agent.sock \(db)")
+        let raw = Self.sh("setpriv --reuid=\(Self.person) --regid=\(Self.person) --init-groups env -i HOME=\(home) PATH=/usr/bin:/bin /usr/bin/python3 \(script) \(runtime)/vault/agent.sock \(db)")
         #expect(raw.status == 0, "\(raw.stderr)")
         let answers = json(raw.stdout)
         func reply(_ key: String) -> String {
