@@ -16,7 +16,8 @@ struct FprintdFlowTests {
     let socket: String
     let busAddress: String
     let daemon: pid_t
-    let home = "/home/\(FprintdFlowTests.person)"
+    /// The person's home, this test's own (two runs never share a vault).
+    var home: String { base + "/home" }
 
     static func sh(_ command: String, env: [String: String] = [:]) -> RunResult {
         spawn("/bin/bash", ["-c", command], env: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"].merging(env) { $1 }, timeLimit: 60)
@@ -34,7 +35,7 @@ struct FprintdFlowTests {
             b=\(base); install -d -m 0755 $b $b/fp-state
             install -d -o \(Self.daemonUser) -g \(Self.daemonUser) -m 0755 $b/run
             install -d -o \(Self.daemonUser) -g \(Self.daemonUser) -m 0700 $b/state
-            rm -rf \(home)/.local/share/vault \(home)/.local/state/vault
+            install -d -o \(Self.person) -g \(Self.person) -m 0700 $b/home
             sed "s|@SOCK@|$b/system_bus_socket|" \(conf) > $b/bus.conf
             setsid dbus-daemon --config-file=$b/bus.conf --nofork --print-address=3 3>$b/address >$b/bus.log 2>&1 </dev/null & echo $! > $b/bus.pid
             for i in $(seq 200); do [ -s $b/address ] && break; sleep 0.02; done

@@ -48,7 +48,8 @@ struct TPMAuthorityTests {
     var run: String { base + "/run" }
     var socket: String { run + "/socket" }
     var reader: String { run + "/reader.sock" }
-    let home = "/home/\(TPMAuthorityTests.person)"
+    /// The person's home, this test's own (two runs never share a vault).
+    var home: String { base + "/home" }
     let pc = "tpm authority pass"
 
     init() {
@@ -56,7 +57,7 @@ struct TPMAuthorityTests {
         _ = SystemAuthorityTests.sh("id -u \(Self.person) >/dev/null 2>&1 || useradd -m -s /bin/sh \(Self.person)")
         let prep = SystemAuthorityTests.sh("""
             install -d -m 0755 \(base) && install -d -o \(Self.daemonUser) -g \(Self.daemonUser) -m 0755 \(run) && \
-            rm -rf \(home)/.local/share/vault \(home)/.local/state/vault
+            install -d -o \(Self.person) -g \(Self.person) -m 0700 \(home)
             """)
         #expect(prep.status == 0, "\(prep.stderr)")
     }
