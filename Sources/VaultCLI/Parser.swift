@@ -101,6 +101,8 @@ struct Invocation {
     subscript(ifDeclared option: OptionSpec) -> String? {
         declares(option) ? self[option] : nil
     }
+    /// Whether `option` was given, when the command declares it (false otherwise).
+    func hasIfDeclared(_ option: OptionSpec) -> Bool { declares(option) && has(option) }
     /// Whether the command (or the global list) declares `option`.
     func declares(_ option: OptionSpec) -> Bool {
         (command.options + globalOptions).contains { $0.name == option.name }

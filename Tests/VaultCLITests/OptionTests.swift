@@ -33,7 +33,7 @@ import VaultKit
     static let notRun: Set<String> = ["agent", "unlock", "clipboard-clear", "enroll", "unenroll"]
 
     /// A plausible value for an option, so the command gets past parsing to where it reads the rest.
-    static func sample(_ o: OptionSpec, passcode: Int32) -> [String] {
+    static func sample(_ o: OptionSpec, passcode: Int32, home: String) -> [String] {
         guard let v = o.value else { return [o.name] }
         let value: String
         switch v {
@@ -41,6 +41,8 @@ import VaultKit
         case "N", "MIB", "HOURS", "SECONDS": value = o.name == "--kdf-memory" ? "8" : "1"
         case "D": value = "1s"
         case "on|off": value = "off"
+        // Files the command may write go to the test's home, not the working directory.
+        case "OUT", "FILE", "TEMPLATE", "PATH": value = home + "/out"
         case "F": value = o.name == "--field" ? "username" : o.name == "--format" ? "env" : "right-index"
         default: value = "x"
         }
@@ -67,7 +69,7 @@ import VaultKit
             let trailing = c.takesCommand ? ["--", "true"] : []
             for option in [nil] + c.options.map(Optional.some) {
                 let fd = cli.fd(pc + "\n")
-                let given = option.map { Self.sample($0, passcode: fd) } ?? []
+                let given = option.map { Self.sample($0, passcode: fd, home: cli.home) } ?? []
                 let args = [c.name] + arguments + given + ["--no-input", "--passcode-fd", "\(fd)"] + trailing
                 let result = cli.run(args)
                 close(fd)

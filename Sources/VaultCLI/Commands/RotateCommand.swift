@@ -53,7 +53,7 @@ enum RotateCommand {
                        _ inv: Invocation, _ ctx: CommandContext, authority given: (any KeyAuthority)? = nil) throws -> UnlockedVault {
         let authority = try given ?? Auth.ownerAuthority(vault, inv, ctx)
         let bound = BindingReport()
-        let result = try vault.rotate(passcode: passcode, kdf: kdf, recovery: inv.has(RotateOptions.newRecoveryKey) ? .replace : .keep,
+        let result = try vault.rotate(passcode: passcode, kdf: kdf, recovery: inv.hasIfDeclared(RotateOptions.newRecoveryKey) ? .replace : .keep,
                                       authority: authority, report: bound, progress: progressBar(inv, ctx))
         // Rotations take the passcode (or the recovery key): recorded under the new keys, whose
         // proof key then replaces the old one at the authority.
