@@ -15,7 +15,7 @@ func openAccess(_ inv: Invocation, _ ctx: CommandContext, purpose: String) throw
 /// An ended session answers 19 to a script (`--no-input` or no terminal); a person at a
 /// terminal is told and authenticates again instead.
 func openSession(_ location: VaultLocation, _ inv: Invocation, _ ctx: CommandContext) throws -> (any VaultAccess)? {
-    if inv.has("--passcode") || inv.has("--passcode-fd") { return nil }
+    if inv.has(AuthOptions.passcode) || inv.has(GlobalOptions.passcodeFD) { return nil }
     do {
         return try SessionAccess.open(location, environment: ctx.environment)
     } catch let e as VaultError where e.kind == .invalidContext {

@@ -5,18 +5,21 @@ import VaultSystem
 /// The command line's side of authentication: it builds the key authority and the `AuthContext`
 /// from the options and the terminal, and shows what they report. Every decision (tries, lockout,
 /// reboot and 48 h rules, fallback, proofs) is VaultKit's.
+/// The options of commands that authenticate, declared once: `Auth.options` lists them.
+enum AuthOptions {
+    static let policy = OptionSpec.value("--policy", "NAME", "biometrics or biometrics-or-passcode (default: the vault's setting)")
+    static let passcode = OptionSpec.flag("--passcode", "use the passcode instead of a finger")
+    static let reason = OptionSpec.value("--reason", "TEXT", "shown at the fingerprint prompt")
+    static let scanTimeout = OptionSpec.value("--scan-timeout", "D", "how long to wait for a finger (default 30s)")
+}
+
 enum Auth {
     /// Options of commands that authenticate.
-    static let options: [OptionSpec] = [
-        .value("--policy", "NAME", "biometrics or biometrics-or-passcode (default: the vault's setting)"),
-        .flag("--passcode", "use the passcode instead of a finger"),
-        .value("--reason", "TEXT", "shown at the fingerprint prompt"),
-        .value("--scan-timeout", "D", "how long to wait for a finger (default 30s)"),
-    ]
+    static let options: [OptionSpec] = [AuthOptions.policy, AuthOptions.passcode, AuthOptions.reason, AuthOptions.scanTimeout]
 
     /// Which authority `--authority` or `VAULT_AUTHORITY` asks for (nil: choose).
     static func requestedAuthority(_ inv: Invocation, _ ctx: CommandContext) throws -> AuthorityKind? {
-        guard let raw = inv.value("--authority") ?? ctx.environment["VAULT_AUTHORITY"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+        guard let raw = inv[GlobalOptions.authority] ?? ctx.environment["VAULT_AUTHORITY"].flatMap({ $0.isEmpty ? nil : $0 }) else {
             return nil
         }
         guard let kind = AuthorityKind(rawValue: raw) else {
@@ -83,8 +86,8 @@ enum Auth {
     /// The context for `store`: policy from `--policy` or the vault, passcode from `--passcode-fd`
     /// or the terminal, the reader opened only when a scan is due.
     static func context(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> AuthContext {
-        let policy = try inv.value("--policy").map(AuthPolicy.parse) ?? store.settings().policy
-        let passcodeFD = try SecretInput.descriptor(inv, "--passcode-fd")
+        let policy = try inv[AuthOptions.policy].map(AuthPolicy.parse) ?? store.settings().policy
+        let passcodeFD = try SecretInput.descriptor(inv, GlobalOptions.passcodeFD)
         let interactive = !inv.noInput && ctx.terminal.isAvailable
         let auth = AuthContext(
             authority: try authority(for: store, inv, ctx), policy: policy,
@@ -101,8 +104,8 @@ enum Auth {
                 return s
             },
             say: { ctx.say($0) }, clock: ctx.clock)
-        auth.reason = inv.value("--reason")
-        auth.passcodeFirst = inv.has("--passcode") || passcodeFD != nil
+        auth.reason = inv[AuthOptions.reason]
+        auth.passcodeFirst = inv.has(AuthOptions.passcode) || passcodeFD != nil
         auth.passcodeTries = passcodeFD == nil && interactive ? 3 : 1
         auth.timeoutFallsBack = interactive
         return auth
@@ -147,7 +150,7 @@ enum Auth {
                                       reason: String = "no terminal and no --passcode-fd", why: String? = nil,
                                       then body: (UnlockedVault, borrowing SecretBytes) throws -> R) throws -> R {
         let authority = try authority(for: store, inv, ctx)
-        let tries = inv.value("--passcode-fd") == nil && !inv.noInput && ctx.terminal.isAvailable ? 3 : 1
+        let tries = inv[GlobalOptions.passcodeFD] == nil && !inv.noInput && ctx.terminal.isAvailable ? 3 : 1
         for attempt in 1...tries {
             let passcode = try SecretInput.passcode(ctx, inv, vault: store.location.name, reason: reason, why: attempt == 1 ? why : nil)
             let vault: UnlockedVault
@@ -192,7 +195,7 @@ enum Auth {
     /// unlock, it resets the fingerprint lockout.
     static func unlockWithRecoveryKey(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> UnlockedVault {
         let key: SecretBytes
-        if let fd = try SecretInput.descriptor(inv, "--recovery-key-fd") {
+        if let fd = try SecretInput.descriptor(inv, VaultCommands.RecoverOptions.recoveryKeyFD) {
             key = try SecretInput.line(fd: fd, what: "recovery key")
         } else {
             key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
@@ -228,7 +231,7 @@ enum Auth {
 
     /// `--fingerprint-login on|off`: the value, checked before anything is unlocked.
     static func parseSwitch(_ inv: Invocation) throws -> Bool? {
-        guard let v = inv.value("--fingerprint-login") else { return nil }
+        guard let v = inv[ItemOptions.fingerprintLogin] else { return nil }
         switch v {
         case "on": return true
         case "off": return false

@@ -185,19 +185,24 @@ enum Clipboard {
         }
     }
 
+    /// The options of `clearCommand`, declared once: the table lists them and the command reads them.
+    enum ClearOptions {
+        static let after = OptionSpec.value("--after", "SECONDS", "the delay")
+    }
+
     /// The hidden command the clearer runs: waits, then, if the clipboard still holds the value read
     /// from descriptor 3, puts back what descriptor 4 holds (the content before the copy), or
     /// empties it when that is nothing.
     static let clearCommand = CommandSpec(
         name: "clipboard-clear", summary: "(internal) empty the clipboard after a delay if it still holds a copied secret",
         usage: "vault clipboard-clear --after SECONDS 3<value [4<previous]",
-        options: [.value("--after", "SECONDS", "the delay")],
+        options: [ClearOptions.after],
         examples: "vault get github --clip     # starts 'vault clipboard-clear --after 45' with the value on fd 3",
         run: { inv, ctx in
             guard let value = try SecretLine.read(fd: 3) else { return }
             var previous = isOpen(4) ? ((try? readAll(fd: 4, limit: 1 << 20, label: "fd 4")) ?? []) : []
             defer { wipe(&previous) }
-            let seconds = Double(inv.value("--after") ?? "45") ?? 45
+            let seconds = Double(inv[ClearOptions.after] ?? "45") ?? 45
             MonotonicClock.sleep(seconds: max(0, min(seconds, 3600)))
             guard let tool = tool(ctx.environment) else { return }
             let (status, current) = try run(tool.paste, input: [], env: toolEnvironment(ctx.environment), capture: true)

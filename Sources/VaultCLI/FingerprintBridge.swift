@@ -5,12 +5,12 @@ import VaultSystem
 
 /// The reader selector: `--sensor`, else `VAULT_SENSOR`.
 func sensorSelector(_ inv: Invocation, _ ctx: CommandContext) -> String? {
-    inv.value("--sensor") ?? ctx.environment["VAULT_SENSOR"].flatMap { $0.isEmpty ? nil : $0 }
+    inv[GlobalOptions.sensor] ?? ctx.environment["VAULT_SENSOR"].flatMap { $0.isEmpty ? nil : $0 }
 }
 
-/// `--scan-timeout` in seconds (default 30).
+/// `--scan-timeout` in seconds (default 30, also for a command that takes no such option).
 func scanTimeout(_ inv: Invocation) throws -> Double {
-    guard let raw = inv.value("--scan-timeout") else { return 30 }
+    guard let raw = inv[ifDeclared: AuthOptions.scanTimeout] else { return 30 }
     guard let d = Duration.seconds(raw), d > 0 else { throw VaultError.usage("--scan-timeout expects a duration like 30, 30s or 2m") }
     return d
 }

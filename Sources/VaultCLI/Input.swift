@@ -7,10 +7,10 @@ import VaultSystem
 /// from argv or the environment.
 enum SecretInput {
     /// A descriptor number from an option, checked to be open.
-    static func descriptor(_ inv: Invocation, _ option: String) throws -> Int32? {
-        guard let raw = inv.value(option) else { return nil }
-        guard let fd = Int32(raw), fd >= 0 else { throw VaultError.usage("\(option) expects a file descriptor number, not '\(raw)'") }
-        guard isOpen(fd) else { throw VaultError.usage("\(option) \(fd): that file descriptor is not open") }
+    static func descriptor(_ inv: Invocation, _ option: OptionSpec) throws -> Int32? {
+        guard let raw = inv[option] else { return nil }
+        guard let fd = Int32(raw), fd >= 0 else { throw VaultError.usage("\(option.name) expects a file descriptor number, not '\(raw)'") }
+        guard isOpen(fd) else { throw VaultError.usage("\(option.name) \(fd): that file descriptor is not open") }
         return fd
     }
 
@@ -34,12 +34,12 @@ enum SecretInput {
     /// `why` starts the prompt: what needs the passcode.
     static func passcode(_ ctx: CommandContext, _ inv: Invocation, vault: String, reason: String = "no terminal and no --passcode-fd",
                          why: String? = nil) throws -> SecretBytes {
-        if let fd = try descriptor(inv, "--passcode-fd") { return try line(fd: fd, what: "passcode") }
+        if let fd = try descriptor(inv, GlobalOptions.passcodeFD) { return try line(fd: fd, what: "passcode") }
         return try ask(ctx, inv, prompt: (why.map { $0 + "; " } ?? "") + "passcode for vault '\(vault)': ", reason: reason)
     }
 
     /// A new passcode: read once from `fdOption`, or asked twice on the terminal.
-    static func newPasscode(_ ctx: CommandContext, _ inv: Invocation, fdOption: String) throws -> SecretBytes {
+    static func newPasscode(_ ctx: CommandContext, _ inv: Invocation, fdOption: OptionSpec) throws -> SecretBytes {
         if let fd = try descriptor(inv, fdOption) {
             let s = try line(fd: fd, what: "new passcode")
             try PasscodeRule.check(s)
@@ -47,7 +47,7 @@ enum SecretInput {
         }
         // On a terminal: the rule is checked before the confirmation, and a mistake asks again
         // (three rounds), as passwd(1) does.
-        let reason = "no terminal and no \(fdOption)"
+        let reason = "no terminal and no \(fdOption.name)"
         var last = VaultError.usage("no new passcode was given; nothing was changed")
         for _ in 1...3 {
             let first = try ask(ctx, inv, prompt: "new passcode: ", reason: reason)
@@ -95,7 +95,7 @@ enum SecretInput {
 
 /// Argon2id cost from `--kdf-memory MIB` and `--kdf-ops N`.
 func kdfParameters(_ inv: Invocation) throws -> KDFParameters? {
-    let mem = try inv.int("--kdf-memory"), ops = try inv.int("--kdf-ops")
+    let mem = try inv.int(VaultCommands.InitOptions.kdfMemory), ops = try inv.int(VaultCommands.InitOptions.kdfOps)
     if mem == nil && ops == nil { return nil }
     let m = mem ?? KDFParameters.defaultMemoryMiB, o = ops ?? KDFParameters.defaultOperations
     guard (KDFParameters.minimumMemoryMiB...4096).contains(m) else {

@@ -1,10 +1,11 @@
+import Foundation
 import VaultKit
 
 /// One option of a command: `--name VALUE` or a flag.
 struct OptionSpec: Sendable {
     let name: String
     let value: String?
-    let help: String
+    var help: String
     var repeatable = false
     /// A one-letter alias (`-i`), for options other tools spell that way.
     var short: String? = nil
@@ -35,18 +36,47 @@ struct CommandSpec: Sendable {
 }
 
 /// The options every command accepts, before or after its name.
+enum GlobalOptions {
+    static let vault = OptionSpec.value("--vault", "NAME", "the vault to use (else VAULT_NAME, else 'default')")
+    static let passcodeFD = OptionSpec.value("--passcode-fd", "N", "read the passcode from file descriptor N (first line)")
+    static let noInput = OptionSpec.flag("--no-input", "never prompt; fail with the exit code that says why")
+    static let sensor = OptionSpec.value("--sensor", "ID", "the reader: device id or driver (else VAULT_SENSOR)")
+    static let authority = OptionSpec.value("--authority", "KIND", "system (vault-authd) or embedded (else VAULT_AUTHORITY)")
+    static let noColor = OptionSpec.flag("--no-color", "no colour or bold, also on a terminal (else NO_COLOR)")
+    static let help = OptionSpec.flag("--help", "show help for the command (-h)")
+    static let version = OptionSpec.flag("--version", "print the version and exit")
+}
+
+/// The global options in the order help lists them.
 let globalOptions: [OptionSpec] = [
-    .value("--vault", "NAME", "the vault to use (else VAULT_NAME, else 'default')"),
-    .value("--passcode-fd", "N", "read the passcode from file descriptor N (first line)"),
-    .flag("--no-input", "never prompt; fail with the exit code that says why"),
-    .value("--sensor", "ID", "the reader: device id or driver (else VAULT_SENSOR)"),
-    .value("--authority", "KIND", "system (vault-authd) or embedded (else VAULT_AUTHORITY)"),
-    .flag("--no-color", "no colour or bold, also on a terminal (else NO_COLOR)"),
-    .flag("--help", "show help for the command (-h)"),
-    .flag("--version", "print the version and exit"),
+    GlobalOptions.vault, GlobalOptions.passcodeFD, GlobalOptions.noInput, GlobalOptions.sensor,
+    GlobalOptions.authority, GlobalOptions.noColor, GlobalOptions.help, GlobalOptions.version,
 ]
 
-/// A parsed command line.
+/// The names of the options an invocation's command read, kept so a test can check that a
+/// command reads only what it declares (a read of an option it does not declare is a bug: the
+/// parser refuses that option, so the read is always false).
+final class OptionReads: @unchecked Sendable {
+    private let lock = NSLock()
+    private var names: Set<String> = []
+
+    /// Every option name read so far.
+    var all: Set<String> {
+        lock.lock()
+        defer { lock.unlock() }
+        return names
+    }
+
+    func record(_ name: String) {
+        lock.lock()
+        names.insert(name)
+        lock.unlock()
+    }
+}
+
+/// A parsed command line. Options are read through their keys, the `OptionSpec`s the command
+/// table declares (`inv[GetOptions.field]`, `inv.has(GetOptions.json)`): there is no look-up by
+/// a name typed a second time.
 struct Invocation {
     let command: CommandSpec
     var arguments: [String] = []
@@ -57,20 +87,58 @@ struct Invocation {
     /// When set, the `--passcode-fd` passcode is read once and lent to every vault the command
     /// opens (secret references to several vaults).
     var passcodeOnce: PasscodeOnce?
+    /// The options read, shared by the copies of this invocation a command makes.
+    let reads = OptionReads()
 
-    func value(_ name: String) -> String? { values[name]?.last }
-    func all(_ name: String) -> [String] { values[name] ?? [] }
-    func has(_ name: String) -> Bool { flags.contains(name) || values[name] != nil }
+    init(command: CommandSpec) {
+        self.command = command
+    }
+
+    /// The last value of `option`, or nil.
+    subscript(_ option: OptionSpec) -> String? { read(option).last }
+    /// The last value of `option` when the command declares it, else nil: for code shared by
+    /// commands of which only some take the option (the scan timeout of every authority).
+    subscript(ifDeclared option: OptionSpec) -> String? {
+        declares(option) ? self[option] : nil
+    }
+    /// Whether `option` was given, when the command declares it (false otherwise).
+    func hasIfDeclared(_ option: OptionSpec) -> Bool { declares(option) && has(option) }
+    /// Whether the command (or the global list) declares `option`.
+    func declares(_ option: OptionSpec) -> Bool {
+        (command.options + globalOptions).contains { $0.name == option.name }
+    }
+    /// Every value of a repeatable `option`, in order.
+    func all(_ option: OptionSpec) -> [String] { read(option) }
+    /// Whether `option` was given.
+    func has(_ option: OptionSpec) -> Bool {
+        reads.record(option.name)
+        return flags.contains(option.name) || values[option.name] != nil
+    }
 
     /// An integer option, or a usage error naming it.
-    func int(_ name: String) throws -> Int? {
-        guard let v = value(name) else { return nil }
-        guard let n = Int(v) else { throw VaultError.usage("\(name) expects a number, not '\(v)'") }
+    func int(_ option: OptionSpec) throws -> Int? {
+        guard let v = self[option] else { return nil }
+        guard let n = Int(v) else { throw VaultError.usage("\(option.name) expects a number, not '\(v)'") }
         return n
     }
 
+    /// Gives the flag `option` (a command that runs another with it).
+    mutating func set(_ option: OptionSpec) { flags.insert(option.name) }
+    /// Gives `option` these values, replacing any given.
+    mutating func set(_ option: OptionSpec, to values: [String]) { self.values[option.name] = values }
+
+    private func read(_ option: OptionSpec) -> [String] {
+        reads.record(option.name)
+        return values[option.name] ?? []
+    }
+
+    /// The options read that the command does not declare (its own and the global ones).
+    var undeclaredReads: Set<String> {
+        reads.all.subtracting((command.options + globalOptions).map(\.name))
+    }
+
     /// `--no-input`.
-    var noInput: Bool { flags.contains("--no-input") }
+    var noInput: Bool { has(GlobalOptions.noInput) }
 }
 
 /// Parses arguments against the command table.
@@ -112,7 +180,7 @@ enum Parser {
             rest = rest.dropFirst()
             let arg = specs.first { $0.short != nil && $0.short == raw }?.name ?? raw
             if arg == "--" { inv.trailing = Array(rest); break }
-            if arg == "-h" { inv.flags.insert("--help"); continue }
+            if arg == "-h" { inv.set(GlobalOptions.help); continue }
             if arg.hasPrefix("--") || shortFlag(arg, specs) != nil {
                 var (name, inline) = split(arg)
                 if let long = shortFlag(arg, specs) { name = long; inline = nil }
@@ -136,7 +204,7 @@ enum Parser {
                 inv.arguments.append(arg)
             }
         }
-        if inv.flags.contains("--help") { return inv }
+        if inv.flags.contains(GlobalOptions.help.name) { return inv }
         if !command.arguments.contains(inv.arguments.count) {
             let what = inv.arguments.count < command.arguments.lowerBound ? "missing argument" : "too many arguments"
             throw VaultError.usage("\(what) for '\(command.name)'", hint: "usage: \(command.usage)")

@@ -56,11 +56,17 @@ public enum VaultCLI {
                 ctx.stdout.write(Help.overview(listed, style: Style.of(ctx.stdout, ctx)))
                 return 0
             }
-            if inv.flags.contains("--help") {
+            if inv.has(GlobalOptions.help) {
                 ctx.stdout.write(Help.command(inv.command, style: Style.of(ctx.stdout, ctx)))
                 return 0
             }
-            try inv.command.run(inv, ctx)
+            do {
+                try inv.command.run(inv, ctx)
+            } catch {
+                try checkDeclaredReads(inv)
+                throw error
+            }
+            try checkDeclaredReads(inv)
             // Every write to stdout is checked: what a script reads must not be silently missing.
             if let f = ctx.stdout.failure {
                 let e = VaultError.io(path: "standard output", f.reason)
@@ -73,6 +79,18 @@ public enum VaultCLI {
             report(e, ctx, vault: vaultName(arguments, ctx), command: command)
             return e.exitCode
         }
+    }
+
+    /// In a debug build (every test), a command that read an option it does not declare fails
+    /// naming it: such a read is always false, since the parser refuses the option (a typo, or
+    /// the key of another command). Release builds skip the check.
+    static func checkDeclaredReads(_ inv: Invocation) throws {
+        #if DEBUG
+        let undeclared = inv.undeclaredReads
+        guard undeclared.isEmpty else {
+            throw VaultError.failure("internal error: '\(inv.command.name)' reads an option it does not declare: \(undeclared.sorted().joined(separator: ", "))")
+        }
+        #endif
     }
 
     /// The vault a command line names (for hints), when it can be told.

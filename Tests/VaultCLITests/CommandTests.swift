@@ -46,8 +46,8 @@ final class InProcess {
         let a = try #require(try Parser.parse(["--vault", "w", "get", "x", "--field=password"], table: table))
         let b = try #require(try Parser.parse(["get", "x", "--vault=w", "--field", "password"], table: table))
         #expect(a.command.name == "get" && b.command.name == "get")
-        #expect(a.value("--vault") == "w" && b.value("--vault") == "w")
-        #expect(a.value("--field") == "password" && b.value("--field") == "password")
+        #expect(a[GlobalOptions.vault] == "w" && b[GlobalOptions.vault] == "w")
+        #expect(a[ItemCommands.GetOptions.field] == "password" && b[ItemCommands.GetOptions.field] == "password")
         #expect(a.arguments == ["x"])
     }
 
@@ -72,7 +72,7 @@ final class InProcess {
         #expect(throws: VaultError.self) { _ = try Parser.parse(["get", "a", "--", "ls"], table: table) }
         #expect(throws: VaultError.self) { _ = try Parser.parse(["generate", "--no-symbols=1"], table: table) }
         let run = try? Parser.parse(["run", "--env", "A=x", "--env", "B=y", "--", "env", "-0"], table: table)
-        #expect(run?.all("--env") == ["A=x", "B=y"])
+        #expect(run?.all(RunCommand.RunOptions.env) == ["A=x", "B=y"])
         #expect(run?.trailing == ["env", "-0"])
     }
 

@@ -8,12 +8,18 @@ import VaultKit
 /// completed and documented without more work). Item names come from an open unlock session
 /// only (`vault completion --items`): completing never asks for a finger or a passcode.
 enum CompletionCommand {
+    /// The options of `completion`, declared once: the table lists them and the command reads them.
+    enum CompletionOptions {
+        static let items = OptionSpec.flag("--items", "print the item names of the vault's open unlock session (nothing without one; never authenticates)")
+        static let vaults = OptionSpec.flag("--vaults", "print the names of the vaults")
+    }
+
     static let completion = CommandSpec(
         name: "completion", summary: "print the shell completion script for bash, zsh or fish",
         usage: "vault completion bash|zsh|fish | --items | --vaults",
         options: [
-            .flag("--items", "print the item names of the vault's open unlock session (nothing without one; never authenticates)"),
-            .flag("--vaults", "print the names of the vaults"),
+            CompletionOptions.items,
+            CompletionOptions.vaults,
         ],
         arguments: 0...1,
         examples: """
@@ -22,7 +28,7 @@ enum CompletionCommand {
         vault completion fish > ~/.config/fish/completions/vault.fish
         """,
         run: { inv, ctx in
-            if inv.has("--items") {
+            if inv.has(CompletionOptions.items) {
                 let loc = try location(inv, ctx)
                 guard let session = try? SessionAccess.open(loc, environment: ctx.environment),
                       let entries = try? session.allItems() else { return }
@@ -30,7 +36,7 @@ enum CompletionCommand {
                 for n in names.sorted() where !n.contains("\n") { ctx.stdout.write(n + "\n") }
                 return
             }
-            if inv.has("--vaults") {
+            if inv.has(CompletionOptions.vaults) {
                 let loc = try location(inv, ctx)
                 let names = (try? FileManager.default.contentsOfDirectory(atPath: loc.root)) ?? []
                 for n in names.sorted() where (try? VaultLocation(name: n, environment: ["VAULT_HOME": loc.root]))?.exists == true {

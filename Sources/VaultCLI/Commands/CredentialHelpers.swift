@@ -44,7 +44,7 @@ enum CredentialHelpers {
             do {
                 guard let inv = try Parser.parse(["docker-credential"] + arguments,
                                                  table: [DockerCredentialCommand.dockerCredential]) else { return 0 }
-                if inv.flags.contains("--help") {
+                if inv.has(GlobalOptions.help) {
                     ctx.stdout.write(Help.command(inv.command))
                     return 0
                 }
@@ -116,7 +116,7 @@ enum CredentialHelpers {
     /// answer a prompt (a finger on the reader, the session or `--passcode-fd` still unlock).
     static func withoutPrompts(_ inv: Invocation) -> Invocation {
         var inv = inv
-        inv.flags.insert("--no-input")
+        inv.set(GlobalOptions.noInput)
         return inv
     }
 

@@ -6,15 +6,24 @@ import VaultKit
 enum FingerprintCommands {
     static let all: [CommandSpec] = [enroll, unenroll, fingers, doctor, unlock]
 
+    /// The options of `enroll`, declared once: the table lists them and the command reads them.
+    enum EnrollOptions {
+        static let finger = OptionSpec.value("--finger", "F", "which finger: \(FingerNames.all.joined(separator: ", "))")
+        static let bind = OptionSpec.flag("--bind", "bind this vault to the enrolled prints (no new finger unless --finger)")
+        static let confirm = OptionSpec.value("--confirm", "F[,F...]", "fingers enrolled without a vault's proof (or changed outside vault) that are yours: bind to them")
+        static let reregister = OptionSpec.flag("--reregister", "with --bind: register this vault's current key with the key authority after a touch (a vault restored from an older backup)")
+        static let scanTimeout = OptionSpec.value("--scan-timeout", "D", "how long to wait for each touch (default 30s)")
+    }
+
     static let enroll = CommandSpec(
         name: "enroll", summary: "enrol a finger (needs the passcode of the vault named), or --bind the vault",
         usage: "vault enroll [--finger F] [--bind [--confirm F[,F...]] [--reregister]] [--scan-timeout D]",
         options: [
-            .value("--finger", "F", "which finger: \(FingerNames.all.joined(separator: ", "))"),
-            .flag("--bind", "bind this vault to the enrolled prints (no new finger unless --finger)"),
-            .value("--confirm", "F[,F...]", "fingers enrolled without a vault's proof (or changed outside vault) that are yours: bind to them"),
-            .flag("--reregister", "with --bind: register this vault's current key with the key authority after a touch (a vault restored from an older backup)"),
-            .value("--scan-timeout", "D", "how long to wait for each touch (default 30s)"),
+            EnrollOptions.finger,
+            EnrollOptions.bind,
+            EnrollOptions.confirm,
+            EnrollOptions.reregister,
+            EnrollOptions.scanTimeout,
         ],
         examples: """
         vault enroll --finger right-index
@@ -23,17 +32,17 @@ enum FingerprintCommands {
         vault enroll --bind --reregister      # a vault restored from a backup older than the key authority's state
         """,
         run: { inv, ctx in
-            let finger = try inv.value("--finger").map(parseFinger)
+            let finger = try inv[EnrollOptions.finger].map(parseFinger)
             let confirm = try confirmedFingers(inv)
-            guard confirm.isEmpty || inv.has("--bind") else { throw VaultError.usage("--confirm goes with --bind") }
-            guard !inv.has("--reregister") || (inv.has("--bind") && finger == nil) else {
+            guard confirm.isEmpty || inv.has(EnrollOptions.bind) else { throw VaultError.usage("--confirm goes with --bind") }
+            guard !inv.has(EnrollOptions.reregister) || (inv.has(EnrollOptions.bind) && finger == nil) else {
                 throw VaultError.usage("--reregister goes with --bind (and no --finger)")
             }
             let store = try VaultStore.open(try location(inv, ctx))
             try Auth.unlockWithPasscode(store, inv, ctx, why: "enrolling or binding needs the passcode") { vault, passcode in
                 let authority = try Auth.ownerAuthority(vault, inv, ctx)
-                if inv.has("--reregister") { try reregister(vault, authority: authority, ctx) }
-                if inv.has("--bind") && finger == nil {
+                if inv.has(EnrollOptions.reregister) { try reregister(vault, authority: authority, ctx) }
+                if inv.has(EnrollOptions.bind) && finger == nil {
                     try bind(vault, authority: authority, confirm: confirm, ctx)
                     return
                 }
@@ -92,7 +101,7 @@ enum FingerprintCommands {
     /// At `init`: with a reader present, enrol a first finger if none is enrolled on it, then bind
     /// the new vault. Without a reader the vault simply opens with the passcode.
     static func setUpAtInit(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) throws {
-        let finger = try inv.value("--finger").map(parseFinger)
+        let finger = try inv[VaultCommands.InitOptions.finger].map(parseFinger)
         let authority = try Auth.ownerAuthority(vault, inv, ctx)
         let enrolled = try authority.fingers()
         let identity: SensorIdentity
@@ -130,7 +139,7 @@ enum FingerprintCommands {
 
     /// `--confirm F[,F...]`, each a finger's name.
     static func confirmedFingers(_ inv: Invocation) throws -> [String] {
-        guard let list = inv.value("--confirm") else { return [] }
+        guard let list = inv[EnrollOptions.confirm] else { return [] }
         return try list.split(separator: ",").map { try parseFinger(String($0).trimmingCharacters(in: .whitespaces)).rawValue }
     }
 
@@ -187,10 +196,15 @@ enum FingerprintCommands {
             }
         })
 
+    /// The options of `fingers`, declared once: the table lists them and the command reads them.
+    enum FingersOptions {
+        static let json = OptionSpec.flag("--json", "print JSON")
+    }
+
     static let fingers = CommandSpec(
         name: "fingers", summary: "list the enrolled fingers",
         usage: "vault fingers [--json]",
-        options: [.flag("--json", "print JSON")],
+        options: [FingersOptions.json],
         examples: "vault fingers",
         run: { inv, ctx in
             let authority = try Auth.authority(inv, ctx)
@@ -200,7 +214,7 @@ enum FingerprintCommands {
                 ? ((try? authority.status(slot: nil, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0)))?.backendFingers ?? [])
                     .filter { f in !prints.contains { $0.finger == f && $0.sensor.driver == "fprintd" } }
                 : []
-            if inv.has("--json") {
+            if inv.has(FingersOptions.json) {
                 ctx.stdout.write(jsonText(["fingers": prints.map { ["finger": $0.finger, "sensor": $0.sensor.canonical, "enrolled": $0.enrolled] },
                                            "fprintd_fingers": system]))
                 return
@@ -212,10 +226,15 @@ enum FingerprintCommands {
             for f in system { ctx.stdout.write("\(f)\tfprintd (not used by vault yet: 'vault enroll --finger \(f)' takes it without a scan)\n") }
         })
 
+    /// The options of `doctor`, declared once: the table lists them and the command reads them.
+    enum DoctorOptions {
+        static let json = OptionSpec.flag("--json", "print JSON")
+    }
+
     static let doctor = CommandSpec(
         name: "doctor", summary: "list fingerprint readers and explain what stops one from working",
         usage: "vault doctor [--json]",
-        options: [.flag("--json", "print JSON")],
+        options: [DoctorOptions.json],
         examples: "vault doctor",
         run: { inv, ctx in
             let readers: [ReaderInfo]
@@ -289,7 +308,7 @@ enum FingerprintCommands {
             let backend = kind == .system
                 ? (try? authority.status(slot: nil, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0)))?.readerBackend
                 : "libfprint (vault-reader, in this user's processes)"
-            if inv.has("--json") {
+            if inv.has(DoctorOptions.json) {
                 ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
                                                                          "reader_backend": backend.map { $0 as Any } ?? NSNull(),
                                                                          "requested": requested.map { $0.rawValue as Any } ?? NSNull(),
@@ -331,21 +350,29 @@ enum FingerprintCommands {
             }
         })
 
+    /// The options of `unlock`, declared once: the table lists them and the command reads them.
+    enum UnlockOptions {
+        static let json = OptionSpec.flag("--json", "print the outcome as JSON")
+        static let timeout = OptionSpec.value("--timeout", "D", "end the session after D idle (default 120s; 90, 90s, 5m, 12h)")
+        static let maxLifetime = OptionSpec.value("--max-lifetime", "D", "end the session after D at most (default 12h)")
+        static let rotate = OptionSpec.flag("--rotate", "with --passcode: replace the vault's keys and re-bind it to the current prints")
+    }
+
     static let unlock = CommandSpec(
         name: "unlock", summary: "authenticate once (finger or passcode) and open an unlock session for scripts",
         usage: "vault unlock [--timeout D] [--max-lifetime D] [--passcode [--rotate]] [--reason T] [--policy P]",
-        options: Auth.options + [.flag("--json", "print the outcome as JSON"),
-                                 .value("--timeout", "D", "end the session after D idle (default 120s; 90, 90s, 5m, 12h)"),
-                                 .value("--max-lifetime", "D", "end the session after D at most (default 12h)"),
-                                 .flag("--rotate", "with --passcode: replace the vault's keys and re-bind it to the current prints")],
+        options: Auth.options + [UnlockOptions.json,
+                                 UnlockOptions.timeout,
+                                 UnlockOptions.maxLifetime,
+                                 UnlockOptions.rotate],
         examples: "vault unlock --no-input && echo unlocked\nvault unlock --passcode --rotate     # after exit 20",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
-            let idle = try SessionCommands.duration(inv, "--timeout", default: 120)
-            let hard = try SessionCommands.duration(inv, "--max-lifetime", default: 12 * 3600)
+            let idle = try SessionCommands.duration(inv, UnlockOptions.timeout, default: 120)
+            let hard = try SessionCommands.duration(inv, UnlockOptions.maxLifetime, default: 12 * 3600)
             let vault: UnlockedVault
-            if inv.has("--rotate") {
-                guard inv.has("--passcode") || inv.has("--passcode-fd") else {
+            if inv.has(UnlockOptions.rotate) {
+                guard inv.has(AuthOptions.passcode) || inv.has(GlobalOptions.passcodeFD) else {
                     throw VaultError.usage("--rotate needs the passcode", hint: "'vault unlock --passcode --rotate'")
                 }
                 vault = try Auth.unlockWithPasscode(store, inv, ctx, why: "re-binding needs the passcode") { current, passcode in
@@ -355,7 +382,7 @@ enum FingerprintCommands {
                 vault = try Auth.unlock(store, inv, ctx, purpose: "unlock")
             }
             try SessionCommands.openSession(vault, idle: idle, hardLimit: hard, ctx)
-            if inv.has("--json") {
+            if inv.has(UnlockOptions.json) {
                 ctx.stdout.write(jsonText(["vault": store.location.name, "unlocked": true, "idle_timeout": Int(idle), "max_lifetime": Int(hard)]))
             }
             ctx.say("vault: vault '\(store.location.name)' unlocked: scripts can fetch logins until \(Int(idle)) s idle (at most \(SessionCommands.describe(hard))); 'vault lock' ends it")

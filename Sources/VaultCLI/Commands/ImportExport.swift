@@ -7,15 +7,24 @@ import VaultSystem
 enum ImportExport {
     static let formatNames = ImportFormat.allCases.filter { $0 != .encrypted }.map(\.rawValue)
 
+    /// The options of `importCommand`, declared once: the table lists them and the command reads them.
+    enum ImportOptions {
+        static let from = OptionSpec.value("--from", "FORMAT", "the format (else detected): \(formatNames.joined(separator: ", "))")
+        static let dryRun = OptionSpec.flag("--dry-run", "print what would be imported and change nothing")
+        static let force = OptionSpec.flag("--force", "replace items whose names exist")
+        static let json = OptionSpec.flag("--json", "print the counts as JSON: imported, added, replaced")
+        static let passphraseFD = OptionSpec.value("--passphrase-fd", "N", "read an encrypted export's passphrase from file descriptor N")
+    }
+
     static let importCommand = CommandSpec(
         name: "import", summary: "add items from vault's JSON or another manager's export (one transaction: all or nothing)",
         usage: "vault import [--from FORMAT] [--dry-run] [--force] [--json] [--passphrase-fd N] [FILE | DIR | -]",
         options: [
-            .value("--from", "FORMAT", "the format (else detected): \(formatNames.joined(separator: ", "))"),
-            .flag("--dry-run", "print what would be imported and change nothing"),
-            .flag("--force", "replace items whose names exist"),
-            .flag("--json", "print the counts as JSON: imported, added, replaced"),
-            .value("--passphrase-fd", "N", "read an encrypted export's passphrase from file descriptor N"),
+            ImportOptions.from,
+            ImportOptions.dryRun,
+            ImportOptions.force,
+            ImportOptions.json,
+            ImportOptions.passphraseFD,
         ] + Auth.options,
         arguments: 0...1,
         examples: """
@@ -26,7 +35,7 @@ enum ImportExport {
         """,
         run: { inv, ctx in
             let source = inv.arguments.first ?? "-"
-            var format = try inv.value("--from").map { name -> ImportFormat in
+            var format = try inv[ImportOptions.from].map { name -> ImportFormat in
                 guard let f = ImportFormat(rawValue: name), f != .encrypted else {
                     throw VaultError.usage("unknown import format '\(name)'", hint: "formats: \(formatNames.joined(separator: ", "))")
                 }
@@ -50,7 +59,7 @@ enum ImportExport {
                     if found != .vault { ctx.say("vault: this looks like \(found.label) (--from \(found.rawValue))") }
                     format = found
                 }
-                if format == .vault, !inv.has("--dry-run"), !inv.has("--force") {
+                if format == .vault, !inv.has(ImportOptions.dryRun), !inv.has(ImportOptions.force) {
                     // Straight into the vault: each item is decoded as its text is read and written
                     // in the one transaction (one item held at a time; a bad one anywhere writes
                     // nothing). With --force or --dry-run the names are needed first, so the items
@@ -68,13 +77,13 @@ enum ImportExport {
                 batch = try read(input, head: head, format: format!, source: source, inv, ctx)
             }
             let used = format!
-            if inv.has("--dry-run") {
+            if inv.has(ImportOptions.dryRun) {
                 for item in batch.items { ctx.stdout.write("\(item.type.rawValue)\t\(terminalSafe(item.name, onTerminal: ctx.stdout.isTerminal))\n") }
                 summarize(batch, verb: "would import", from: used, ctx)
                 return
             }
             let vault = try openAccess(inv, ctx, purpose: "import \(batch.items.count) item\(batch.items.count == 1 ? "" : "s")")
-            if inv.has("--force") {
+            if inv.has(ImportOptions.force) {
                 // Replacing an item with fingerprint login on changes what a touch protects: the
                 // person confirms with one touch. (The vault does not demand the token: replacing
                 // hands out nothing of the old items.)
@@ -85,17 +94,17 @@ enum ImportExport {
                 }
             }
             let items = batch.takeItems()
-            let replaced = inv.has("--json") && inv.has("--force")
+            let replaced = inv.has(ImportOptions.json) && inv.has(ImportOptions.force)
                 ? Set(try CredentialHelpers.readableItems(vault).map(\.name)).intersection(items.compactMap { try? Item.normalize(name: $0.name) }).count
                 : 0
-            let n = try vault.add(contentsOf: items, replace: inv.has("--force"))
+            let n = try vault.add(contentsOf: items, replace: inv.has(ImportOptions.force))
             report(written: n, replaced: replaced, batch, from: used, inv, ctx)
         })
 
     /// What an import wrote: the counts as JSON on stdout with `--json`, the summary on stderr.
     static func report(written n: Int, replaced: Int, _ batch: ImportBatch, from format: ImportFormat,
                        _ inv: Invocation, _ ctx: CommandContext) {
-        if inv.has("--json") { ctx.stdout.write(jsonText(["imported": n, "added": n - replaced, "replaced": replaced])) }
+        if inv.has(ImportOptions.json) { ctx.stdout.write(jsonText(["imported": n, "added": n - replaced, "replaced": replaced])) }
         summarize(batch, verb: "imported", from: format, ctx)
     }
 
@@ -143,7 +152,7 @@ enum ImportExport {
     /// on into the item reader, Bitwarden JSON gathered first.
     static func readEncrypted(_ input: SourceReader, head: [UInt8], _ inv: Invocation, _ ctx: CommandContext) throws -> ImportBatch {
         let passphrase: SecretBytes
-        if let fd = try SecretInput.descriptor(inv, "--passphrase-fd") {
+        if let fd = try SecretInput.descriptor(inv, ImportOptions.passphraseFD) {
             passphrase = try SecretInput.line(fd: fd, what: "passphrase")
         } else {
             passphrase = try SecretInput.ask(ctx, inv, prompt: "passphrase of the encrypted export: ", reason: "no terminal and no --passphrase-fd")
@@ -220,7 +229,7 @@ enum ImportExport {
     /// The passphrase of an encrypted export: the first line of `--passphrase-fd`, or asked twice
     /// on the terminal (the passcode rule: at least 4 characters, not only blanks).
     static func newPassphrase(_ inv: Invocation, _ ctx: CommandContext) throws -> SecretBytes {
-        if let fd = try SecretInput.descriptor(inv, "--passphrase-fd") {
+        if let fd = try SecretInput.descriptor(inv, ExportOptions.passphraseFD) {
             let s = try SecretInput.line(fd: fd, what: "passphrase")
             try PasscodeRule.check(s)
             return s
@@ -233,15 +242,24 @@ enum ImportExport {
         return first
     }
 
+    /// The options of `exportCommand`, declared once: the table lists them and the command reads them.
+    enum ExportOptions {
+        static let format = OptionSpec.value("--format", "FORMAT", "vault (default: every field, for vault import) or bitwarden (for Bitwarden's importer)")
+        static let encrypt = OptionSpec.flag("--encrypt", "seal the export with a passphrase (Argon2id + libsodium secretstream)")
+        static let passphraseFD = OptionSpec.value("--passphrase-fd", "N", "with --encrypt: read the passphrase from file descriptor N (else asked twice)")
+        static let kdfMemory = OptionSpec.value("--kdf-memory", "MIB", "with --encrypt: Argon2id memory (default 256)")
+        static let kdfOps = OptionSpec.value("--kdf-ops", "N", "with --encrypt: Argon2id passes (default 3)")
+    }
+
     static let exportCommand = CommandSpec(
         name: "export", summary: "print every item, secrets included (vault JSON, Bitwarden JSON, or encrypted)",
         usage: "vault export [--format vault|bitwarden] [--encrypt [--passphrase-fd N] [--kdf-memory MIB] [--kdf-ops N]]",
         options: [
-            .value("--format", "FORMAT", "vault (default: every field, for vault import) or bitwarden (for Bitwarden's importer)"),
-            .flag("--encrypt", "seal the export with a passphrase (Argon2id + libsodium secretstream)"),
-            .value("--passphrase-fd", "N", "with --encrypt: read the passphrase from file descriptor N (else asked twice)"),
-            .value("--kdf-memory", "MIB", "with --encrypt: Argon2id memory (default 256)"),
-            .value("--kdf-ops", "N", "with --encrypt: Argon2id passes (default 3)"),
+            ExportOptions.format,
+            ExportOptions.encrypt,
+            ExportOptions.passphraseFD,
+            ExportOptions.kdfMemory,
+            ExportOptions.kdfOps,
         ] + Auth.options,
         examples: """
         vault export > items.json
@@ -249,17 +267,17 @@ enum ImportExport {
         vault export --encrypt > backup.vault-export && vault import backup.vault-export
         """,
         run: { inv, ctx in
-            let format = inv.value("--format") ?? "vault"
+            let format = inv[ExportOptions.format] ?? "vault"
             guard ["vault", "bitwarden"].contains(format) else { throw VaultError.usage("unknown export format '\(format)' (vault or bitwarden)") }
-            if !inv.has("--encrypt") {
-                for option in ["--passphrase-fd", "--kdf-memory", "--kdf-ops"] where inv.has(option) {
-                    throw VaultError.usage("\(option) goes with --encrypt")
+            if !inv.has(ExportOptions.encrypt) {
+                for option in [ExportOptions.passphraseFD, ExportOptions.kdfMemory, ExportOptions.kdfOps] where inv.has(option) {
+                    throw VaultError.usage("\(option.name) goes with --encrypt")
                 }
             }
             let cost = try kdfParameters(inv) ?? KDFParameters()
             // The passphrase first: a mistake there should not cost a fingerprint scan.
             var sealer: EncryptedExport.Writer?
-            if inv.has("--encrypt") {
+            if inv.has(ExportOptions.encrypt) {
                 let passphrase = try newPassphrase(inv, ctx)
                 sealer = try EncryptedExport.Writer(passphrase: passphrase, cost: cost) { ctx.stdout.write($0) }
             }

@@ -5,7 +5,7 @@ import VaultOTP
 
 /// The location named by `--vault` and the environment.
 func location(_ inv: Invocation, _ ctx: CommandContext) throws -> VaultLocation {
-    try VaultLocation(name: inv.value("--vault"), environment: ctx.environment)
+    try VaultLocation(name: inv[GlobalOptions.vault], environment: ctx.environment)
 }
 
 /// Fields of an item a listing shows (never the password, TOTP secret or notes).
@@ -49,22 +49,77 @@ func printListing(_ vault: any VaultAccess, term: String? = nil, tag: String? = 
     if !damaged.isEmpty { throw VaultError.corrupt("\(damaged.count) item(s) could not be read") }
 }
 
+/// The options of `add` and `edit`: one list for both. Each option is declared once with its
+/// help in `add` (or in the command that alone takes it); a row says which commands take it and
+/// how `edit` words it when that differs.
+enum ItemOptions {
+    static let username = OptionSpec.value("--username", "U", "the account name")
+    static let url = OptionSpec.value("--url", "URL", "where the login is used (repeatable)", repeatable: true)
+    static let notes = OptionSpec.value("--notes", "TEXT", "free text")
+    static let tag = OptionSpec.value("--tag", "TAG", "a label (repeatable)", repeatable: true)
+    static let passwordStdin = OptionSpec.flag("--password-stdin", "read the password from the first line of standard input")
+    static let totpStdin = OptionSpec.flag("--totp-stdin", "read an otpauth:// URI from the next line of standard input")
+    static let generate = OptionSpec.flag("--generate", "generate a random password (with generate's options below)")
+    static let force = OptionSpec.flag("--force", "replace an existing item of that name")
+    static let clear = OptionSpec.value("--clear", "FIELD", "remove a field: username, url, notes, tags, totp, password, user-prompt, password-prompt", repeatable: true)
+    static let userPrompt = OptionSpec.value("--user-prompt", "REGEX", "how 'vault login' recognises the program's username prompt")
+    static let passwordPrompt = OptionSpec.value("--password-prompt", "REGEX", "how 'vault login' recognises the program's password prompt")
+    static let fingerprintLogin = OptionSpec.value("--fingerprint-login", "on|off", "let 'vault login' fill this login after a fresh finger scan (changing it needs a scan)")
+    static let type = OptionSpec.value("--type", "TYPE", "login (default), note, card or identity")
+    static let field = OptionSpec.value("--field", "NAME[:KIND][=VALUE]", "set a custom field; KIND text (default), url, hidden or totp; hidden and totp values are read from standard input, never given here", repeatable: true)
+    static let removeField = OptionSpec.value("--remove-field", "NAME", "remove a custom field", repeatable: true)
+
+    /// The two commands of the list.
+    enum Command { case add, edit }
+
+    /// Which of the two commands take an option.
+    enum Use {
+        case both
+        /// Both; `edit` words the help so.
+        case bothWorded(edit: String)
+        case addOnly
+        case editOnly
+    }
+
+    /// Every option of add and edit, in the order help lists them.
+    static let rows: [(option: OptionSpec, use: Use)] = [
+        (username, .bothWorded(edit: "new account name")),
+        (url, .bothWorded(edit: "replace the URLs (repeatable)")),
+        (notes, .bothWorded(edit: "replace the notes")),
+        (tag, .bothWorded(edit: "replace the tags (repeatable)")),
+        (passwordStdin, .bothWorded(edit: "read the new password from standard input")),
+        (totpStdin, .bothWorded(edit: "read a new otpauth:// URI from standard input")),
+        (generate, .bothWorded(edit: "generate a new random password (with generate's options below)")),
+        (force, .addOnly),
+        (clear, .editOnly), (userPrompt, .editOnly), (passwordPrompt, .editOnly), (fingerprintLogin, .editOnly),
+        (type, .both), (field, .both),
+        (removeField, .editOnly),
+    ]
+
+    /// The options `command` takes, worded for it.
+    static func list(for command: Command) -> [OptionSpec] {
+        rows.compactMap { option, use in
+            switch (use, command) {
+            case (.both, _), (.bothWorded, .add), (.addOnly, .add), (.editOnly, .edit): return option
+            case (.bothWorded(let help), .edit):
+                var o = option
+                o.help = help
+                return o
+            case (.addOnly, .edit), (.editOnly, .add): return nil
+            }
+        }
+    }
+
+    /// The options that change an item: `edit` needs at least one.
+    static let changes = [username, url, notes, tag, passwordStdin, generate, totpStdin, clear,
+                          userPrompt, passwordPrompt, fingerprintLogin, type, field, removeField]
+}
+
 enum ItemCommands {
     static let add = CommandSpec(
         name: "add", summary: "save a new login",
         usage: "vault add NAME [--type T] [--username U] [--url URL]... [--password-stdin | --generate] [--totp-stdin] [--field NAME[:KIND][=VALUE]]... [--force]",
-        options: [
-            .value("--username", "U", "the account name"),
-            .value("--url", "URL", "where the login is used (repeatable)", repeatable: true),
-            .value("--notes", "TEXT", "free text"),
-            .value("--tag", "TAG", "a label (repeatable)", repeatable: true),
-            .flag("--password-stdin", "read the password from the first line of standard input"),
-            .flag("--totp-stdin", "read an otpauth:// URI from the next line of standard input"),
-            .flag("--generate", "generate a random password (with generate's options below)"),
-            .flag("--force", "replace an existing item of that name"),
-            .value("--type", "TYPE", "login (default), note, card or identity"),
-            .value("--field", "NAME[:KIND][=VALUE]", "set a custom field; KIND text (default), url, hidden or totp; hidden and totp values are read from standard input, never given here", repeatable: true),
-        ] + VaultCommands.passwordOptions + Auth.options,
+        options: ItemOptions.list(for: .add) + VaultCommands.passwordOptions + Auth.options,
         arguments: 1...1,
         examples: """
         printf '%s\\n' "$PW" | vault add github --username me --url https://github.com --password-stdin
@@ -72,13 +127,13 @@ enum ItemCommands {
         printf '%s\\n' "$PIN" | vault add bank-card --type card --field holder=Me --field pin:hidden
         """,
         run: { inv, ctx in
-            if inv.has("--password-stdin") && inv.has("--generate") {
+            if inv.has(ItemOptions.passwordStdin) && inv.has(ItemOptions.generate) {
                 throw VaultError.usage("--password-stdin and --generate exclude each other")
             }
             let name = try Item.normalize(name: inv.arguments[0])
             let vault = try openAccess(inv, ctx, purpose: "add '\(name)'")
             if try vault.contains(name) {
-                guard inv.has("--force") else { throw VaultError.alreadyExists(name) }
+                guard inv.has(ItemOptions.force) else { throw VaultError.alreadyExists(name) }
                 // Replacing an item turns its fingerprint login off: the person confirms with a
                 // touch, as with edit. (The vault does not demand the token here: replacing hands
                 // out nothing of the old item.)
@@ -87,14 +142,14 @@ enum ItemCommands {
                                                prompt: "touch the fingerprint reader to replace '\(name)' (fingerprint login is on)")
                 }
             }
-            let fieldSpecs = try inv.all("--field").map(FieldSpec.parse)
+            let fieldSpecs = try inv.all(ItemOptions.field).map(FieldSpec.parse)
             let type = try itemType(inv)
-            var item = Item(name: name, type: type ?? .login, username: inv.value("--username"), urls: inv.all("--url"),
-                            notes: inv.value("--notes"), tags: inv.all("--tag"), now: ctx.clock())
+            var item = Item(name: name, type: type ?? .login, username: inv[ItemOptions.username], urls: inv.all(ItemOptions.url),
+                            notes: inv[ItemOptions.notes], tags: inv.all(ItemOptions.tag), now: ctx.clock())
             item.password = try newPassword(inv, ctx, name: name, askWhenMissing: true)
-            if inv.has("--totp-stdin") { item.totp = try totp(ctx, label: name) }
+            if inv.has(ItemOptions.totpStdin) { item.totp = try totp(ctx, label: name) }
             item.fields = try FieldSpec.values(fieldSpecs, ctx, label: name)
-            try vault.add(item, replace: inv.has("--force"))
+            try vault.add(item, replace: inv.has(ItemOptions.force))
             ctx.say("vault: saved '\(name)'")
             if item.password == nil && item.totp == nil {
                 ctx.say("vault: warning: '\(name)' has no password; add one with 'vault edit \(name) --password-stdin' or '--generate'")
@@ -106,14 +161,14 @@ enum ItemCommands {
     /// (`askWhenMissing`), asked (Enter alone: none); nil when none is given.
     static func newPassword(_ inv: Invocation, _ ctx: CommandContext, name: String, askWhenMissing: Bool = false) throws -> String? {
         let person = !inv.noInput && ctx.terminal.isAvailable
-        if inv.has("--password-stdin") {
+        if inv.has(ItemOptions.passwordStdin) {
             if person && isTerminal(ctx.stdinFD) { return try typedPassword(ctx, inv, name: name, optional: false) }
             return try SecretInput.stdinText(ctx, what: "password")
         }
-        if inv.has("--generate") {
+        if inv.has(ItemOptions.generate) {
             return try VaultCommands.password(inv).password
         }
-        if askWhenMissing && person && isTerminal(ctx.stdinFD) && !inv.has("--totp-stdin") {
+        if askWhenMissing && person && isTerminal(ctx.stdinFD) && !inv.has(ItemOptions.totpStdin) {
             return try typedPassword(ctx, inv, name: name, optional: true)
         }
         return nil
@@ -149,7 +204,7 @@ enum ItemCommands {
 
     /// `--type`, checked.
     static func itemType(_ inv: Invocation) throws -> ItemType? {
-        guard let t = inv.value("--type") else { return nil }
+        guard let t = inv[ItemOptions.type] else { return nil }
         guard let type = ItemType(rawValue: t) else { throw VaultError.usage("--type: unknown type '\(t)' (login, note, card or identity)") }
         return type
     }
@@ -157,22 +212,7 @@ enum ItemCommands {
     static let edit = CommandSpec(
         name: "edit", summary: "change fields of a login",
         usage: "vault edit NAME [--username U] [--url URL]... [--notes T] [--tag T]... [--password-stdin | --generate] [--totp-stdin] [--type T] [--field NAME[:KIND][=VALUE]]... [--remove-field NAME]... [--fingerprint-login on|off]",
-        options: [
-            .value("--username", "U", "new account name"),
-            .value("--url", "URL", "replace the URLs (repeatable)", repeatable: true),
-            .value("--notes", "TEXT", "replace the notes"),
-            .value("--tag", "TAG", "replace the tags (repeatable)", repeatable: true),
-            .flag("--password-stdin", "read the new password from standard input"),
-            .flag("--totp-stdin", "read a new otpauth:// URI from standard input"),
-            .flag("--generate", "generate a new random password (with generate's options below)"),
-            .value("--clear", "FIELD", "remove a field: username, url, notes, tags, totp, password, user-prompt, password-prompt", repeatable: true),
-            .value("--user-prompt", "REGEX", "how 'vault login' recognises the program's username prompt"),
-            .value("--password-prompt", "REGEX", "how 'vault login' recognises the program's password prompt"),
-            .value("--fingerprint-login", "on|off", "let 'vault login' fill this login after a fresh finger scan (changing it needs a scan)"),
-            .value("--type", "TYPE", "login (default), note, card or identity"),
-            .value("--field", "NAME[:KIND][=VALUE]", "set a custom field; KIND text (default), url, hidden or totp; hidden and totp values are read from standard input, never given here", repeatable: true),
-            .value("--remove-field", "NAME", "remove a custom field", repeatable: true),
-        ] + VaultCommands.passwordOptions + Auth.options,
+        options: ItemOptions.list(for: .edit) + VaultCommands.passwordOptions + Auth.options,
         arguments: 1...1,
         examples: """
         vault edit github --username new-me --url https://github.com/login
@@ -180,26 +220,24 @@ enum ItemCommands {
         vault edit prod-db --fingerprint-login on
         """,
         run: { inv, ctx in
-            if inv.has("--password-stdin") && inv.has("--generate") {
+            if inv.has(ItemOptions.passwordStdin) && inv.has(ItemOptions.generate) {
                 throw VaultError.usage("--password-stdin and --generate exclude each other")
             }
             let name = try Item.normalize(name: inv.arguments[0])
-            let clears = inv.all("--clear")
+            let clears = inv.all(ItemOptions.clear)
             for c in clears where !["username", "url", "notes", "tags", "totp", "password", "user-prompt", "password-prompt"].contains(c) {
                 throw VaultError.usage("--clear: unknown field '\(c)'")
             }
-            for option in ["--user-prompt", "--password-prompt"] {
-                if let p = inv.value(option), (try? NSRegularExpression(pattern: p)) == nil {
-                    throw VaultError.usage("\(option): '\(p)' is not a regular expression")
+            for option in [ItemOptions.userPrompt, ItemOptions.passwordPrompt] {
+                if let p = inv[option], (try? NSRegularExpression(pattern: p)) == nil {
+                    throw VaultError.usage("\(option.name): '\(p)' is not a regular expression")
                 }
             }
             let fingerprintLogin = try Auth.parseSwitch(inv)
-            let changes = ["--username", "--url", "--notes", "--tag", "--password-stdin", "--generate", "--totp-stdin", "--clear",
-                           "--user-prompt", "--password-prompt", "--fingerprint-login", "--type", "--field", "--remove-field"]
-            guard changes.contains(where: inv.has) else {
+            guard ItemOptions.changes.contains(where: inv.has) else {
                 throw VaultError.usage("nothing to change for '\(name)'", hint: "usage: \(inv.command.usage)")
             }
-            let fieldSpecs = try inv.all("--field").map(FieldSpec.parse)
+            let fieldSpecs = try inv.all(ItemOptions.field).map(FieldSpec.parse)
             let type = try itemType(inv)
             let vault = try openAccess(inv, ctx, purpose: "edit '\(name)'")
             guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
@@ -211,22 +249,22 @@ enum ItemCommands {
                 switchToken = try Release.freshMatch(.fingerprintLoginSwitch(item: name), vault, inv, ctx, prompt: switchPrompt(name))
             }
             let password = try newPassword(inv, ctx, name: name)
-            let totp = inv.has("--totp-stdin") ? try totp(ctx, label: name) : nil
+            let totp = inv.has(ItemOptions.totpStdin) ? try totp(ctx, label: name) : nil
             let setFields = try FieldSpec.values(fieldSpecs, ctx, label: name)
             var change = ItemChange()
             change.clear = clears.compactMap(ItemField.init(rawValue:))
-            change.username = inv.value("--username")
-            change.urls = inv.has("--url") ? inv.all("--url") : nil
-            change.notes = inv.value("--notes")
-            change.tags = inv.has("--tag") ? inv.all("--tag") : nil
+            change.username = inv[ItemOptions.username]
+            change.urls = inv.has(ItemOptions.url) ? inv.all(ItemOptions.url) : nil
+            change.notes = inv[ItemOptions.notes]
+            change.tags = inv.has(ItemOptions.tag) ? inv.all(ItemOptions.tag) : nil
             change.password = password
             change.totp = totp
-            change.userPrompt = inv.value("--user-prompt")
-            change.passwordPrompt = inv.value("--password-prompt")
+            change.userPrompt = inv[ItemOptions.userPrompt]
+            change.passwordPrompt = inv[ItemOptions.passwordPrompt]
             change.fingerprintLogin = fingerprintLogin
             change.type = type
             change.setFields = setFields
-            change.removeFields = inv.all("--remove-field")
+            change.removeFields = inv.all(ItemOptions.removeField)
             // A token that aged out while the new values were read is made again from this
             // command's own match.
             try Release.guarded(vault, inv, ctx, first: switchToken, purpose: { .fingerprintLoginSwitch(item: $0) }, prompt: switchPrompt) {
@@ -235,20 +273,25 @@ enum ItemCommands {
             ctx.say("vault: updated '\(name)'")
         })
 
+    /// The options of `rm`, declared once: the table lists them and the command reads them.
+    enum RmOptions {
+        static let force = OptionSpec.flag("--force", "do not ask for confirmation (required without a terminal)")
+    }
+
     static let rm = CommandSpec(
         name: "rm", summary: "delete a login",
         usage: "vault rm NAME [--force]",
-        options: [.flag("--force", "do not ask for confirmation (required without a terminal)")] + Auth.options,
+        options: [RmOptions.force] + Auth.options,
         arguments: 1...1,
         examples: "vault rm old-login\nvault rm old-login --force --no-input --passcode-fd 3",
         run: { inv, ctx in
             let name = try Item.normalize(name: inv.arguments[0])
-            if !inv.has("--force") && (inv.noInput || !ctx.terminal.isAvailable) {
+            if !inv.has(RmOptions.force) && (inv.noInput || !ctx.terminal.isAvailable) {
                 throw VaultError.usage("refusing to delete '\(name)' without confirmation", hint: "pass --force")
             }
             let vault = try openAccess(inv, ctx, purpose: "delete '\(name)'")
             guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
-            if !inv.has("--force") {
+            if !inv.has(RmOptions.force) {
                 let answer = ctx.terminal.readLine(prompt: "delete '\(name)'? [y/N] ") ?? ""
                 guard ["y", "yes"].contains(answer.lowercased()) else { throw VaultError.userCancel }
             }
@@ -272,267 +315,55 @@ enum ItemCommands {
             ctx.say("vault: renamed '\(old)' to '\(new)'")
         })
 
+    /// The options of `ls`, declared once: the table lists them and the command reads them.
+    enum LsOptions {
+        static let json = OptionSpec.flag("--json", "print JSON")
+        static let tag = OptionSpec.value("--tag", "TAG", "only items with this tag")
+    }
+
     static let ls = CommandSpec(
         name: "ls", summary: "list the logins (names only, or --json)",
         usage: "vault ls [--tag TAG] [--json]",
-        options: [.flag("--json", "print JSON"), .value("--tag", "TAG", "only items with this tag")] + Auth.options,
+        options: [LsOptions.json, LsOptions.tag] + Auth.options,
         examples: "vault ls\nvault ls --json | jq -r '.items[].name'",
         run: { inv, ctx in
             let vault = try openAccess(inv, ctx, purpose: "list the items")
-            try printListing(vault, tag: inv.value("--tag"), json: inv.has("--json"), ctx)
+            try printListing(vault, tag: inv[LsOptions.tag], json: inv.has(LsOptions.json), ctx)
         })
+
+    /// The options of `search`, declared once: the table lists them and the command reads them.
+    enum SearchOptions {
+        static let json = OptionSpec.flag("--json", "print JSON")
+    }
 
     static let search = CommandSpec(
         name: "search", summary: "find logins by name, username, URL or tag (never in notes or secrets)",
         usage: "vault search TERM [--json]",
-        options: [.flag("--json", "print JSON")] + Auth.options,
+        options: [SearchOptions.json] + Auth.options,
         arguments: 1...1,
         examples: "vault search github",
         run: { inv, ctx in
             let vault = try openAccess(inv, ctx, purpose: "search the items")
-            try printListing(vault, term: inv.arguments[0], json: inv.has("--json"), ctx)
+            try printListing(vault, term: inv.arguments[0], json: inv.has(SearchOptions.json), ctx)
         })
 
-    static let get = CommandSpec(
-        name: "get", summary: "print a login or one of its fields",
-        usage: "vault get NAME [--field F] [--json] [--reveal]",
-        options: [
-            .value("--field", "F", "print only this field: \(Item.fieldNames.joined(separator: ", ")), totp-uri, or a custom field's name (totp prints the current code)"),
-            .flag("--json", "print JSON (the password only with --reveal or --field password)"),
-            .flag("--reveal", "include the password, the TOTP secret and the notes"),
-            .flag("--clip", "copy the value (the password, or --field) to the clipboard instead of printing it"),
-            .value("--clear-after", "D", "with --clip: empty the clipboard after D (at most 1h) if it still holds the value (default 45s)"),
-        ] + Auth.options,
-        arguments: 1...1,
-        examples: """
-        vault get github --field password
-        vault get github --json | jq -r .username
-        vault get github --clip
-        PGPASSWORD=$(vault get prod-db --field password --no-input) psql ...
-        """,
-        run: { inv, ctx in
-            let name = try Item.normalize(name: inv.arguments[0])
-            if inv.has("--clip") && inv.has("--json") { throw VaultError.usage("--clip and --json exclude each other") }
-            let clearAfter = try SessionCommands.duration(inv, "--clear-after", default: 45)
-            // The clearer waits at most an hour: a longer promise would not be kept.
-            guard clearAfter <= 3600 else { throw VaultError.usage("--clear-after is at most 1h, not '\(inv.value("--clear-after") ?? "")'") }
-            // No touch is spent on a copy that cannot be made.
-            if inv.has("--clip") { try Clipboard.check(ctx.environment) }
-            let vault = try openAccess(inv, ctx, purpose: "read '\(name)'")
-            let field = inv.value("--field")
-            // One secret printed as is: from the record's guarded memory to write(2), never a String.
-            func printSecret(_ f: String) throws {
-                let secret = try Release.secret(name, field: f, command: "get", from: vault, inv, ctx)
-                ctx.stdout.writeSecret(secret)
-                ctx.stdout.write("\n")
-            }
-            // A built-in secret field needs no overview to be checked first: a script's
-            // `get --field password` is one request to the agent, not two.
-            if let f = field, !inv.has("--json"), !inv.has("--clip"), f != "totp", ItemField(rawValue: f)?.isSecret == true {
-                return try printSecret(f)
-            }
-            let overview = try vault.overview(named: name)
-            if let f = field, !Item.fieldNames.contains(f), f != "totp-uri", overview.item.customField(f) == nil {
-                throw VaultError.usage("unknown field '\(f)'", hint: "fields: \((Item.fieldNames + ["totp-uri"]).joined(separator: ", "))\(overview.item.fields.isEmpty ? "" : ", or one of this item's: " + overview.item.fields.map(\.name).joined(separator: ", "))")
-            }
-            // `totp` is the current code, `totp-uri` the secret's URI: both release the secret.
-            // The URI printed is the secret itself: from the record's guarded memory to write(2).
-            if field == "totp-uri", !inv.has("--clip") {
-                let secret = try Release.secret(name, field: "totp", command: "get", from: vault, inv, ctx)
-                if inv.has("--json") {
-                    let out = try SecretOutput(capacity: secret.count + 32)
-                    secret.withUnsafeBytes { JSONText.append(["totp-uri": JSONSecret($0)], to: out) }
-                    out.append("\n")
-                    ctx.stdout.writeSecret(out)
-                } else {
-                    ctx.stdout.writeSecret(secret)
-                    ctx.stdout.write("\n")
-                }
-                return
-            }
-            if field == "totp" || field == "totp-uri" {
-                let value: String
-                if field == "totp" {
-                    value = try OTPCommand.current(name, command: inv.has("--clip") ? "get --clip" : "get", from: vault, inv, ctx).code
-                } else {
-                    let item = try Release.item(name, fields: ["totp"], command: inv.has("--clip") ? "get --clip" : "get", from: vault, inv, ctx)
-                    guard let uri = item.totp else { throw VaultError.failure("item '\(item.name)' has no totp") }
-                    value = uri
-                }
-                if inv.has("--clip") {
-                    try Clipboard.copy(value, clearAfter: clearAfter, ctx)
-                    ctx.say("vault: copied the \(field!) of '\(name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
-                } else if inv.has("--json") {
-                    ctx.stdout.write(jsonText([field!: value]))
-                } else {
-                    ctx.stdout.write(terminalSafe(value, onTerminal: ctx.stdout.isTerminal) + "\n")
-                }
-                return
-            }
-            if inv.has("--clip") {
-                let field = field ?? "password"
-                if field != "history", overview.item.isSecretField(field) {
-                    // From the record's guarded memory to the clipboard owner's pipe, never a String.
-                    let secret = try Release.secret(name, field: field, command: "get --clip", from: vault, inv, ctx)
-                    try Clipboard.copy(secret, clearAfter: clearAfter, ctx)
-                } else {
-                    let item = try Release.item(name, fields: overview.item.isSecretField(field) ? [field] : [], command: "get --clip", from: vault, inv, ctx)
-                    guard let value = try item.field(field) else { throw VaultError.failure("item '\(item.name)' has no \(field)") }
-                    try Clipboard.copy(value, clearAfter: clearAfter, ctx)
-                }
-                ctx.say("vault: copied the \(field) of '\(overview.item.name)' to the clipboard; it is cleared in \(SessionCommands.describe(clearAfter))")
-                return
-            }
-            if let f = field, !inv.has("--json"), f != "history", overview.item.isSecretField(f) { return try printSecret(f) }
-            // Only the secrets printed are released (and so logged).
-            let released: [String]
-            if let f = field {
-                released = overview.item.isSecretField(f) ? [f] : []
-            } else {
-                released = inv.has("--reveal") ? ["password", "totp", "notes"] + overview.item.fields.filter(\.kind.isSecret).map(\.name) : []
-            }
-            if let f = released.first, inv.value("--field") != nil {
-                // A field the item does not have is not released, so not logged as released.
-                let overview = try vault.overview(named: name)
-                let present = f == "password" ? overview.hasPassword : f == "totp" ? overview.hasTOTP : true
-                if !present { throw VaultError.failure("item '\(overview.item.name)' has no \(f)") }
-            }
-            // The secrets go from the released record (guarded memory) into a guarded output.
-            try printItem(released.isEmpty ? try ReleasedItem(withholdingAllOf: overview)
-                                           : try Release.secrets(name, fields: released, command: "get", from: vault, inv, ctx), inv, ctx)
-        })
-
-    /// One value of `--field`: text of the overview, or bytes of a released secret.
-    enum FieldValue {
-        case text(String)
-        case secret(UnsafeRawBufferPointer)
-    }
-
-    /// Prints an item, `--field`, `--json` and `--reveal` as asked. The output is assembled in
-    /// guarded memory (escaped byte by byte for a terminal) and written from there, the secrets
-    /// copied into it from the released record: none of them becomes a String.
-    static func printItem(_ released: ReleasedItem, _ inv: Invocation, _ ctx: CommandContext) throws {
-        let overview = released.overview
-        let item = overview.item
-        let out = try SecretOutput()
-        let onTerminal = ctx.stdout.isTerminal
-        func put(_ text: String) {
-            if onTerminal { var t = text; t.withUTF8 { out.appendTerminalSafe(UnsafeRawBufferPointer($0)) } } else { out.append(text) }
-        }
-        func put(secret bytes: UnsafeRawBufferPointer) {
-            if onTerminal { out.appendTerminalSafe(bytes) } else { out.append(bytes) }
-        }
-        try released.withSecrets { s in
-            // Former passwords, newest first, one a line (as `Item.field("history")`).
-            let history = try SecretOutput()
-            var former: [UnsafeRawBufferPointer] = []
-            s.forEachFormerPassword { _, p in former.append(p) }
-            for (k, p) in former.reversed().enumerated() {
-                if k > 0 { history.append(UInt8(ascii: "\n")) }
-                history.append(p)
-            }
-            try history.withUnsafeBytes { historyBytes in
-                if let f = inv.value("--field") {
-                    let value: FieldValue?
-                    if f == "history" {
-                        value = former.isEmpty ? nil : .secret(historyBytes)
-                    } else if ["password", "totp", "notes"].contains(f) {
-                        value = s.value(of: f).map(FieldValue.secret)
-                    } else if let custom = item.customField(f), custom.kind.isSecret, !Item.fieldNames.contains(f) {
-                        value = s.customValue(of: f).map(FieldValue.secret) ?? .text(custom.value)
-                    } else {
-                        value = try item.field(f).map(FieldValue.text)
-                    }
-                    guard let value else { throw VaultError.failure("item '\(item.name)' has no \(f)") }
-                    if inv.has("--json") {
-                        switch value {
-                        case .text(let t): JSONText.append([f: t], to: out)
-                        case .secret(let b): JSONText.append([f: JSONSecret(b)], to: out)
-                        }
-                        out.append("\n")
-                    } else {
-                        switch value {
-                        case .text(let t): put(t)
-                        case .secret(let b): put(secret: b)
-                        }
-                        out.append("\n")
-                    }
-                    return
-                }
-                let reveal = inv.has("--reveal")
-                func customValue(_ f: CustomField) -> Any {
-                    f.kind.isSecret ? s.customValue(of: f.name).map(JSONSecret.init) ?? "" : f.value
-                }
-                if inv.has("--json") {
-                    var o = listingJSON(item)
-                    if let n = s.value(of: "notes") { o["notes"] = JSONSecret(n) }
-                    o["type"] = item.type.rawValue
-                    if !item.fields.isEmpty {
-                        o["fields"] = item.fields.map { f -> [String: Any] in
-                            var e: [String: Any] = ["name": f.name, "kind": f.kind.rawValue]
-                            if !f.kind.isSecret || reveal { e["value"] = customValue(f) }
-                            return e
-                        }
-                    }
-                    if overview.historyCount > 0 { o["history_count"] = overview.historyCount }
-                    if reveal {
-                        if let p = s.value(of: "password") { o["password"] = JSONSecret(p) }
-                        if let t = s.value(of: "totp") { o["totp"] = JSONSecret(t) }
-                    } else {
-                        o["has_password"] = overview.hasPassword
-                        o["has_notes"] = overview.hasNotes
-                    }
-                    JSONText.append(o, to: out)
-                    out.append("\n")
-                    return
-                }
-                put("name: \(item.name)")
-                if item.type != .login { put("\ntype: \(item.type.rawValue)") }
-                if let u = item.username { put("\nusername: \(u)") }
-                if overview.hasPassword {
-                    put("\npassword: ")
-                    if reveal { s.value(of: "password").map { put(secret: $0) } } else { put("******** (--reveal or --field password shows it)") }
-                }
-                for u in item.urls { put("\nurl: \(u)") }
-                if !item.tags.isEmpty { put("\ntags: \(item.tags.joined(separator: ", "))") }
-                if overview.hasTOTP {
-                    put("\ntotp: ")
-                    if reveal { s.value(of: "totp").map { put(secret: $0) } } else { put("set") }
-                }
-                if let n = s.value(of: "notes") {
-                    put("\nnotes: ")
-                    put(secret: n)
-                } else if overview.hasNotes {
-                    put("\nnotes: (kept with the secrets: --reveal or --field notes shows them)")
-                }
-                for f in item.fields {
-                    put("\n\(f.name): ")
-                    if !f.kind.isSecret {
-                        put(f.value)
-                    } else if reveal, let v = s.customValue(of: f.name), !v.isEmpty {
-                        put(secret: v)
-                    } else {
-                        put("******** (--field '\(f.name)' shows it)")
-                    }
-                }
-                if overview.historyCount > 0 { put("\npassword history: \(overview.historyCount) former password\(overview.historyCount == 1 ? "" : "s") (--field history)") }
-                put("\nfingerprint login: \(item.fingerprintLogin ? "on" : "off")")
-                out.append("\n")
-            }
-        }
-        ctx.stdout.writeSecret(out)
-    }
 }
 
 extension ItemCommands {
+    /// The options of `log`, declared once: the table lists them and the command reads them.
+    enum LogOptions {
+        static let json = OptionSpec.flag("--json", "print JSON")
+        static let limit = OptionSpec.value("--limit", "N", "only the last N records")
+    }
+
     static let log = CommandSpec(
         name: "log", summary: "show the audit log: every secret released, when, to which command, uid and executable",
         usage: "vault log [--limit N] [--json]",
-        options: [.flag("--json", "print JSON"), .value("--limit", "N", "only the last N records")] + Auth.options,
+        options: [LogOptions.json, LogOptions.limit] + Auth.options,
         examples: "vault log --limit 20",
         run: { inv, ctx in
             let vault = try openAccess(inv, ctx, purpose: "read the audit log")
-            let records = try vault.auditRecords(limit: try inv.int("--limit"))
+            let records = try vault.auditRecords(limit: try inv.int(LogOptions.limit))
             var damaged = 0
             var rows: [[String: Any]] = []
             let formatter = ISO8601DateFormatter()
@@ -541,7 +372,7 @@ extension ItemCommands {
                 case .success(let a):
                     rows.append(["time": a.time, "item": a.item, "field": a.field, "command": a.command, "uid": a.uid, "pid": a.pid ?? NSNull(),
                                  "executable": a.executable ?? NSNull()])
-                    if !inv.has("--json") {
+                    if !inv.has(LogOptions.json) {
                         // The command is what the caller said; the executable is what the kernel said it ran.
                         let exe = a.executable.map { terminalSafe($0, onTerminal: ctx.stdout.isTerminal) } ?? "-"
                         ctx.stdout.write("\(formatter.string(from: Date(timeIntervalSince1970: TimeInterval(a.time))))  uid \(a.uid)  \(terminalSafe(a.command, onTerminal: ctx.stdout.isTerminal))  \(a.item)  \(a.field)  \(exe)\n")
@@ -549,7 +380,7 @@ extension ItemCommands {
                 case .failure: damaged += 1
                 }
             }
-            if inv.has("--json") { ctx.stdout.write(jsonText(["records": rows, "damaged": damaged])) }
+            if inv.has(LogOptions.json) { ctx.stdout.write(jsonText(["records": rows, "damaged": damaged])) }
             if damaged > 0 { throw VaultError.corrupt("\(damaged) audit record(s) failed authentication") }
         })
 }

@@ -5,14 +5,22 @@ import VaultSystem
 /// `vault login NAME`: the login printed (env, json, netrc), or typed into a command's prompts on
 /// a pseudo-terminal.
 enum LoginCommand {
+    /// The options of `login`, declared once: the table lists them and the command reads them.
+    enum LoginOptions {
+        static let format = OptionSpec.value("--format", "F", "without a command: env (default, shell 'export' lines), json or netrc")
+        static let reuse = OptionSpec.value("--reuse", "SECONDS", "fingerprint login: accept a match made at most this long ago (0-300, default 0)")
+        static let userPrompt = OptionSpec.value("--user-prompt", "REGEX", "with a command: the prompt that gets the username (default login:/username:)")
+        static let passwordPrompt = OptionSpec.value("--password-prompt", "REGEX", "with a command: the prompt that gets the password (default password:/passphrase:)")
+    }
+
     static let login = CommandSpec(
         name: "login", summary: "print a login (env, json, netrc) or type it into a command's prompts",
         usage: "vault login NAME [--format env|json|netrc] [--reuse SECONDS] [-- COMMAND [ARG...]]",
         options: [
-            .value("--format", "F", "without a command: env (default, shell 'export' lines), json or netrc"),
-            .value("--reuse", "SECONDS", "fingerprint login: accept a match made at most this long ago (0-300, default 0)"),
-            .value("--user-prompt", "REGEX", "with a command: the prompt that gets the username (default login:/username:)"),
-            .value("--password-prompt", "REGEX", "with a command: the prompt that gets the password (default password:/passphrase:)"),
+            LoginOptions.format,
+            LoginOptions.reuse,
+            LoginOptions.userPrompt,
+            LoginOptions.passwordPrompt,
         ] + Auth.options,
         arguments: 1...1,
         takesCommand: true,
@@ -24,11 +32,11 @@ enum LoginCommand {
         """,
         run: { inv, ctx in
             let name = try Item.normalize(name: inv.arguments[0])
-            let format = try LoginFormat.parse(inv.value("--format"))
-            if inv.has("--format") && !inv.trailing.isEmpty {
+            let format = try LoginFormat.parse(inv[LoginOptions.format])
+            if inv.has(LoginOptions.format) && !inv.trailing.isEmpty {
                 throw VaultError.usage("--format applies only without a command")
             }
-            let reuse = try inv.int("--reuse") ?? 0
+            let reuse = try inv.int(LoginOptions.reuse) ?? 0
             guard (0...300).contains(reuse) else { throw VaultError.usage("--reuse must be between 0 and 300 seconds") }
             var prompts = try LoginPrompts(inv)
             let program = inv.trailing.isEmpty ? nil : try ChildProgram(inv, ctx)
@@ -193,11 +201,11 @@ struct LoginPrompts {
     /// The patterns: a flag, else the item's own, else the defaults.
     /// - Throws: `.usage` for a pattern that is not a regular expression.
     init(_ inv: Invocation, item: Item? = nil) throws {
-        user = try PromptAnswerer.compile(inv.value("--user-prompt") ?? item?.userPrompt ?? PromptAnswerer.defaultUserPattern,
-                                          option: "--user-prompt")
+        user = try PromptAnswerer.compile(inv[LoginCommand.LoginOptions.userPrompt] ?? item?.userPrompt ?? PromptAnswerer.defaultUserPattern,
+                                          option: LoginCommand.LoginOptions.userPrompt.name)
         password = try PromptAnswerer.compile(
-            inv.value("--password-prompt") ?? item?.passwordPrompt ?? PromptAnswerer.defaultPasswordPattern,
-            option: "--password-prompt")
+            inv[LoginCommand.LoginOptions.passwordPrompt] ?? item?.passwordPrompt ?? PromptAnswerer.defaultPasswordPattern,
+            option: LoginCommand.LoginOptions.passwordPrompt.name)
     }
 }
 

@@ -4,10 +4,15 @@ import VaultOTP
 
 /// `vault otp NAME`: the current one-time code of an item's TOTP or HOTP secret.
 enum OTPCommand {
+    /// The options of `otp`, declared once: the table lists them and the command reads them.
+    enum OTPOptions {
+        static let json = OptionSpec.flag("--json", "print {\"code\", \"type\", \"seconds_left\", \"period\"}")
+    }
+
     static let otp = CommandSpec(
         name: "otp", summary: "print the current one-time code of a login (TOTP, or HOTP with its counter advanced)",
         usage: "vault otp NAME [--json]",
-        options: [.flag("--json", "print {\"code\", \"type\", \"seconds_left\", \"period\"}")] + Auth.options,
+        options: [OTPOptions.json] + Auth.options,
         arguments: 1...1,
         examples: """
         vault otp github
@@ -18,7 +23,7 @@ enum OTPCommand {
             let name = try Item.normalize(name: inv.arguments[0])
             let vault = try openAccess(inv, ctx, purpose: "make a code for '\(name)'")
             let code = try current(name, command: "otp", from: vault, inv, ctx)
-            if inv.has("--json") {
+            if inv.has(OTPOptions.json) {
                 var o: [String: Any] = ["code": code.code, "type": code.advancedURI == nil ? "totp" : "hotp"]
                 if let left = code.secondsRemaining { o["seconds_left"] = left }
                 if let p = code.period { o["period"] = p }

@@ -26,7 +26,7 @@ final class ReferenceResolver {
 
     /// The name of the vault `vault` (nil: the command's) as `VaultLocation` reads it.
     func vaultName(_ vault: String?) throws -> String {
-        try VaultLocation(name: vault ?? inv.value("--vault"), environment: ctx.environment).name
+        try VaultLocation(name: vault ?? inv[GlobalOptions.vault], environment: ctx.environment).name
     }
 
     /// The open vault `vault` (nil: the command's), opened on first use.
@@ -34,7 +34,7 @@ final class ReferenceResolver {
         let name = try vaultName(vault)
         if let a = opened[name] { return a }
         var i = inv
-        i.values["--vault"] = [name]
+        i.set(GlobalOptions.vault, to: [name])
         let a = try openAccess(i, ctx, purpose: purpose)
         opened[name] = a
         return a
@@ -60,7 +60,7 @@ final class ReferenceResolver {
     private func accessAndInvocation(_ vault: String?) throws -> (any VaultAccess, Invocation) {
         let name = try vaultName(vault)
         var i = inv
-        i.values["--vault"] = [name]
+        i.set(GlobalOptions.vault, to: [name])
         return (try access(vault), i)
     }
 
@@ -152,10 +152,15 @@ final class PasscodeOnce {
 enum ReferenceCommands {
     static let all: [CommandSpec] = [read, inject]
 
+    /// The options of `read`, declared once: the table lists them and the command reads them.
+    enum ReadOptions {
+        static let noNewline = OptionSpec.flag("--no-newline", "print the value without a newline after it")
+    }
+
     static let read = CommandSpec(
         name: "read", summary: "print the value a secret reference vault://[VAULT/]ITEM/FIELD names",
         usage: "vault read vault://[VAULT/]ITEM/FIELD [--no-newline]",
-        options: [.flag("--no-newline", "print the value without a newline after it")] + Auth.options,
+        options: [ReadOptions.noNewline] + Auth.options,
         arguments: 1...1,
         examples: """
         vault read vault://github/password
@@ -173,15 +178,21 @@ enum ReferenceCommands {
                     writeBytes(v, to: ctx.stdout)
                 }
             }
-            if !inv.has("--no-newline") { ctx.stdout.write("\n") }
+            if !inv.has(ReadOptions.noNewline) { ctx.stdout.write("\n") }
         })
+
+    /// The options of `inject`, declared once: the table lists them and the command reads them.
+    enum InjectOptions {
+        static let inFile = OptionSpec.value("--in-file", "TEMPLATE", "read the template from this file (default: standard input)").alias("-i")
+        static let outFile = OptionSpec.value("--out-file", "OUT", "write the result to this file, created 0600 (default: standard output)").alias("-o")
+    }
 
     static let inject = CommandSpec(
         name: "inject", summary: "fill {{ vault://ITEM/FIELD }} placeholders of a template",
         usage: "vault inject [-i TEMPLATE] [-o OUT]",
         options: [
-            OptionSpec.value("--in-file", "TEMPLATE", "read the template from this file (default: standard input)").alias("-i"),
-            OptionSpec.value("--out-file", "OUT", "write the result to this file, created 0600 (default: standard output)").alias("-o"),
+            InjectOptions.inFile,
+            InjectOptions.outFile,
         ] + Auth.options,
         examples: """
         vault inject -i config.yml.tpl -o config.yml
@@ -216,7 +227,7 @@ enum ReferenceCommands {
                     }
                 }
             }
-            if let path = inv.value("--out-file") {
+            if let path = inv[InjectOptions.outFile] {
                 let failure = output.withUnsafeBytes { b -> SystemError? in
                     do throws(SystemError) { try AtomicFile.write(b, to: path, mode: 0o600); return nil } catch { return error }
                 }
@@ -231,13 +242,13 @@ enum ReferenceCommands {
     static func readTemplate(_ inv: Invocation, _ ctx: CommandContext) throws -> [UInt8] {
         let limit = 16 << 20
         do {
-            if let path = inv.value("--in-file") {
+            if let path = inv[InjectOptions.inFile] {
                 let fd = try FileDescriptor.open(path, .readOnly)
                 return try fd.readAll(limit: limit)
             }
             return try readAll(fd: ctx.stdinFD, limit: limit, label: "standard input")
         } catch {
-            throw VaultError.io(path: error.path ?? inv.value("--in-file") ?? "standard input", error.reason)
+            throw VaultError.io(path: error.path ?? inv[InjectOptions.inFile] ?? "standard input", error.reason)
         }
     }
 }

@@ -2,16 +2,26 @@ import Foundation
 import VaultKit
 
 enum RotateCommand {
+    /// The options of `rotate`, declared once: the table lists them and the command reads them.
+    enum RotateOptions {
+        static let newRecoveryKey = OptionSpec.flag("--new-recovery-key", "also replace the recovery key (the new one is printed once on stdout)")
+        static let recovery = OptionSpec.flag("--recovery", "authenticate with the recovery key instead of the passcode (then a new passcode is set)")
+        static let recoveryKeyFD = OptionSpec.value("--recovery-key-fd", "N", "read the recovery key from file descriptor N (implies --recovery)")
+        static let newPasscodeFD = OptionSpec.value("--new-passcode-fd", "M", "read the new passcode from file descriptor M")
+        static let kdfMemory = OptionSpec.value("--kdf-memory", "MIB", "new Argon2id memory for the passcode slot")
+        static let kdfOps = OptionSpec.value("--kdf-ops", "N", "new Argon2id passes")
+    }
+
     static let rotate = CommandSpec(
         name: "rotate", summary: "replace the vault's keys: re-seal every item, re-make every slot (needs the passcode or recovery key)",
         usage: "vault rotate [--new-recovery-key] [--recovery-key-fd N --new-passcode-fd M] [--kdf-memory MIB] [--kdf-ops N]",
         options: [
-            .flag("--new-recovery-key", "also replace the recovery key (the new one is printed once on stdout)"),
-            .flag("--recovery", "authenticate with the recovery key instead of the passcode (then a new passcode is set)"),
-            .value("--recovery-key-fd", "N", "read the recovery key from file descriptor N (implies --recovery)"),
-            .value("--new-passcode-fd", "M", "read the new passcode from file descriptor M"),
-            .value("--kdf-memory", "MIB", "new Argon2id memory for the passcode slot"),
-            .value("--kdf-ops", "N", "new Argon2id passes"),
+            RotateOptions.newRecoveryKey,
+            RotateOptions.recovery,
+            RotateOptions.recoveryKeyFD,
+            RotateOptions.newPasscodeFD,
+            RotateOptions.kdfMemory,
+            RotateOptions.kdfOps,
         ],
         examples: """
         vault rotate
@@ -21,14 +31,14 @@ enum RotateCommand {
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
             let kdf = try kdfParameters(inv)
-            if inv.has("--recovery") || inv.has("--recovery-key-fd") {
+            if inv.has(RotateOptions.recovery) || inv.has(RotateOptions.recoveryKeyFD) {
                 let vault = try Auth.unlockWithRecoveryKey(store, inv, ctx)
-                let passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
+                let passcode = try SecretInput.newPasscode(ctx, inv, fdOption: RotateOptions.newPasscodeFD)
                 try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
             } else {
                 _ = try Auth.unlockWithPasscode(store, inv, ctx, why: "rotating the keys needs the passcode") { vault, passcode in
-                    if inv.has("--new-passcode-fd") {
-                        try rotate(vault, passcode: try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd"), kdf: kdf, inv, ctx)
+                    if inv.has(RotateOptions.newPasscodeFD) {
+                        try rotate(vault, passcode: try SecretInput.newPasscode(ctx, inv, fdOption: RotateOptions.newPasscodeFD), kdf: kdf, inv, ctx)
                     } else {
                         try rotate(vault, passcode: passcode, kdf: kdf, inv, ctx)
                     }
@@ -43,7 +53,7 @@ enum RotateCommand {
                        _ inv: Invocation, _ ctx: CommandContext, authority given: (any KeyAuthority)? = nil) throws -> UnlockedVault {
         let authority = try given ?? Auth.ownerAuthority(vault, inv, ctx)
         let bound = BindingReport()
-        let result = try vault.rotate(passcode: passcode, kdf: kdf, recovery: inv.has("--new-recovery-key") ? .replace : .keep,
+        let result = try vault.rotate(passcode: passcode, kdf: kdf, recovery: inv.hasIfDeclared(RotateOptions.newRecoveryKey) ? .replace : .keep,
                                       authority: authority, report: bound, progress: progressBar(inv, ctx))
         // Rotations take the passcode (or the recovery key): recorded under the new keys, whose
         // proof key then replaces the old one at the authority (bound or not: it was announced).

@@ -11,16 +11,23 @@ enum RunLoginCommands {
 /// `vault run --env VAR=NAME[.FIELD]... -- COMMAND`: the command inherits our terminal and
 /// standard streams, with the named fields in its environment.
 enum RunCommand {
+    /// The options of `run`, declared once: the table lists them and the command reads them.
+    enum RunOptions {
+        static let env = OptionSpec.value("--env", "VAR=NAME[.FIELD]",
+                   "set VAR in the command's environment to a field of item NAME (default: password), or to a vault:// reference (repeatable)",
+                   repeatable: true)
+        static let envFile = OptionSpec.value("--env-file", "FILE", "read variables from a dotenv file; values that are vault:// references are resolved (repeatable)",
+                   repeatable: true)
+        static let noMasking = OptionSpec.flag("--no-masking", "let the command's output through as it is (by default every released secret in it is replaced by <concealed by vault>)")
+    }
+
     static let run = CommandSpec(
         name: "run", summary: "run a command with secrets in its environment (never in its arguments), masked in its output",
         usage: "vault run [--env VAR=NAME[.FIELD]]... [--env-file FILE]... [--no-masking] -- COMMAND [ARG...]",
         options: [
-            .value("--env", "VAR=NAME[.FIELD]",
-                   "set VAR in the command's environment to a field of item NAME (default: password), or to a vault:// reference (repeatable)",
-                   repeatable: true),
-            .value("--env-file", "FILE", "read variables from a dotenv file; values that are vault:// references are resolved (repeatable)",
-                   repeatable: true),
-            .flag("--no-masking", "let the command's output through as it is (by default every released secret in it is replaced by <concealed by vault>)"),
+            RunOptions.env,
+            RunOptions.envFile,
+            RunOptions.noMasking,
         ] + Auth.options,
         takesCommand: true,
         examples: """
@@ -33,7 +40,7 @@ enum RunCommand {
             // `--env VAR=vault://...` is a reference; any other value is NAME[.FIELD].
             var bindings: [EnvBinding] = []
             var variables: [(key: String, value: String, fromReference: SecretReference?)] = []
-            for text in inv.all("--env") {
+            for text in inv.all(RunOptions.env) {
                 if let eq = text.firstIndex(of: "="), SecretReference.looksLikeReference(String(text[text.index(after: eq)...])) {
                     let name = String(text[..<eq])
                     guard DotEnv.isVariableName(name) else {
@@ -51,7 +58,7 @@ enum RunCommand {
             }
             // Lowest first: vault's environment, then the files in order, then --env.
             var fromFiles: [(key: String, value: String, fromReference: SecretReference?)] = []
-            for path in inv.all("--env-file") {
+            for path in inv.all(RunOptions.envFile) {
                 for (k, v) in try envFile(path) {
                     fromFiles.removeAll { $0.key == k }
                     fromFiles.append((k, v, SecretReference.looksLikeReference(v) ? try SecretReference(parsing: v) : nil))
@@ -117,7 +124,7 @@ enum RunCommand {
                 if let r = v.fromReference { export(v.key, r.text) } else { env[v.key] = v.value }
             }
             for b in bindings { export(b.variable, "--env " + b.variable) }
-            let status = inv.has("--no-masking") || values.longestSecret == 0
+            let status = inv.has(RunOptions.noMasking) || values.longestSecret == 0
                 ? try program.runInheriting(environment: env, secrets: secrets)
                 : try program.runMasked(environment: env, secrets: secrets, masking: values, ctx)
             env.removeAll()
@@ -206,7 +213,7 @@ struct ChildProgram {
         }
         name = first
         arguments = inv.trailing
-        closeInChild = inv.value("--passcode-fd").flatMap { Int32($0) }.flatMap { $0 > 2 && isOpen($0) ? $0 : nil }
+        closeInChild = inv[GlobalOptions.passcodeFD].flatMap { Int32($0) }.flatMap { $0 > 2 && isOpen($0) ? $0 : nil }
         switch ProgramLookup.find(first, searchPath: ctx.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin") {
         case .found(let p): path = p
         case .notFound: throw VaultError.commandNotFound(first)

@@ -10,10 +10,10 @@ enum SessionCommands {
     /// A duration option in seconds: plain seconds or with a unit (`90`, `90s`, `5m`, `12h`),
     /// clamped to 1 s ... 7 days.
     /// - Throws: `.usage` for text that is not a positive duration (NaN, zero, negative).
-    static func duration(_ inv: Invocation, _ option: String, default value: Double) throws -> Double {
-        guard let raw = inv.value(option) else { return value }
+    static func duration(_ inv: Invocation, _ option: OptionSpec, default value: Double) throws -> Double {
+        guard let raw = inv[option] else { return value }
         guard let d = Duration.seconds(raw), d > 0 else {
-            throw VaultError.usage("\(option) expects a duration like 90, 90s, 5m or 12h, not '\(raw)'")
+            throw VaultError.usage("\(option.name) expects a duration like 90, 90s, 5m or 12h, not '\(raw)'")
         }
         return AgentLimits.clamp(d, to: 1...longestDuration, fallback: value)
     }
@@ -32,21 +32,27 @@ enum SessionCommands {
         try AgentClient.ensureRunning(ctx.environment).openSession(for: vault, idleSeconds: idle, hardLimitSeconds: hardLimit)
     }
 
+    /// The options of `lock`, declared once: the table lists them and the command reads them.
+    enum LockOptions {
+        static let all = OptionSpec.flag("--all", "end every session")
+        static let json = OptionSpec.flag("--json", "print {\"locked\": N}: how many sessions ended")
+    }
+
     static let lock = CommandSpec(
         name: "lock", summary: "end the unlock session of the vault (or --all): the agent wipes the key at once",
         usage: "vault lock [--all] [--json]",
-        options: [.flag("--all", "end every session"), .flag("--json", "print {\"locked\": N}: how many sessions ended")],
+        options: [LockOptions.all, LockOptions.json],
         examples: "vault lock\nvault lock --all",
         run: { inv, ctx in
             guard let client = AgentClient.connect(ctx.environment) else {
-                if inv.has("--json") { ctx.stdout.write(jsonText(["locked": 0])) }
+                if inv.has(LockOptions.json) { ctx.stdout.write(jsonText(["locked": 0])) }
                 ctx.say("vault: no unlock session is open")
                 return
             }
-            let vault = inv.has("--all") ? nil : try location(inv, ctx).databasePath
+            let vault = inv.has(LockOptions.all) ? nil : try location(inv, ctx).databasePath
             switch try client.send(.lock(vault: vault)) {
             case .locked(let n):
-                if inv.has("--json") { ctx.stdout.write(jsonText(["locked": n])) }
+                if inv.has(LockOptions.json) { ctx.stdout.write(jsonText(["locked": n])) }
                 ctx.say(n == 0 ? "vault: no unlock session was open" : "vault: locked \(n) session\(n == 1 ? "" : "s")")
             case .failed(let e):
                 throw e
@@ -55,17 +61,23 @@ enum SessionCommands {
             }
         })
 
+    /// The options of `agent`, declared once: the table lists them and the command reads them.
+    enum AgentOptions {
+        static let socket = OptionSpec.value("--socket", "PATH", "the socket (default $XDG_RUNTIME_DIR/vault/agent.sock)")
+        static let exitIdle = OptionSpec.value("--exit-idle", "D", "exit after D without any session (default: never)")
+    }
+
     static let agent = CommandSpec(
         name: "agent", summary: "run the unlock-session agent in the foreground (for a systemd user unit)",
         usage: "vault agent [--socket PATH] [--exit-idle D]",
         options: [
-            .value("--socket", "PATH", "the socket (default $XDG_RUNTIME_DIR/vault/agent.sock)"),
-            .value("--exit-idle", "D", "exit after D without any session (default: never)"),
+            AgentOptions.socket,
+            AgentOptions.exitIdle,
         ],
         examples: "systemctl --user enable --now vault-agent.service",
         run: { inv, ctx in
-            let path = inv.value("--socket") ?? AgentPaths.socketPath(ctx.environment)
-            let exitIdle = inv.value("--exit-idle") == nil ? 0 : try duration(inv, "--exit-idle", default: 0)
+            let path = inv[AgentOptions.socket] ?? AgentPaths.socketPath(ctx.environment)
+            let exitIdle = inv[AgentOptions.exitIdle] == nil ? 0 : try duration(inv, AgentOptions.exitIdle, default: 0)
             try AgentMain.serve(socketPath: path, exitIdle: exitIdle)
         })
 

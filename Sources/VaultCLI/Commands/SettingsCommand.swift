@@ -2,21 +2,30 @@ import Foundation
 import VaultKit
 
 enum SettingsCommand {
+    /// The options of `settings`, declared once: the table lists them and the command reads them.
+    enum SettingsOptions {
+        static let policy = OptionSpec.value("--policy", "P", "default policy: biometrics or biometrics-or-passcode")
+        static let passcodeInterval = OptionSpec.value("--passcode-interval", "HOURS", "ask for the passcode after HOURS without one (0: never; default 48)")
+        static let passcodeAfterReboot = OptionSpec.value("--passcode-after-reboot", "on|off", "ask for the passcode at the first unlock after a reboot (default on)")
+        static let passcodeOnTpm = OptionSpec.value("--passcode-on-tpm", "on|off",
+                   "make the passcode also need this machine's TPM, which limits wrong guesses (VAULT_TPM_TCTI, else /dev/tpmrm0; default off)")
+        static let json = OptionSpec.flag("--json", "print JSON")
+    }
+
     static let settings = CommandSpec(
         name: "settings", summary: "show or change the vault's policy and passcode rules (changes need the passcode)",
         usage: "vault settings [--policy P] [--passcode-interval HOURS] [--passcode-after-reboot on|off] [--passcode-on-tpm on|off] [--json]",
         options: [
-            .value("--policy", "P", "default policy: biometrics or biometrics-or-passcode"),
-            .value("--passcode-interval", "HOURS", "ask for the passcode after HOURS without one (0: never; default 48)"),
-            .value("--passcode-after-reboot", "on|off", "ask for the passcode at the first unlock after a reboot (default on)"),
-            .value("--passcode-on-tpm", "on|off",
-                   "make the passcode also need this machine's TPM, which limits wrong guesses (VAULT_TPM_TCTI, else /dev/tpmrm0; default off)"),
-            .flag("--json", "print JSON"),
+            SettingsOptions.policy,
+            SettingsOptions.passcodeInterval,
+            SettingsOptions.passcodeAfterReboot,
+            SettingsOptions.passcodeOnTpm,
+            SettingsOptions.json,
         ],
         examples: "vault settings\nvault settings --policy biometrics --passcode-interval 24\nvault settings --passcode-on-tpm on",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
-            let changing = inv.has("--policy") || inv.has("--passcode-interval") || inv.has("--passcode-after-reboot")
+            let changing = inv.has(SettingsOptions.policy) || inv.has(SettingsOptions.passcodeInterval) || inv.has(SettingsOptions.passcodeAfterReboot)
             var s: VaultSettings
             do {
                 s = try store.settings()
@@ -26,7 +35,7 @@ enum SettingsCommand {
                 s = VaultSettings()
             }
             let before = s
-            if let t = inv.value("--passcode-on-tpm") {
+            if let t = inv[SettingsOptions.passcodeOnTpm] {
                 guard ["on", "off"].contains(t) else { throw VaultError.usage("--passcode-on-tpm takes on or off") }
                 // The passcode itself re-wraps the slot: turning it off needs it as much as turning it on.
                 try Auth.unlockWithPasscode(store, inv, ctx, why: "moving the passcode onto or off the TPM needs it") { vault, passcode in
@@ -37,12 +46,12 @@ enum SettingsCommand {
                     : "vault: the passcode of vault '\(store.location.name)' no longer needs the TPM")
                 if changing { try store.setSettings(s) }
             } else if changing {
-                if let p = inv.value("--policy") { s.policy = try AuthPolicy.parse(p) }
-                if let h = try inv.int("--passcode-interval") {
+                if let p = inv[SettingsOptions.policy] { s.policy = try AuthPolicy.parse(p) }
+                if let h = try inv.int(SettingsOptions.passcodeInterval) {
                     guard (0...8760).contains(h) else { throw VaultError.usage("--passcode-interval must be 0 to 8760 hours") }
                     s.passcodeIntervalHours = h
                 }
-                if let r = inv.value("--passcode-after-reboot") {
+                if let r = inv[SettingsOptions.passcodeAfterReboot] {
                     guard ["on", "off"].contains(r) else { throw VaultError.usage("--passcode-after-reboot takes on or off") }
                     s.passcodeAfterReboot = r == "on"
                 }
@@ -63,7 +72,7 @@ enum SettingsCommand {
             let onTPM = try store.slot(.passcode)?.passcodeIsOnTPM ?? false
             let o: [String: Any] = ["policy": s.policy.rawValue, "passcode_interval_hours": s.passcodeIntervalHours,
                                     "passcode_after_reboot": s.passcodeAfterReboot, "passcode_on_tpm": onTPM]
-            if inv.has("--json") { ctx.stdout.write(jsonText(o)) } else if !changing && !inv.has("--passcode-on-tpm") {
+            if inv.has(SettingsOptions.json) { ctx.stdout.write(jsonText(o)) } else if !changing && !inv.has(SettingsOptions.passcodeOnTpm) {
                 ctx.stdout.write("policy: \(s.policy.rawValue)\npasscode interval: \(s.passcodeIntervalHours == 0 ? "never" : "\(s.passcodeIntervalHours) h")\npasscode after reboot: \(s.passcodeAfterReboot ? "on" : "off")\npasscode on TPM: \(onTPM ? "on" : "off")\n")
             }
         })

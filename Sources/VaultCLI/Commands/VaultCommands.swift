@@ -1,17 +1,44 @@
 import Foundation
 import VaultKit
 
+/// The options of `generate` (and of `add --generate`, `edit --generate`), declared once.
+enum PasswordOptions {
+    static let length = OptionSpec.value("--length", "N", "characters (default 24)")
+    static let noSymbols = OptionSpec.flag("--no-symbols", "no punctuation")
+    static let noDigits = OptionSpec.flag("--no-digits", "no digits")
+    static let noUpper = OptionSpec.flag("--no-upper", "no upper case")
+    static let noLower = OptionSpec.flag("--no-lower", "no lower case")
+    static let excludeSimilar = OptionSpec.flag("--exclude-similar", "leave out characters easily confused: i l 1 L o 0 O")
+    static let chars = OptionSpec.value("--chars", "SET", "draw only from these characters (replaces the classes)")
+    static let words = OptionSpec.value("--words", "N", "N words of the EFF large word list instead of characters (12.9 bits each)")
+    static let separator = OptionSpec.value("--separator", "S", "between words (default -)")
+    /// The options that shape characters, which `--words` leaves no room for.
+    static let characterOptions = [length, chars, excludeSimilar, noSymbols, noDigits, noUpper, noLower]
+    /// The character classes `--chars` replaces.
+    static let classes = [noSymbols, noDigits, noUpper, noLower]
+}
+
 enum VaultCommands {
+    /// The options of `initCommand`, declared once: the table lists them and the command reads them.
+    enum InitOptions {
+        static let kdfMemory = OptionSpec.value("--kdf-memory", "MIB", "Argon2id memory for the passcode slot (default 256)")
+        static let kdfOps = OptionSpec.value("--kdf-ops", "N", "Argon2id passes (default 3)")
+        static let json = OptionSpec.flag("--json", "print the result as JSON")
+        static let noFingerprint = OptionSpec.flag("--no-fingerprint", "do not enrol a finger or bind the vault to the enrolled prints")
+        static let finger = OptionSpec.value("--finger", "F", "the finger to enrol when none is enrolled yet (default right-index)")
+        static let scanTimeout = OptionSpec.value("--scan-timeout", "D", "how long to wait for each touch (default 30s)")
+    }
+
     static let initCommand = CommandSpec(
         name: "init", summary: "create a vault: passcode, recovery key (printed once on stdout)",
         usage: "vault init [--vault NAME] [--kdf-memory MIB] [--kdf-ops N] [--json]",
         options: [
-            .value("--kdf-memory", "MIB", "Argon2id memory for the passcode slot (default 256)"),
-            .value("--kdf-ops", "N", "Argon2id passes (default 3)"),
-            .flag("--json", "print the result as JSON"),
-            .flag("--no-fingerprint", "do not enrol a finger or bind the vault to the enrolled prints"),
-            .value("--finger", "F", "the finger to enrol when none is enrolled yet (default right-index)"),
-            .value("--scan-timeout", "D", "how long to wait for each touch (default 30s)"),
+            InitOptions.kdfMemory,
+            InitOptions.kdfOps,
+            InitOptions.json,
+            InitOptions.noFingerprint,
+            InitOptions.finger,
+            InitOptions.scanTimeout,
         ],
         examples: """
         vault init
@@ -21,23 +48,23 @@ enum VaultCommands {
             let loc = try location(inv, ctx)
             let kdf = try kdfParameters(inv) ?? KDFParameters()
             // Every option is checked before anything is created.
-            _ = try inv.value("--finger").map(FingerprintCommands.parseFinger)
+            _ = try inv[InitOptions.finger].map(FingerprintCommands.parseFinger)
             _ = try scanTimeout(inv)
             if loc.exists {
                 throw VaultError.failure("a vault named '\(loc.name)' already exists at \(loc.folder)",
                                          hint: "'vault enroll' sets up its fingerprint; another vault needs another name (--vault NAME)")
             }
             let passcode: SecretBytes
-            if let fd = try SecretInput.descriptor(inv, "--passcode-fd") {
+            if let fd = try SecretInput.descriptor(inv, GlobalOptions.passcodeFD) {
                 passcode = try SecretInput.line(fd: fd, what: "passcode")
                 try PasscodeRule.check(passcode)
             } else {
-                passcode = try SecretInput.newPasscode(ctx, inv, fdOption: "--passcode-fd")
+                passcode = try SecretInput.newPasscode(ctx, inv, fdOption: GlobalOptions.passcodeFD)
             }
             // The recovery key is shown before the vault exists (a vault whose key was never shown
             // cannot be left behind, by a crash or a failed enrolment) and before any fingerprint.
             let created = try VaultStore.create(at: loc, passcode: passcode, kdf: kdf) { key in
-                if inv.has("--json") {
+                if inv.has(InitOptions.json) {
                     ctx.stdout.write(jsonText(["vault": loc.name, "path": loc.folder, "recovery_key": key]))
                 } else {
                     ctx.say("vault: your recovery key for vault '\(loc.name)' (printed once on standard output; write it down and keep it apart from this machine):")
@@ -46,7 +73,7 @@ enum VaultCommands {
                 if let f = ctx.stdout.failure { throw VaultError.io(path: "standard output", f.reason + "; the vault was not created") }
             }
             ctx.say("vault: created vault '\(loc.name)' at \(loc.folder)")
-            if !inv.has("--no-fingerprint") {
+            if !inv.has(InitOptions.noFingerprint) {
                 do {
                     try FingerprintCommands.setUpAtInit(created.vault, inv, ctx)
                 } catch {
@@ -57,37 +84,50 @@ enum VaultCommands {
             try Auth.authority(for: created.vault.store, inv, ctx).recordUnlock(of: created.vault)
         })
 
+    /// The options of `passcode`, declared once: the table lists them and the command reads them.
+    enum PasscodeOptions {
+        static let newPasscodeFD = OptionSpec.value("--new-passcode-fd", "M", "read the new passcode from file descriptor M")
+        static let kdfMemory = OptionSpec.value("--kdf-memory", "MIB", "new Argon2id memory")
+        static let kdfOps = OptionSpec.value("--kdf-ops", "N", "new Argon2id passes")
+    }
+
     static let passcode = CommandSpec(
         name: "passcode", summary: "change the passcode (re-wraps the passcode slot only)",
         usage: "vault passcode [--passcode-fd N] [--new-passcode-fd M] [--kdf-memory MIB] [--kdf-ops N]",
         options: [
-            .value("--new-passcode-fd", "M", "read the new passcode from file descriptor M"),
-            .value("--kdf-memory", "MIB", "new Argon2id memory"),
-            .value("--kdf-ops", "N", "new Argon2id passes"),
+            PasscodeOptions.newPasscodeFD,
+            PasscodeOptions.kdfMemory,
+            PasscodeOptions.kdfOps,
         ],
         examples: "vault passcode\nvault passcode --passcode-fd 3 --new-passcode-fd 4 3<old 4<new",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
             let kdf = try kdfParameters(inv)
             let vault = try Auth.unlockWithPasscode(store, inv, ctx, why: "current passcode")
-            let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
+            let new = try SecretInput.newPasscode(ctx, inv, fdOption: PasscodeOptions.newPasscodeFD)
             try vault.changePasscode(to: new, kdf: kdf)
             ctx.say("vault: passcode changed (only the passcode slot was re-wrapped; 'vault rotate' replaces every key)")
             FingerprintCommands.rebindAfterPasscodeChange(vault, inv, ctx)
         })
 
+    /// The options of `recover`, declared once: the table lists them and the command reads them.
+    enum RecoverOptions {
+        static let recoveryKeyFD = OptionSpec.value("--recovery-key-fd", "N", "read the recovery key from file descriptor N")
+        static let newPasscodeFD = OptionSpec.value("--new-passcode-fd", "M", "read the new passcode from file descriptor M")
+    }
+
     static let recover = CommandSpec(
         name: "recover", summary: "set a new passcode with the recovery key",
         usage: "vault recover [--recovery-key-fd N] [--new-passcode-fd M]",
         options: [
-            .value("--recovery-key-fd", "N", "read the recovery key from file descriptor N"),
-            .value("--new-passcode-fd", "M", "read the new passcode from file descriptor M"),
+            RecoverOptions.recoveryKeyFD,
+            RecoverOptions.newPasscodeFD,
         ],
         examples: "vault recover\nvault recover --recovery-key-fd 3 --new-passcode-fd 4 3<key.txt 4<new",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
             let vault = try Auth.unlockWithRecoveryKey(store, inv, ctx)
-            let new = try SecretInput.newPasscode(ctx, inv, fdOption: "--new-passcode-fd")
+            let new = try SecretInput.newPasscode(ctx, inv, fdOption: RecoverOptions.newPasscodeFD)
             // The recovery key is the way in on another machine: a passcode that was on a TPM
             // goes on this machine's TPM, or is a plain passcode when there is none here.
             let keepOnTPM = vault.passcodeIsOnTPM && store.location.tpm != nil
@@ -99,10 +139,15 @@ enum VaultCommands {
             FingerprintCommands.rebindAfterPasscodeChange(vault, inv, ctx)
         })
 
+    /// The options of `status`, declared once: the table lists them and the command reads them.
+    enum StatusOptions {
+        static let json = OptionSpec.flag("--json", "print JSON")
+    }
+
     static let status = CommandSpec(
         name: "status", summary: "show the vault, its slots and the fingerprint state",
         usage: "vault status [--json]",
-        options: [.flag("--json", "print JSON")],
+        options: [StatusOptions.json],
         examples: "vault status\nvault status --json | jq .domain_state",
         run: { inv, ctx in
             let loc = try location(inv, ctx)
@@ -119,7 +164,7 @@ enum VaultCommands {
             if try store.storedSchemaVersion() < VaultStore.schemaVersion { o["migration"] = "at the next unlock (schema \(try store.storedSchemaVersion()) to \(VaultStore.schemaVersion))" }
             o.merge(try Auth.statusFields(store, inv, ctx)) { $1 }
             o.merge(SessionCommands.statusFields(loc, ctx)) { $1 }
-            if inv.has("--json") {
+            if inv.has(StatusOptions.json) {
                 ctx.stdout.write(jsonText(o))
             } else {
                 ctx.stdout.write(summary(o, now: ctx.clock()))
@@ -197,14 +242,19 @@ enum VaultCommands {
         return "\(v)"
     }
 
+    /// The options of `generate`, declared once: the table lists them and the command reads them.
+    enum GenerateOptions {
+        static let json = OptionSpec.flag("--json", "print {\"password\": ..., \"entropy_bits\": ...}")
+    }
+
     static let generate = CommandSpec(
         name: "generate", summary: "print a random password",
         usage: "vault generate [--length N] [--no-symbols] [--no-digits] [--no-upper] [--no-lower] [--exclude-similar] [--chars SET] | --words N [--separator S] [--json]",
-        options: passwordOptions + [.flag("--json", "print {\"password\": ..., \"entropy_bits\": ...}")],
+        options: passwordOptions + [GenerateOptions.json],
         examples: "vault generate --length 32\nvault generate --words 6\nvault generate --chars 0123456789abcdef --length 40\nvault add wifi --generate --length 20 --no-symbols",
         run: { inv, ctx in
             let (password, bits) = try password(inv)
-            if inv.has("--json") {
+            if inv.has(GenerateOptions.json) {
                 ctx.stdout.write(jsonText(["password": password, "entropy_bits": (bits * 10).rounded(.down) / 10]))
             } else {
                 ctx.stdout.write(password + "\n")
@@ -213,43 +263,44 @@ enum VaultCommands {
 
     /// The options of `generate`, which `add --generate` and `edit --generate` take too.
     static let passwordOptions: [OptionSpec] = [
-        .value("--length", "N", "characters (default 24)"),
-        .flag("--no-symbols", "no punctuation"), .flag("--no-digits", "no digits"),
-        .flag("--no-upper", "no upper case"), .flag("--no-lower", "no lower case"),
-        .flag("--exclude-similar", "leave out characters easily confused: i l 1 L o 0 O"),
-        .value("--chars", "SET", "draw only from these characters (replaces the classes)"),
-        .value("--words", "N", "N words of the EFF large word list instead of characters (12.9 bits each)"),
-        .value("--separator", "S", "between words (default -)"),
+        PasswordOptions.length, PasswordOptions.noSymbols, PasswordOptions.noDigits, PasswordOptions.noUpper,
+        PasswordOptions.noLower, PasswordOptions.excludeSimilar, PasswordOptions.chars, PasswordOptions.words,
+        PasswordOptions.separator,
     ]
 
     /// A password as `generate`'s options ask (never starting with `-`), and its entropy in bits.
     static func password(_ inv: Invocation) throws -> (password: String, bits: Double) {
-        if let w = try inv.int("--words") {
-            for option in ["--length", "--chars", "--exclude-similar", "--no-symbols", "--no-digits", "--no-upper", "--no-lower"] where inv.has(option) {
-                throw VaultError.usage("\(option) applies to characters, not to --words", hint: "the number of words sets the length")
+        if let w = try inv.int(PasswordOptions.words) {
+            for option in PasswordOptions.characterOptions where inv.has(option) {
+                throw VaultError.usage("\(option.name) applies to characters, not to --words", hint: "the number of words sets the length")
             }
-            return (try PasswordGenerator.words(w, separator: inv.value("--separator") ?? "-"), PasswordGenerator.wordsEntropyBits(w))
+            return (try PasswordGenerator.words(w, separator: inv[PasswordOptions.separator] ?? "-"), PasswordGenerator.wordsEntropyBits(w))
         }
-        if inv.has("--separator") { throw VaultError.usage("--separator applies to --words only") }
-        var g = PasswordGenerator(length: try inv.int("--length") ?? 24)
-        g.symbols = !inv.has("--no-symbols")
-        g.digits = !inv.has("--no-digits")
-        g.upper = !inv.has("--no-upper")
-        g.lower = !inv.has("--no-lower")
-        g.excludeSimilar = inv.has("--exclude-similar")
-        g.characters = inv.value("--chars")
-        if g.characters != nil, ["--no-symbols", "--no-digits", "--no-upper", "--no-lower"].contains(where: inv.has) {
+        if inv.has(PasswordOptions.separator) { throw VaultError.usage("--separator applies to --words only") }
+        var g = PasswordGenerator(length: try inv.int(PasswordOptions.length) ?? 24)
+        g.symbols = !inv.has(PasswordOptions.noSymbols)
+        g.digits = !inv.has(PasswordOptions.noDigits)
+        g.upper = !inv.has(PasswordOptions.noUpper)
+        g.lower = !inv.has(PasswordOptions.noLower)
+        g.excludeSimilar = inv.has(PasswordOptions.excludeSimilar)
+        g.characters = inv[PasswordOptions.chars]
+        if g.characters != nil, PasswordOptions.classes.contains(where: inv.has) {
             throw VaultError.usage("--chars replaces the character classes: leave out --no-*")
         }
         return (try g.generate(), g.entropyBits)
     }
 
+    /// The options of `version`, declared once: the table lists them and the command reads them.
+    enum VersionOptions {
+        static let json = OptionSpec.flag("--json", "print {\"name\": \"vault\", \"version\": ...}")
+    }
+
     static let version = CommandSpec(
         name: "version", summary: "print the version (also 'vault --version')", usage: "vault version [--json]",
-        options: [.flag("--json", "print {\"name\": \"vault\", \"version\": ...}")],
+        options: [VersionOptions.json],
         examples: "vault --version\nvault version --json | jq -r .version",
         run: { inv, ctx in
-            if inv.has("--json") {
+            if inv.has(VersionOptions.json) {
                 ctx.stdout.write(jsonText(["name": "vault", "version": VaultCLI.version]))
             } else {
                 ctx.stdout.write("vault \(VaultCLI.version)\n")
