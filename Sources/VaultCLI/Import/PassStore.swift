@@ -57,7 +57,11 @@ enum PassStore {
         do { try process.run() } catch { throw VaultError.failure("gpg could not be started: \(error.localizedDescription)") }
         // Read both pipes while gpg runs (a full stderr pipe would stall it).
         nonisolated(unsafe) var errors: [UInt8] = []
-        let reader = Thread { errors = PassStore.tail(of: err.fileHandleForReading, keeping: 64 << 10) }
+        let readerDone = DispatchSemaphore(value: 0)
+        let reader = Thread {
+            errors = PassStore.tail(of: err.fileHandleForReading, keeping: 64 << 10)
+            readerDone.signal()
+        }
         reader.start()
         var data: [UInt8] = [], over = false
         while let chunk = try? out.fileHandleForReading.read(upToCount: 64 << 10), !chunk.isEmpty {
@@ -70,7 +74,8 @@ enum PassStore {
         }
         try? out.fileHandleForReading.close()
         process.waitUntilExit()
-        while !reader.isFinished { usleep(1000) }
+        // gpg has ended: its error pipe is at its end, and the reader with it (no polling).
+        readerDone.wait()
         if over {
             wipe(&data)
             throw ImportLimits.tooLarge("entry '\(entry)' (decrypted)")
