@@ -25,6 +25,8 @@ enum ClientCommand: Codable, Sendable {
     /// One raw frame (JSON and tail) on a fresh connection: the first reply's JSON comes back as `message`.
     case raw(json: String, tail: [UInt8])
     case recordPasscode(vaultID: [UInt8], proofKey: [UInt8], forged: Bool)
+    /// Hands the daemon `newKey` as the vault's next key, under a proof with `proofKey`.
+    case rekey(vaultID: [UInt8], proofKey: [UInt8], newKey: [UInt8])
     /// The wait before a passcode attempt (into `wait`).
     case beginPasscodeAttempt(vaultID: [UInt8])
     /// Counts a wrong passcode.
@@ -200,6 +202,10 @@ final class LineReader {
                 }
             case .recordPasscode(let vaultID, let proofKey, let forged):
                 r.recorded = try authority.recordPasscodeUnlock(try proof(.passcodeUnlock, vaultID, proofKey, forged: forged)).rawValue
+            case .rekey(let vaultID, let proofKey, let newKey):
+                let next = try SecretBytes(copying: newKey)
+                r.recorded = try authority.rekey(try proof(.rekey, vaultID, proofKey, subject: try AuthorityProofMAC.keySubject(next)),
+                                                 proofKey: next).rawValue
             case .beginPasscodeAttempt(let vaultID):
                 r.wait = try authority.beginPasscodeAttempt(vaultID: vaultID)
             case .recordPasscodeFailure(let vaultID):

@@ -55,6 +55,16 @@ struct RootAttackTests {
         let raw = try attacker.run(.raw(json: "{\"bind\":{\"request\":{\"slot\":\(slotJSON),\"rules\":{\"afterReboot\":false,\"intervalHours\":0},\"confirm\":[]}}}",
                                         tail: randomBytes(32)))
         #expect(raw.exitCode == 10, "\(raw)")
+        // A rekey of the owner's vault to the attacker's key under a proof with a random key (a
+        // fresh challenge of the daemon), and a re-registration sent raw: the first needs a proof
+        // under the registered key, the second a live match (locked out: none is even tried).
+        let rekey = try attacker.run(.rekey(vaultID: vault.id, proofKey: randomBytes(32), newKey: squatted.proofKey))
+        #expect(rekey.exitCode == 10, "\(rekey)")
+        let reregister = try attacker.run(.raw(json: "{\"reregister\":{\"vaultID\":\(vault.id),\"prompt\":\"p\",\"scanTimeout\":2}}".replacingOccurrences(of: " ", with: ""),
+                                               tail: squatted.proofKey))
+        #expect(reregister.exitCode == 17, "\(reregister)")
+        // Neither left the attacker's key with the daemon: a proof under it proves nothing.
+        #expect(try attacker.run(.recordPasscode(vaultID: vault.id, proofKey: squatted.proofKey, forged: false)).exitCode == 10)
 
         // The owner's passcode lifts the lockout and the owner's finger opens the untouched slot.
         #expect(try owner.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false)).recorded == "owner")
