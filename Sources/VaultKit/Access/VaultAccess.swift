@@ -214,12 +214,12 @@ extension VaultAccess {
 
     /// One item with the secrets named in `fields` as `String`s (the others withheld), audited
     /// as `releaseSecrets`: for the paths that still hand secrets out as text.
-    public func release(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> Item {
+    package func release(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> Item {
         try releaseSecrets(named: name, fields: fields, command: command, freshMatch: freshMatch).item()
     }
 
     /// Every item with its secrets as `String`s, streamed (tests, a Bitwarden export).
-    public func releaseEach(command: String, freshMatch: FreshMatchToken?, _ body: (ItemEntry) throws -> Void) throws {
+    package func releaseEach(command: String, freshMatch: FreshMatchToken?, _ body: (ItemEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, freshMatch: freshMatch) { try body($0.decoded()) }
     }
 
@@ -232,7 +232,7 @@ extension VaultAccess {
     public func releaseAll(command: String) throws -> [ItemEntry] { try releaseAll(command: command, freshMatch: nil) }
 
     /// Every item with its secrets, collected (tests and small vaults; export streams).
-    public func releaseAll(command: String, freshMatch: FreshMatchToken?) throws -> [ItemEntry] {
+    package func releaseAll(command: String, freshMatch: FreshMatchToken?) throws -> [ItemEntry] {
         var out: [ItemEntry] = []
         try releaseEach(command: command, freshMatch: freshMatch) { out.append($0) }
         return out
@@ -298,7 +298,7 @@ extension UnlockedVault: VaultAccess {
 
     /// One item with the secrets named in `fields` as `String`s (the others withheld, as the
     /// agent does), audited as released to `requester`.
-    public func release(named name: String, fields: [String], command: String, to requester: Requester,
+    package func release(named name: String, fields: [String], command: String, to requester: Requester,
                         freshMatch: FreshMatchToken? = nil) throws -> Item {
         try releaseSecrets(named: name, fields: fields, command: command, to: requester, freshMatch: freshMatch).item()
     }
@@ -309,7 +309,7 @@ extension UnlockedVault: VaultAccess {
     /// guarded memory) into a new secrets record in guarded memory. The secrets record is
     /// opened only when a secret is asked for; only what the item has is logged. Fingerprint
     /// login is checked here (`requireFreshMatch`), for every caller.
-    public func releaseSecrets(named name: String, fields: [String], command: String, to requester: Requester,
+    package func releaseSecrets(named name: String, fields: [String], command: String, to requester: Requester,
                                freshMatch: FreshMatchToken? = nil) throws -> ReleasedItem {
         let n = try Item.normalize(name: name)
         let row = try row(named: n)
@@ -338,7 +338,7 @@ extension UnlockedVault: VaultAccess {
 
     /// One secret in guarded memory, audited as released to `requester`: the secrets record is
     /// opened into guarded memory and the field's bytes copied from there into the result.
-    public func releaseSecret(named name: String, field: String, command: String, to requester: Requester,
+    package func releaseSecret(named name: String, field: String, command: String, to requester: Requester,
                               freshMatch: FreshMatchToken? = nil) throws -> SecretBytes {
         let overview = try overview(named: name).item
         guard overview.isSecretField(field), field != "all", field != "history" else {
@@ -370,7 +370,7 @@ extension UnlockedVault: VaultAccess {
     }
 
     /// Every item with its secrets as `String`s, audited as released to `requester` (tests).
-    public func releaseEach(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil, _ body: (ItemEntry) throws -> Void) throws {
+    package func releaseEach(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil, _ body: (ItemEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, to: requester, freshMatch: freshMatch) { try body($0.decoded()) }
     }
 
@@ -378,7 +378,7 @@ extension UnlockedVault: VaultAccess {
     /// secrets record is lent from the one guarded buffer it was opened into. A first pass over
     /// the overviews finds an item with fingerprint login on before anything is released: then
     /// `freshMatch` must be a token for `.releaseAll`.
-    public func releaseEachSecrets(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil,
+    package func releaseEachSecrets(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil,
                                    _ body: (ReleasedEntry) throws -> Void) throws {
         var guarded: String?
         try forEachOverview(matching: nil) { e in

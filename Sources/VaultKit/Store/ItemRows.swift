@@ -334,7 +334,7 @@ extension UnlockedVault {
     /// update comes here: one that turns the item's fingerprint login off is written only with
     /// `freshMatch`, a token for `.fingerprintLoginSwitch` of this item (`requireFreshMatch`).
     /// - Throws: `.itemNotFound`, `.alreadyExists` when the new name is taken, `.freshMatchNeeded`.
-    public func update(_ name: String, now: Int64 = unixNow(), freshMatch: FreshMatchToken? = nil,
+    package func update(_ name: String, now: Int64 = unixNow(), freshMatch: FreshMatchToken? = nil,
                        _ change: (inout Item) throws -> Void) throws {
         let n = try Item.normalize(name: name)
         try writeTransaction {
