@@ -23,4 +23,79 @@ public enum ExportJSON {
         if !history.isEmpty { o["password_history"] = history }
         return o
     }
+
+    /// Writes the object `object(overview, secrets)` makes, as `JSONText` writes it (keys in
+    /// sorted order), straight into `out`: no dictionary, no dynamic cast per value (export's
+    /// path; a test compares the two texts). The secrets go from their record into `out` escaped
+    /// byte by byte.
+    public static func write(_ overview: ItemOverview, _ secrets: ItemSecrets, to out: SecretOutput) {
+        var o = out
+        write(overview, secrets, to: &o)
+    }
+
+    static func write<Out: JSONOutput>(_ overview: ItemOverview, _ secrets: ItemSecrets, to out: inout Out) {
+        let item = overview.item
+        func text(_ key: StaticString, _ value: String?) {
+            guard let value else { return }
+            key.withUTF8Buffer { out.appendRun(UnsafeRawBufferPointer($0)) }
+            JSONText.appendString(value, to: &out)
+        }
+        func secret(_ key: StaticString, _ value: UnsafeRawBufferPointer?) {
+            guard let value else { return }
+            key.withUTF8Buffer { out.appendRun(UnsafeRawBufferPointer($0)) }
+            JSONText.appendString(bytes: value, to: &out)
+        }
+        func texts(_ key: StaticString, _ values: [String]) {
+            key.withUTF8Buffer { out.appendRun(UnsafeRawBufferPointer($0)) }
+            out.append(UInt8(ascii: "["))
+            for (i, v) in values.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONText.appendString(v, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        out.append(ascii: #"{"created":"#)
+        out.append(ascii: String(item.created))
+        if !item.fields.isEmpty {
+            out.append(ascii: #","fields":["#)
+            for (i, f) in item.fields.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                text(#"{"kind":"#, f.kind.rawValue)
+                text(#","name":"#, f.name)
+                if f.kind.isSecret {
+                    out.append(ascii: #","value":"#)
+                    if let v = secrets.customValue(of: f.name) { JSONText.appendString(bytes: v, to: &out) } else { JSONText.appendString("", to: &out) }
+                } else {
+                    text(#","value":"#, f.value)
+                }
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        out.append(ascii: item.fingerprintLogin ? #","fingerprint_login":true"# : #","fingerprint_login":false"#)
+        out.append(ascii: #","modified":"#)
+        out.append(ascii: String(item.modified))
+        text(#","name":"#, item.name)
+        secret(#","notes":"#, secrets.value(of: "notes"))
+        text(#","origin":"#, item.origin)
+        secret(#","password":"#, secrets.value(of: "password"))
+        var formerPasswords = 0
+        secrets.forEachFormerPassword { replaced, password in
+            out.append(ascii: formerPasswords == 0 ? #","password_history":["# : ",")
+            formerPasswords += 1
+            secret(#"{"password":"#, password)
+            out.append(ascii: #","replaced":"#)
+            out.append(ascii: String(replaced))
+            out.append(UInt8(ascii: "}"))
+        }
+        if formerPasswords > 0 { out.append(UInt8(ascii: "]")) }
+        text(#","password_prompt":"#, item.passwordPrompt)
+        texts(#","tags":"#, item.tags)
+        secret(#","totp":"#, secrets.value(of: "totp"))
+        text(#","type":"#, item.type.rawValue)
+        texts(#","urls":"#, item.urls)
+        text(#","user_prompt":"#, item.userPrompt)
+        text(#","username":"#, item.username)
+        out.append(UInt8(ascii: "}"))
+    }
 }
