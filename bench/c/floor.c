@@ -15,6 +15,12 @@
  * Argon2id at 8 MiB / 1 pass (the benchmarks' vaults). The unlock is the passcode slot alone:
  * Argon2id, one XChaCha20-Poly1305 open of the 32-byte master key, three BLAKE2b key derivations.
  * JSON input is the benchmark's own (an array of flat objects of strings): parsed in place.
+ *
+ * For the index study (docs/performance.md), `init` takes FLOOR_SCHEMA: `vault` (the default:
+ * vault's items table, a rowid table with two random-key indexes, id and name_mac),
+ * `no-id-index` (id kept in the row but not indexed: one random-key index), `without-rowid`
+ * (the table clustered on the random id); and import and rotate take FLOOR_CACHE_KIB (vault's
+ * 131072, 128 MiB) for the page cache of their transaction.
  */
 #include <sodium.h>
 #include <sqlite3.h>
@@ -396,6 +402,13 @@ static void seal_record(const buf_t *plain, unsigned char *nonce, unsigned char 
     crypto_aead_xchacha20poly1305_ietf_encrypt(out, NULL, plain->b, plain->n, a.b, a.n, NULL, nonce, item_key);
 }
 
+static void large_cache(void) {
+    char pragma[64];
+    const char *kib = getenv("FLOOR_CACHE_KIB");
+    snprintf(pragma, sizeof pragma, "PRAGMA cache_size = -%ld", kib ? atol(kib) : 131072L);
+    exec(pragma);
+}
+
 static void import(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) die("input");
@@ -406,7 +419,7 @@ static void import(const char *path) {
     if (!text || fread(text, 1, size, f) != (size_t)size) die("read input");
     text[size] = 0;
     fclose(f);
-    exec("PRAGMA cache_size = -131072");
+    large_cache();
     exec("BEGIN IMMEDIATE");
     sqlite3_stmt *ins = prep("INSERT INTO items(id, name_mac, generation, overview_nonce, overview, secrets_nonce, secrets)"
                              " VALUES(?,?,?,?,?,?,?) ON CONFLICT(name_mac) DO NOTHING");
@@ -480,7 +493,7 @@ static void rotate(const char *passfile) {
     memcpy(old_item, item_key, KEY);
     memcpy(old_index, index_key, KEY);
     long long old_gen = generation, new_gen = generation + 1;
-    exec("PRAGMA cache_size = -131072");
+    large_cache();
     exec("BEGIN IMMEDIATE");
     randombytes_buf(vmk, KEY);
     keys_from_vmk();
@@ -564,7 +577,15 @@ int main(int argc, char **argv) {
              "CREATE TABLE slots(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, generation INTEGER NOT NULL,"
              " params BLOB NOT NULL, nonce BLOB NOT NULL, wrapped BLOB NOT NULL);"
              "CREATE TABLE audit(id INTEGER PRIMARY KEY, generation INTEGER NOT NULL, nonce BLOB NOT NULL, sealed BLOB NOT NULL)");
-        exec(ITEMS_TABLE);
+        const char *schema = getenv("FLOOR_SCHEMA");
+        if (!schema || !strcmp(schema, "vault")) exec(ITEMS_TABLE);
+        else if (!strcmp(schema, "no-id-index"))
+            exec("CREATE TABLE items(id BLOB NOT NULL, name_mac BLOB NOT NULL UNIQUE, generation INTEGER NOT NULL,"
+                 " overview_nonce BLOB NOT NULL, overview BLOB NOT NULL, secrets_nonce BLOB NOT NULL, secrets BLOB NOT NULL)");
+        else if (!strcmp(schema, "without-rowid"))
+            exec("CREATE TABLE items(id BLOB PRIMARY KEY, name_mac BLOB NOT NULL UNIQUE, generation INTEGER NOT NULL,"
+                 " overview_nonce BLOB NOT NULL, overview BLOB NOT NULL, secrets_nonce BLOB NOT NULL, secrets BLOB NOT NULL) WITHOUT ROWID");
+        else die("FLOOR_SCHEMA: vault, no-id-index or without-rowid");
         sqlite3_stmt *s = prep("INSERT INTO meta(key, value) VALUES('vault_id', ?), ('key_generation', 1)");
         sqlite3_bind_blob(s, 1, vault_id, ID, SQLITE_STATIC);
         ok(sqlite3_step(s), "meta");
