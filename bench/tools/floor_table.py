@@ -219,7 +219,8 @@ def main():
     for name, v, f, goal, note, cpu in rows:
         unit = "µs" if "per item" in name else "ms"
         ratio = v / f
-        print(f"| {name} | {v:.2f} {unit} | {f:.2f} {unit} | {ratio:.2f}x | {cpu:.2f}x | ≤ {goal}x | {'met' if ratio <= goal else 'not met'}{'; ' + note if note else ''} |")
+        # Met only when both the wall and the CPU ratio are (a loaded machine inflates one or the other).
+        print(f"| {name} | {v:.2f} {unit} | {f:.2f} {unit} | {ratio:.2f}x | {cpu:.2f}x | ≤ {goal}x | {'met' if max(ratio, cpu) <= goal else 'not met'}{'; ' + note if note else ''} |")
     if a["rss_after"]:
         grown = a["rss_after"] - a["rss_before"]
         print(f"| agent after listing {AGENT_N:,} items | {a['rss_after'] / 2**20:.1f} MiB | | | | ≤ 80 MiB at 1M; ≤ 100 KiB + overview bytes "
