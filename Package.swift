@@ -47,7 +47,7 @@ let package = Package(
         .target(
             name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem", "VaultWire"],
             swiftSettings: upcoming),
-        .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
+        .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .target(
             name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange"],
             swiftSettings: upcoming),
@@ -67,7 +67,7 @@ let package = Package(
         .testTarget(
             name: "VaultAuthorityTests", dependencies: ["VaultAuthority", "VaultKit", "VaultSystem"], exclude: ["Fixtures"],
             swiftSettings: upcoming),
-        .testTarget(name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
+        .testTarget(name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit", "VaultInterchange", "VaultSystem"], swiftSettings: upcoming),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultKit", "VaultInterchange"], exclude: ["Fixtures"], swiftSettings: upcoming),
     ],

@@ -12,7 +12,7 @@ enum Layout {
         "VaultKit": ["CSodium", "CSQLite", "CTSS2", "VaultSystem", "Foundation", "Synchronization"],
         "VaultOTP": ["VaultKit", "VaultSystem", "CNettle", "Foundation"],
         "FingerprintKit": ["CFprint", "VaultSystem", "Foundation", "Dispatch", "Synchronization", "Glibc"],
-        "ReaderLink": ["VaultKit", "VaultSystem", "Foundation"],
+        "ReaderLink": ["VaultKit", "VaultSystem", "VaultWire", "Foundation"],
         "VaultWire": ["VaultKit", "VaultSystem", "Foundation"],
         "VaultAgent": ["VaultKit", "VaultSystem", "VaultWire", "Foundation"],
         "VaultAuthority": ["VaultKit", "VaultSystem", "VaultWire", "Foundation", "Synchronization"],
