@@ -179,6 +179,9 @@ public protocol VaultAccess: AnyObject {
     /// Streams every row's overview (damaged rows reported as such), or with `term` only the
     /// items `OverviewMatcher` matches. No secret is opened.
     func forEachOverview(matching term: String?, _ body: (OverviewEntry) throws -> Void) throws
+    /// The same rows as `forEachOverview`, each overview's plaintext lent (valid during the call)
+    /// instead of decoded: a listing of names reads the name in place.
+    func forEachOverviewRecord(matching term: String?, _ body: (OverviewRecordEntry) throws -> Void) throws
     /// Streams every item with its secrets (export), each lent from guarded memory during the
     /// call: one audit record for the whole release, written before the first item; with any
     /// fingerprint-login item in the vault, only with `freshMatch`, a token for `.releaseAll`
@@ -364,6 +367,15 @@ extension UnlockedVault: VaultAccess {
         try forEachOverview(matcher: term.map(OverviewMatcher.init(term:)), body)
     }
 
+    /// Streams every row's overview record, or those `term` matches (checked, not decoded).
+    public func forEachOverviewRecord(matching term: String?, _ body: (OverviewRecordEntry) throws -> Void) throws {
+        let matcher = term.map(OverviewMatcher.init(term:))
+        try forEachOverviewRecord { e in
+            if let matcher, case .record(let plain) = e, !matcher.matches(plain) { return }
+            try body(e)
+        }
+    }
+
     /// Every item with its secrets, lent from guarded memory, one audit record for all of them.
     public func releaseEachSecrets(command: String, freshMatch: FreshMatchToken?, _ body: (ReleasedEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, to: .current, freshMatch: freshMatch, body)
@@ -380,11 +392,7 @@ extension UnlockedVault: VaultAccess {
     /// `freshMatch` must be a token for `.releaseAll`.
     package func releaseEachSecrets(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil,
                                    _ body: (ReleasedEntry) throws -> Void) throws {
-        var guarded: String?
-        try forEachOverview(matching: nil) { e in
-            if guarded == nil, case .item(let o) = e, o.item.fingerprintLogin { guarded = o.item.name }
-        }
-        if let guarded { try requireFreshMatch(freshMatch, for: .releaseAll, item: guarded) }
+        if let guarded = try firstFingerprintLoginItem() { try requireFreshMatch(freshMatch, for: .releaseAll, item: guarded) }
         try appendAudit(requester.auditRecord(item: "*", field: "all", command: command))
         try forEachItemSecrets(body)
     }
