@@ -7,9 +7,10 @@ public import VaultKit
 extension Frame {
     /// A frame of `message` and `tail`, or nil when the message cannot be encoded or the frame
     /// would be over `limit` bytes.
-    public static func encoding(_ message: some Encodable, tail: [UInt8] = [], limit: Int) -> Frame? {
+    /// - Throws: `FrameError.outOfGuardedMemory` when the tail cannot be put in guarded memory.
+    public static func encoding(_ message: some Encodable, tail: [UInt8] = [], limit: Int) throws(FrameError<Format>) -> Frame? {
         guard let json = try? WireJSON.encode(message), headerBytes + json.count + tail.count <= limit else { return nil }
-        return Frame(json: json, tail: tail)
+        return try Frame(json: json, tail: tail)
     }
 
     /// The frame's JSON decoded as a request of type `T`.

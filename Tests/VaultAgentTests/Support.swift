@@ -66,7 +66,7 @@ func failureCode(_ reply: AgentReply) -> Int32? {
 
 /// A request frame from raw JSON text.
 func rawFrame(_ json: String, tail: [UInt8] = []) -> AgentFrame {
-    AgentFrame(json: Array(json.utf8), tail: tail)
+    try! AgentFrame(json: Array(json.utf8), tail: tail)
 }
 
 /// The item a `release` reply hands out: its overview with the secrets of the reply's tail.
