@@ -2,7 +2,9 @@
 # OpenSSH's own agent regress tests against an agent binary:
 #   Vault/ssh-regress.sh AGENT [TEST...]
 # AGENT is the program the tests start as "ssh-agent" (/usr/bin/ssh-agent, or vault's
-# .build/debug/vault-ssh-agent); TEST defaults to agent agent-timeout agent-subprocess agent-restrict.
+# .build/debug/vault-ssh-agent); a path to `vault` itself runs `vault ssh-agent` (through a
+# two-line wrapper, since TEST_SSH_SSHAGENT names one program). TEST defaults to agent
+# agent-timeout agent-subprocess agent-restrict.
 #
 # How (regress/README.regress): Debian's openssh-tests ships the tests, built helpers included
 # (mkdtemp, netcat, check-perm), in /usr/lib/openssh/regress. Each test runs as
@@ -30,6 +32,12 @@ if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then mkdir -p /run/sshd && chmod 75
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ssh-regress.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
+case $agent in
+*/vault)
+	printf '#!/bin/sh\nexec "%s" ssh-agent "$@"\n' "$agent" > "$work/vault-ssh-agent-wrapper"
+	chmod 755 "$work/vault-ssh-agent-wrapper"
+	agent=$work/vault-ssh-agent-wrapper ;;
+esac
 status=0
 for t in "$@"; do
 	obj=$work/$t

@@ -78,11 +78,17 @@ public final class SSHPrivateKey: @unchecked Sendable {
     private func withCryptoKey<R>(_ body: (LibCrypto.KeyData) throws -> R) throws -> R {
         guard var data = publicKey.kind.cryptoKey else { throw SSHWireError.unsupported("ed25519 through libcrypto") }
         var numbers: [[UInt8]] = secret.withUnsafeBytes { raw in
-            var r = SSHReader(Array(raw))
+            var copy = Array(raw)
+            defer { wipe(&copy) }
             var out: [[UInt8]] = []
-            while !r.isAtEnd, let v = try? r.mpint() { out.append(v) }
+            do {
+                var r = SSHReader(copy)
+                while !r.isAtEnd, let v = try? r.mpint() { out.append(v) }
+            }
             return out
         }
+        // Wiped after `data` (which shares these buffers) is gone: the numbers are copied out of
+        // guarded memory for one operation only.
         defer { for i in numbers.indices { wipe(&numbers[i]) } }
         switch publicKey.kind {
         case .rsa:
@@ -96,7 +102,6 @@ public final class SSHPrivateKey: @unchecked Sendable {
             break
         }
         data.isPrivate = true
-        defer { for i in data.numbers.indices { var m = data.numbers[i].magnitude; wipe(&m) } }
         return try body(data)
     }
 
