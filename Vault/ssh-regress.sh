@@ -11,7 +11,7 @@
 #   sh test-exec.sh OBJ SCRIPT
 # in a writable copy of that folder (OBJ: the copy; the driver writes keys and configs there). The
 # programs under test come from TEST_SSH_x (SSH, SSHD, SSHAGENT, SSHADD, SSHKEYGEN, SFTPSERVER):
-# TEST_SSH_SSHAGENT is the agent. sshd runs as `sshd -i` from a ProxyCommand, so no port is opened;
+# TEST_SSH_SSHAGENT is the agent, TEST_SSH_SSHD /usr/sbin/sshd (not on every user's PATH). sshd runs as `sshd -i` from a ProxyCommand, so no port is opened;
 # as root it needs its privilege-separation folder /run/sshd. TEST_SSH_UNSAFE_PERMISSIONS=1 lets
 # the copy live under a world-readable /tmp. A test passes when it prints "ok <its name>" and exits
 # 0; a failure prints "FATAL" or "failed ..." and leaves failed-regress.log in the copy.
@@ -44,7 +44,9 @@ for t in "$@"; do
 	cp -a "$src" "$obj" || exit 1
 	(cd "$obj" && env -u SSH_AUTH_SOCK -u SSH_AGENT_PID \
 		TEST_SHELL=sh \
+		PATH="$PATH:/usr/sbin:/sbin" \
 		TEST_SSH_SSHAGENT="$agent" \
+		TEST_SSH_SSHD=/usr/sbin/sshd \
 		TEST_SSH_SFTPSERVER=/usr/lib/openssh/sftp-server \
 		TEST_SSH_UNSAFE_PERMISSIONS=1 \
 		sh test-exec.sh "$obj" "$obj/$t.sh" </dev/null)
