@@ -157,6 +157,7 @@ public enum VaultCLI {
         try? ProcessHardening.disableCoreDumps()
         ProcessIdentity.restrictFileCreation()
         let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.first == "ssh-agent" { return SSHAgentCommand.exec(Array(arguments.dropFirst())) }
         if let helper = CredentialHelpers.Program(argv0: CommandLine.arguments.first ?? "") {
             return CredentialHelpers.main(helper, arguments, context: .process())
         }
