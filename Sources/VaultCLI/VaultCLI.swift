@@ -149,6 +149,8 @@ public enum VaultCLI {
     public static func main() -> Int32 {
         // Ctrl-C sets a flag (and unblocks SIGINT, which a parent may have blocked).
         Interrupts.install()
+        // Ctrl-Z at a secret prompt gives the shell its terminal back; `fg` turns echo off again.
+        TerminalSuspension.install()
         // A closed pipe is an error a command reports (exit 6), not a silent death; children
         // get SIGPIPE back (ChildProcess resets it).
         ignoreBrokenPipe()
