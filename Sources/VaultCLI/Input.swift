@@ -64,6 +64,78 @@ enum SecretInput {
         throw last
     }
 
+    /// Whether a secret "from standard input" is typed by a person: standard input is the
+    /// terminal and prompts are allowed. It is then asked with a prompt, echo off, and a repeat.
+    static func typedOnTerminal(_ ctx: CommandContext, _ inv: Invocation) -> Bool {
+        !inv.noInput && ctx.terminal.isAvailable && isTerminal(ctx.stdinFD)
+    }
+
+    /// A secret typed on the terminal: `prompt` with echo off, then `repeat the WHAT:`, three
+    /// rounds; `optional`: Enter alone at the first prompt gives none. Refused when not UTF-8.
+    static func typedSecret(_ ctx: CommandContext, _ inv: Invocation, prompt: String, what: String, optional: Bool) throws -> String? {
+        for _ in 1...3 {
+            let first = try ask(ctx, inv, prompt: prompt, reason: "no terminal")
+            if first.count == 0 {
+                if optional { return nil }
+                ctx.say("vault: the \(what) is empty; try again")
+                continue
+            }
+            let second = try ask(ctx, inv, prompt: "repeat the \(what): ", reason: "no terminal")
+            guard first.isEqual(to: second) else {
+                ctx.say("vault: the two \(what)s differ; try again")
+                continue
+            }
+            guard let text = first.withUnsafeBytes({ String(validating: $0, as: UTF8.self) }) else {
+                throw VaultError.usage("the \(what) typed is not valid UTF-8", hint: "check the terminal's encoding (locale charmap should say UTF-8)")
+            }
+            return text
+        }
+        throw VaultError.usage("no \(what) was given; nothing was saved")
+    }
+
+    /// A secret value "from standard input" (`--totp-stdin`, a hidden or TOTP `--field`,
+    /// `--notes-stdin`): typed at a prompt on the terminal (echo off, asked twice), else the
+    /// next line of standard input, byte for byte.
+    static func secretValue(_ ctx: CommandContext, _ inv: Invocation, prompt: String, what: String) throws -> String {
+        if typedOnTerminal(ctx, inv) {
+            return try typedSecret(ctx, inv, prompt: prompt, what: what, optional: false)!
+        }
+        return try stdinText(ctx, what: what)
+    }
+
+    /// The longest notes `--notes-stdin` and `--notes-edit` take.
+    static let notesLimit = 1 << 20
+
+    /// `--notes-stdin` without a terminal: the rest of standard input (every line, to its end),
+    /// one final newline dropped; refused when not UTF-8. On a terminal: one line, asked twice.
+    static func notes(_ ctx: CommandContext, _ inv: Invocation, label: String) throws -> String {
+        if typedOnTerminal(ctx, inv) {
+            return try typedSecret(ctx, inv, prompt: "notes for '\(label)' (one line; --notes-edit on edit for more): ", what: "notes", optional: false)!
+        }
+        var bytes: [UInt8] = []
+        defer { wipe(&bytes) }
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        defer { wipe(&chunk) }
+        while true {
+            let n: Int
+            do {
+                n = try chunk.withUnsafeMutableBytes { (b) throws(SystemError) -> Int in try readSome(fd: ctx.stdinFD, into: b, label: "standard input") }
+            } catch {
+                throw VaultError.io(path: "standard input", (error as? SystemError)?.reason ?? "\(error)")
+            }
+            if n == 0 { break }
+            bytes += chunk[0..<n]
+            guard bytes.count <= notesLimit else {
+                throw VaultError.usage("the notes on standard input are longer than \(notesLimit >> 10) KiB")
+            }
+        }
+        if bytes.last == 10 { bytes.removeLast() }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw VaultError.usage("the notes on standard input are not valid UTF-8", hint: "convert them to UTF-8 first (iconv)")
+        }
+        return text
+    }
+
     /// `--password-stdin`: the next line of standard input.
     static func stdinLine(_ ctx: CommandContext, what: String) throws -> SecretBytes {
         guard let s = try SecretLine.read(fd: ctx.stdinFD) else {

@@ -70,7 +70,9 @@ public enum VaultCLI {
             // Every write to stdout is checked: what a script reads must not be silently missing.
             if let f = ctx.stdout.failure {
                 let e = VaultError.io(path: "standard output", f.reason)
-                report(e, ctx)
+                // `vault export | head`: the reader chose to stop; the exit code says the output
+                // was cut short, without a line on the screen (as cat and grep do).
+                if !f.isBrokenPipe { report(e, ctx) }
                 return e.exitCode
             }
             return 0

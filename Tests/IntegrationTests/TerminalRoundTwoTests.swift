@@ -77,3 +77,128 @@ private func fingerVault(sourceLocation: SourceLocation = #_sourceLocation) -> S
         #expect((try? String(contentsOfFile: box.home + "/out", encoding: .utf8)) == secret + "\n")
     }
 }
+
+extension TerminalRoundTwoTests {
+    // MARK: 2. every secret typed on a terminal: a prompt, no echo, a repeat
+
+    @Test func hiddenFieldsTOTPAndNotesTypedOnATerminalAreAskedTwiceWithoutEcho() {
+        let box = Sandbox()
+        box.initVault()
+        var t = TerminalRun(["add", "bank-card", "--type", "card", "--field", "pin:hidden", "--passcode-fd", "3"], env: box.env, fds: [3: pc + "\n"])
+        for prompt in ["pin (hidden) for 'bank-card': ", "repeat the value of the field 'pin': "] {
+            t.waitFor(prompt)
+            #expect(t.waitForSecretPrompt(), "echo is on at '\(prompt)'")
+            t.type("4321-pin\n")
+        }
+        #expect(t.finish() == 0, "\(t.screen)")
+        #expect(!t.screen.contains("4321-pin"), "\(t.screen)")
+        // A card has no password: none is asked for, and no warning says it lacks one.
+        #expect(!t.screen.contains("password"), "\(t.screen)")
+        #expect(box.vault(["get", "bank-card", "--field", "pin"], passcode: pc).stdout == "4321-pin\n")
+
+        t = TerminalRun(["add", "site", "--totp-stdin", "--notes-stdin", "--passcode-fd", "3"], env: box.env, fds: [3: pc + "\n"])
+        for (prompt, answer) in [("TOTP secret or otpauth:// URI for 'site': ", "JBSWY3DPEHPK3PXP"), ("repeat the TOTP secret: ", "JBSWY3DPEHPK3PXP"),
+                                 ("notes for 'site'", "recovery codes 1111 2222"), ("repeat the notes: ", "recovery codes 1111 2222")] {
+            t.waitFor(prompt)
+            #expect(t.waitForSecretPrompt(), "echo is on at '\(prompt)'")
+            t.type(answer + "\n")
+        }
+        #expect(t.finish() == 0, "\(t.screen)")
+        #expect(!t.screen.contains("JBSWY3DP") && !t.screen.contains("1111"), "\(t.screen)")
+        #expect(box.vault(["get", "site", "--field", "notes"], passcode: pc).stdout == "recovery codes 1111 2222\n")
+    }
+
+    @Test func notesStdinTakesTheRestOfStandardInputAndExcludesNotes() {
+        let box = Sandbox()
+        box.initVault()
+        var r = box.vault(["add", "memo", "--type", "note", "--notes-stdin"], passcode: pc, stdin: "line one\nline two\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(!r.stderr.contains("no password"), "a note has no password: \(r.stderr)")
+        r = box.vault(["get", "memo", "--field", "notes"], passcode: pc)
+        #expect(r.stdout == "line one\nline two\n", "\(r.stdout)")
+        r = box.vault(["edit", "memo", "--notes-stdin"], passcode: pc, stdin: "replaced\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(box.vault(["get", "memo", "--field", "notes"], passcode: pc).stdout == "replaced\n")
+        r = box.vault(["add", "x", "--notes", "a", "--notes-stdin"], passcode: pc, stdin: "b\n")
+        #expect(r.status == 2 && r.stderr.contains("exclude each other"), "\(r.stderr)")
+    }
+
+    // MARK: 3. a bulk export asks for a finger or the passcode, even in a session
+
+    @Test func anExportInsideASessionNeedsThePasscodeAndRefusesATerminal() {
+        let box = Sandbox()
+        box.initVault()
+        box.vault(["add", "gh", "--password-stdin"], passcode: pc, stdin: secret + "\n")
+        #expect(box.vault(["unlock", "--scope", "user"], passcode: pc).status == 0)
+        // A process of the user with the session at hand: no passcode, no export.
+        var r = box.vault(["export", "--no-input"])
+        #expect(r.status == 12, "exported without a touch or the passcode: \(r.status) \(r.stderr)")
+        #expect(!r.stdout.contains(secret))
+        r = box.vault(["export", "--encrypt", "--passphrase-fd", "4", "--kdf-memory", "8", "--kdf-ops", "1", "--no-input"], fds: [4: "a passphrase\n"])
+        #expect(r.status == 12, "\(r.status) \(r.stderr)")
+        r = box.vault(["export"], passcode: pc)
+        #expect(r.status == 0 && r.stdout.contains(secret), "\(r.stderr)")
+        #expect(r.stderr.contains("vault: exported 1 item (plain vault JSON: every secret readable)"), "\(r.stderr)")
+        // A plain export to the terminal is refused unless --force.
+        var t = TerminalRun(["export", "--passcode-fd", "3"], env: box.env, stdoutOnTerminal: true, fds: [3: pc + "\n"])
+        #expect(t.finish() == 2)
+        #expect(!t.screen.contains(secret) && t.screen.contains("--force"), "\(t.screen)")
+        t = TerminalRun(["export", "--force", "--passcode-fd", "3"], env: box.env, stdoutOnTerminal: true, fds: [3: pc + "\n"])
+        #expect(t.finish() == 0)
+        #expect(t.screen.contains(secret))
+    }
+
+    // MARK: 4. an unlock session serves the terminal that opened it
+
+    @Test func anUnlockSessionServesItsTerminalOnlyUnlessScopeUser() throws {
+        let box = Sandbox()
+        box.initVault()
+        box.vault(["add", "gh", "--password-stdin"], passcode: pc, stdin: secret + "\n")
+        let file = box.home + "/pc"
+        try (pc + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let t = shell(box)
+        t.type("vault unlock --passcode-fd 3 3<\(file)\n")
+        t.waitFor("commands in this terminal can fetch logins until 2m idle (at most 12h)")
+        t.waitFor("$ ")
+        t.type("vault get gh --field password --no-input; echo GOT-$?\n")
+        t.waitFor(secret)
+        t.waitFor("GOT-0")
+        // Another terminal session (here: none at all) of the same user does not get it.
+        var r = box.vault(["get", "gh", "--field", "password", "--no-input"])
+        #expect(r.status == 12, "another terminal used the session: \(r.status) \(r.stdout)")
+        r = box.vault(["status", "--json"])
+        #expect((json(r.stdout)["session"] as? [String: Any])?["other_terminal"] as? Bool == true, "\(r.stdout)")
+        t.type("vault status\n")
+        t.waitFor("unlocked for this terminal")
+        // A second unlock says so, with the time left.
+        t.type("vault unlock\n")
+        t.waitFor("vault 'default' is already unlocked (")
+        t.waitFor(" s idle left)")
+        // The person's own lock: no "ended by 'vault lock'" right after it.
+        t.type("vault lock; vault ls --no-input; echo LS-$?\n")
+        t.waitFor("LS-12")
+        t.type("exit\n")
+        _ = t.finish()
+        #expect(!t.screen.contains("ended by 'vault lock'"), "\(t.screen)")
+        #expect(!t.screen.contains(pc))
+        // --scope user: every process of the user, as before.
+        #expect(box.vault(["unlock", "--scope", "user"], passcode: pc).status == 0)
+        r = box.vault(["get", "gh", "--field", "password", "--no-input"])
+        #expect(r.status == 0 && r.stdout == secret + "\n", "\(r.stderr)")
+    }
+
+    // MARK: 12. a closed pipe is quiet
+
+    @Test func aClosedPipeEndsTheExportQuietlyWithItsExitCode() {
+        let box = Sandbox()
+        box.initVault()
+        box.vault(["add", "gh", "--password-stdin"], passcode: pc, stdin: secret + "\n")
+        var p: [Int32] = [0, 0]
+        #expect(pipe(&p) == 0)
+        close(p[0])
+        let r = spawn(vaultBinary, ["export", "--passcode-fd", "3"], env: box.env, fds: [3: pc + "\n"], stdoutFD: p[1])
+        close(p[1])
+        #expect(r.status == 6)
+        #expect(!r.stderr.contains("error"), "\(r.stderr)")
+    }
+}

@@ -183,7 +183,10 @@ enum VaultCommands {
         var lines: [String] = []
         let session = o["session"] as? [String: Any] ?? [:]
         if session["open"] as? Bool == true, let idle = session["idle_left"] as? Int, let hard = session["hard_left"] as? Int {
-            lines.append("vault '\(name)': unlocked (session ends in \(span(idle)) idle, \(span(hard)) at most; 'vault lock\(v)')")
+            let scope = session["scope"] as? String == "user" ? "for every process of yours" : "for this terminal"
+            lines.append("vault '\(name)': unlocked \(scope) (session ends in \(span(idle)) idle, \(span(hard)) at most; 'vault lock\(v)')")
+        } else if session["other_terminal"] as? Bool == true {
+            lines.append("vault '\(name)': locked here (unlocked in another terminal)")
         } else {
             lines.append("vault '\(name)': locked")
         }
