@@ -202,3 +202,90 @@ extension TerminalRoundTwoTests {
         #expect(!r.stderr.contains("error"), "\(r.stderr)")
     }
 }
+
+extension TerminalRoundTwoTests {
+    // MARK: 5. counts a person can trust
+
+    @Test func restoringASixItemEncryptedExportSaysSix() {
+        let box = Sandbox()
+        box.initVault()
+        for i in 1...6 { box.vault(["add", "item\(i)", "--password-stdin"], passcode: pc, stdin: "pw-\(i)\n") }
+        let sealed = box.vault(["export", "--encrypt", "--passphrase-fd", "4", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: pc,
+                               fds: [4: "export passphrase\n"])
+        #expect(sealed.status == 0, "\(sealed.stderr)")
+        let file = box.home + "/backup.vault-export", plain = box.home + "/plain.json"
+        _ = FileManager.default.createFile(atPath: file, contents: Data(sealed.stdout.utf8))
+        _ = FileManager.default.createFile(atPath: plain, contents: Data(box.vault(["export"], passcode: pc).stdout.utf8))
+        box.initVault("restored")
+        var r = box.vault(["import", "--vault", "restored", file, "--passphrase-fd", "4"], passcode: pc, fds: [4: "export passphrase\n"])
+        #expect(r.status == 0 && r.stderr.contains("imported 6 items"), "\(r.stderr)")
+        r = box.vault(["import", "--vault", "restored", plain, "--dry-run"], passcode: pc)
+        #expect(r.stderr.contains("would import 6 items"), "\(r.stderr)")
+        r = box.vault(["import", "--vault", "restored", plain, "--force", "--json"], passcode: pc)
+        #expect(r.stderr.contains("imported 6 items") && json(r.stdout)["imported"] as? Int == 6, "\(r.stdout) \(r.stderr)")
+    }
+
+    // MARK: 6. `--` ends the options of every item verb
+
+    @Test func aNameThatStartsWithADashIsReadRenamedAndRemovedAfterDoubleDash() throws {
+        let box = Sandbox()
+        box.initVault()
+        let file = box.home + "/lead.json"
+        try #"[{"name": "-leading", "password": "dash-pw"}]"#.write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(box.vault(["import", file], passcode: pc).status == 0)
+        var r = box.vault(["get", "-leading", "--field", "password"], passcode: pc)
+        #expect(r.status == 2 && r.stderr.contains("'vault get -- -leading'"), "\(r.stderr)")
+        r = box.vault(["get", "--field", "password", "--passcode-fd", "3", "--", "-leading"], fds: [3: pc + "\n"])
+        #expect(r.status == 0 && r.stdout == "dash-pw\n", "\(r.stderr)")
+        r = box.vault(["mv", "--passcode-fd", "3", "--", "-leading", "-renamed"], fds: [3: pc + "\n"])
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["rm", "-f", "--passcode-fd", "3", "--", "-renamed"], fds: [3: pc + "\n"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(box.vault(["ls"], passcode: pc).stdout.isEmpty)
+    }
+
+    // MARK: 7 and 13. names: did you mean, a unique substring, empty listings, otp without TOTP
+
+    @Test func missingNamesGetASuggestionAndGetTakesAUniqueSubstring() {
+        let box = Sandbox()
+        box.initVault()
+        box.vault(["add", "github-personal", "--password-stdin"], passcode: pc, stdin: "gh-pw\n")
+        box.vault(["add", "gitlab-work", "--password-stdin"], passcode: pc, stdin: "gl-pw\n")
+        var r = box.vault(["get", "github-persnal", "--field", "password"], passcode: pc)
+        #expect(r.status == 3 && r.stderr.contains("did you mean 'github-personal'?"), "\(r.stderr)")
+        r = box.vault(["rm", "--force", "gitlab-wrok"], passcode: pc)
+        #expect(r.status == 3 && r.stderr.contains("did you mean 'gitlab-work'?"), "\(r.stderr)")
+        // As `bw get`: the one name that contains what was typed.
+        r = box.vault(["get", "hub", "--field", "password"], passcode: pc)
+        #expect(r.status == 0 && r.stdout == "gh-pw\n", "\(r.stderr)")
+        #expect(r.stderr.contains("using 'github-personal'"), "\(r.stderr)")
+        r = box.vault(["get", "git", "--field", "password"], passcode: pc)
+        #expect(r.status == 3 && r.stdout.isEmpty, "two match: none is taken: \(r.stdout)")
+        r = box.vault(["otp", "github-personal"], passcode: pc)
+        #expect(r.status == 1 && r.stderr.contains("vault: hint: add one with"), "\(r.stderr)")
+        // An empty search says so on a terminal (stdout stays empty for scripts).
+        let t = TerminalRun(["search", "nothing-like-this", "--passcode-fd", "3"], env: box.env, fds: [3: pc + "\n"])
+        #expect(t.finish() == 0)
+        #expect(t.screen.contains("no item matches 'nothing-like-this'"), "\(t.screen)")
+        #expect(t.stdout.isEmpty)
+    }
+
+    @Test func generateStoresInOneStepAndRmTakesDashF() {
+        let box = Sandbox()
+        box.initVault()
+        var r = box.vault(["generate", "wifi", "--length", "20", "--no-symbols"], passcode: pc)
+        #expect(r.status == 0 && r.stdout.isEmpty, "the password was printed: \(r.stdout) \(r.stderr)")
+        let first = box.vault(["get", "wifi", "--field", "password"], passcode: pc).stdout
+        #expect(first.count == 21, "\(first)")
+        r = box.vault(["generate", "wifi"], passcode: pc)
+        #expect(r.status == 2 && r.stderr.contains("--force"), "\(r.stderr)")
+        r = box.vault(["generate", "wifi", "--force"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(box.vault(["get", "wifi", "--field", "password"], passcode: pc).stdout != first)
+        r = box.vault(["rm", "-f", "wifi"], passcode: pc)
+        #expect(r.status == 0, "\(r.stderr)")
+        // --clip without a graphical session is refused before anything is generated.
+        r = box.vault(["generate", "--clip"])
+        #expect(r.status == 1 && r.stdout.isEmpty, "\(r.stdout) \(r.stderr)")
+    }
+}

@@ -45,6 +45,10 @@ func printListing(_ vault: any VaultAccess, term: String? = nil, tag: String? = 
         }
         if !chunk.isEmpty { ctx.stdout.write(chunk) }
     }
+    // An empty answer says so to a person (a script reads the empty output).
+    if names.isEmpty && items.isEmpty && damaged.isEmpty && ctx.stderr.isTerminal && !json {
+        ctx.say(term.map { "vault: no item matches '\($0)'" } ?? (tag.map { "vault: no item is tagged '\($0)'" } ?? "vault: the vault holds no items yet ('vault add NAME')"))
+    }
     for id in damaged { ctx.say("vault: warning: item row \(id) is damaged and was skipped") }
     if !damaged.isEmpty { throw VaultError.corrupt("\(damaged.count) item(s) could not be read") }
 }
@@ -115,6 +119,48 @@ enum ItemOptions {
     /// The options that change an item: `edit` needs at least one.
     static let changes = [username, url, notes, notesStdin, tag, passwordStdin, generate, totpStdin, clear,
                           userPrompt, passwordPrompt, fingerprintLogin, type, field, removeField]
+}
+
+/// Item names a person may have mistyped: after an unlock, a missing name gets "did you mean",
+/// and `get` takes a name that is the only one containing what was typed (as `bw get`).
+enum ItemLookup {
+    /// `name` when the vault holds it; otherwise `.itemNotFound`, or `.itemNotFoundNear` naming
+    /// the nearest name.
+    static func existing(_ name: String, in vault: any VaultAccess) throws -> String {
+        if try vault.contains(name) { return name }
+        throw notFound(name, among: try names(vault))
+    }
+
+    /// `name`, or (`substring`) the one name that contains it, said on stderr; else not found
+    /// with the nearest name.
+    static func resolve(_ name: String, in vault: any VaultAccess, _ ctx: CommandContext, substring: Bool) throws -> String {
+        let all = try names(vault)
+        if all.contains(name) { return name }
+        if substring {
+            let term = name.lowercased()
+            let containing = all.filter { $0.lowercased().contains(term) }
+            if containing.count == 1 {
+                ctx.say("vault: no item named '\(name)'; using '\(containing[0])', the only one whose name contains it")
+                return containing[0]
+            }
+            if containing.count > 1 {
+                throw VaultError.itemNotFoundNear(name, near: containing.sorted().prefix(3).joined(separator: "' or '"))
+            }
+        }
+        throw notFound(name, among: all)
+    }
+
+    static func notFound(_ name: String, among all: [String]) -> VaultError {
+        if let near = Parser.suggestion(name, among: all) { return .itemNotFoundNear(name, near: near) }
+        return .itemNotFound(name)
+    }
+
+    /// Every readable name (overviews only: no secret is opened).
+    static func names(_ vault: any VaultAccess) throws -> [String] {
+        var out: [String] = []
+        try vault.forEachOverview(matching: nil) { e in if case .item(let o) = e { out.append(o.item.name) } }
+        return out
+    }
 }
 
 enum ItemCommands {
@@ -236,7 +282,7 @@ enum ItemCommands {
             let fieldSpecs = try inv.all(ItemOptions.field).map(FieldSpec.parse)
             let type = try itemType(inv)
             let vault = try openAccess(inv, ctx, purpose: "edit '\(name)'")
-            guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
+            _ = try ItemLookup.existing(name, in: vault)
             // A live scan, never a --reuse of an older match: this switch decides when a finger is
             // demanded. Turning it off, the vault checks the token; on, the touch shows the finger works.
             let switchPrompt = { (item: String) in "touch the fingerprint reader to turn fingerprint login \(fingerprintLogin == true ? "on" : "off") for '\(item)'" }
@@ -272,12 +318,12 @@ enum ItemCommands {
 
     /// The options of `rm`, declared once: the table lists them and the command reads them.
     enum RmOptions {
-        static let force = OptionSpec.flag("--force", "do not ask for confirmation (required without a terminal)")
+        static let force = OptionSpec.flag("--force", "do not ask for confirmation (required without a terminal)").alias("-f")
     }
 
     static let rm = CommandSpec(
         name: "rm", summary: "delete a login",
-        usage: "vault rm NAME [--force]",
+        usage: "vault rm NAME [--force | -f]",
         options: [RmOptions.force] + Auth.options,
         arguments: 1...1,
         examples: "vault rm old-login\nvault rm old-login --force --no-input --passcode-fd 3",
@@ -287,7 +333,7 @@ enum ItemCommands {
                 throw VaultError.usage("refusing to delete '\(name)' without confirmation", hint: "pass --force")
             }
             let vault = try openAccess(inv, ctx, purpose: "delete '\(name)'")
-            guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
+            _ = try ItemLookup.existing(name, in: vault)
             if !inv.has(RmOptions.force) {
                 let answer = ctx.terminal.readLine(prompt: "delete '\(name)'? [y/N] ") ?? ""
                 guard ["y", "yes"].contains(answer.lowercased()) else { throw VaultError.userCancel }
@@ -308,7 +354,7 @@ enum ItemCommands {
             if try vault.contains(new) { throw VaultError.alreadyExists(new) }
             var change = ItemChange()
             change.rename = new
-            try vault.update(old, change)
+            try vault.update(try ItemLookup.existing(old, in: vault), change)
             ctx.say("vault: renamed '\(old)' to '\(new)'")
         })
 
