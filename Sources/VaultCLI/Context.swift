@@ -283,11 +283,13 @@ public final class ControllingTerminal: Terminal {
     /// Reads a line with echo off; Ctrl-C while echo is off restores the terminal first.
     public func readSecret(prompt: String) throws -> SecretBytes? {
         guard isAvailable else { return nil }
+        // Ctrl-Z, then `fg`, once the prompt is out: echo is off again (TerminalSuspension) and
+        // the prompt shows again.
+        let shown = TerminalSuspension.continuations
         write(prompt)
         let fd = self.fd
-        // Ctrl-Z, then `fg`: echo is off again (TerminalSuspension) and the prompt shows again.
         let again = { [self] in write(prompt) }
-        guard let line = try TerminalMode.withEchoOff(fd, { try SecretLine.read(fd: fd, onContinue: again) }) else { return nil }
+        guard let line = try TerminalMode.withEchoOff(fd, { try SecretLine.read(fd: fd, onContinue: again, since: shown) }) else { return nil }
         // The terminal echoed the newline (ECHONL): the prompt's line is closed.
         lineOpen = false
         return line
@@ -315,7 +317,8 @@ enum SecretLine {
     ///   passcodes; false keeps every byte.
     /// - Parameter onContinue: called when the process was stopped (Ctrl-Z) and continued in the
     ///   foreground while waiting (a prompt prints itself again).
-    static func read(fd: Int32, stripCarriageReturn: Bool = true, onContinue: (() -> Void)? = nil) throws -> SecretBytes? {
+    ///   `since`: the continuation count when the prompt was written (default: now).
+    static func read(fd: Int32, stripCarriageReturn: Bool = true, onContinue: (() -> Void)? = nil, since: Int? = nil) throws -> SecretBytes? {
         let buffer = try SecretBytes(zeroed: limit)
         var count = 0
         var sawAny = false
@@ -324,7 +327,7 @@ enum SecretLine {
         // On a terminal, Ctrl-C pressed just before the read began must still end it: the
         // read waits in short polls that look at the flag the SIGINT handler set.
         let watchInterrupts = isTerminal(fd)
-        var continued = TerminalSuspension.continuations
+        var continued = since ?? TerminalSuspension.continuations
         while true {
             if watchInterrupts {
                 if Interrupts.requested { throw VaultError.userCancel }

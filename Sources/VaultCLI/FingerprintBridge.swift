@@ -115,17 +115,18 @@ final class FingerprintCancellation: @unchecked Sendable {
 /// Ctrl-Z and `fg` meanwhile keep echo off, and `prompt` (the line that asked for the finger) is
 /// shown again after `fg`.
 func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, cancellation: FingerprintCancellation,
-                                   prompt: String? = nil,
+                                   prompt: String? = nil, promptShown: Int? = nil,
                                    _ body: @escaping @Sendable () throws -> T) throws -> (result: T?, fallback: Bool) {
     let screen = ctx.terminal.inputFD
+    let shown = promptShown ?? TerminalSuspension.continuations
     // Back as it was afterwards, unread keys dropped (half a passcode must not reach the shell).
     return try TerminalMode.withSilence(screen) {
-        try watchingKeyboardQuietly(ctx, screen: screen, allowFallback: allowFallback, cancellation: cancellation, prompt: prompt, body)
+        try watchingKeyboardQuietly(ctx, screen: screen, allowFallback: allowFallback, cancellation: cancellation, prompt: prompt, shown: shown, body)
     }
 }
 
 private func watchingKeyboardQuietly<T: Sendable>(_ ctx: CommandContext, screen: Int32, allowFallback: Bool,
-                                                  cancellation: FingerprintCancellation, prompt: String?,
+                                                  cancellation: FingerprintCancellation, prompt: String?, shown: Int,
                                                   _ body: @escaping @Sendable () throws -> T) throws -> (result: T?, fallback: Bool) {
     let box = ResultBox<T>()
     let done = DispatchSemaphore(value: 0)
@@ -136,7 +137,7 @@ private func watchingKeyboardQuietly<T: Sendable>(_ ctx: CommandContext, screen:
     var fallback = false
     let tty = allowFallback ? screen : -1
     let offersPasscode = ctx.scanOffersPasscode
-    var continued = TerminalSuspension.continuations
+    var continued = shown
     while done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
         if ctx.interrupted() { cancellation.cancel(.user) }
         if TerminalSuspension.continuations != continued {
@@ -200,12 +201,13 @@ final class LibfprintReader: FingerprintReader {
 
     func scan(against prints: [[UInt8]], prompt: String) throws -> Int? {
         let line = "vault: " + prompt + (interactive && ctx.scanOffersPasscode ? " (or press Enter for the passcode)" : "")
+        let shown = TerminalSuspension.continuations
         ctx.say(line)
         let process = sensor.process
         let cancellation = FingerprintCancellation(process)
         let request = ReaderRequest.match(prints: prints.map { Data($0) }, timeout: timeout)
         do {
-            let r = try watchingKeyboard(ctx, allowFallback: interactive, cancellation: cancellation, prompt: line) { () throws -> Int? in
+            let r = try watchingKeyboard(ctx, allowFallback: interactive, cancellation: cancellation, prompt: line, promptShown: shown) { () throws -> Int? in
                 guard case .matched(let index) = try process.call(request) else { throw RemoteSensor.unexpected }
                 return index
             }

@@ -41,7 +41,7 @@ enum SecretInput {
     /// A new passcode: read once from `fdOption`, or asked twice on the terminal.
     static func newPasscode(_ ctx: CommandContext, _ inv: Invocation, fdOption: OptionSpec) throws -> SecretBytes {
         if let fd = try descriptor(inv, fdOption) {
-            let s = try line(fd: fd, what: "new passcode")
+            let s = try PasscodeRule.normalized(try line(fd: fd, what: "new passcode"))
             try PasscodeRule.check(s)
             return s
         }
@@ -50,18 +50,28 @@ enum SecretInput {
         let reason = "no terminal and no \(fdOption.name)"
         var last = VaultError.usage("no new passcode was given; nothing was changed")
         for _ in 1...3 {
-            let first = try ask(ctx, inv, prompt: "new passcode: ", reason: reason)
-            do { try PasscodeRule.check(first) } catch let e as VaultError {
-                ctx.say("vault: \(e.message); try again")
-                last = e
-                continue
-            }
+            let typed = try ask(ctx, inv, prompt: "new passcode: ", reason: reason)
+            guard let first = try checkedNew(typed, ctx, &last) else { continue }
             let second = try ask(ctx, inv, prompt: "repeat the new passcode: ", reason: reason)
-            if first.isEqual(to: second) { return first }
+            if let again = try? PasscodeRule.normalized(second), first.isEqual(to: again) { return first }
             ctx.say("vault: the two passcodes differ; try again")
             last = VaultError.usage("the two passcodes differ; nothing was changed")
         }
         throw last
+    }
+
+    /// A new passcode typed at the prompt, normalised and checked; nil (said, kept in `last`)
+    /// when it breaks the rule, so the prompt asks again.
+    private static func checkedNew(_ typed: borrowing SecretBytes, _ ctx: CommandContext, _ last: inout VaultError) throws -> SecretBytes? {
+        do {
+            let s = try PasscodeRule.normalized(typed)
+            try PasscodeRule.check(s)
+            return s
+        } catch let e as VaultError {
+            ctx.say("vault: \(e.message); try again")
+            last = e
+            return nil
+        }
     }
 
     /// Whether a secret "from standard input" is typed by a person: standard input is the

@@ -66,9 +66,12 @@ final class ShownPrompt: @unchecked Sendable {
     private var line: String?
     private var continued = TerminalSuspension.continuations
 
-    /// `line` is on the screen now.
+    /// `line` is on the screen now (a continuation from here on shows it again).
     func set(_ line: String) {
-        lock.withLock { self.line = line }
+        lock.withLock {
+            self.line = line
+            continued = TerminalSuspension.continuations
+        }
     }
 
     /// The line to show again, once per continuation.

@@ -246,9 +246,11 @@ public enum TerminalSuspension {
         var resume = sigaction()
         resume.__sigaction_handler.sa_handler = { _ in
             let fd = quietFD
+            // Not held quiet (a prompt just written, echo not yet off): only counted.
+            guard quietDepth > 0, fd >= 0 else { continuedCount &+= 1; return }
             // Only in the foreground: a `bg` job changing the terminal would be stopped again
             // (SIGTTOU); its `fg` later sends SIGCONT once more.
-            guard quietDepth > 0, fd >= 0, tcgetpgrp(fd) == getpgrp() else { return }
+            guard tcgetpgrp(fd) == getpgrp() else { return }
             tcsetattr(fd, TCSANOW, &quietCurrent)
             continuedCount &+= 1
         }

@@ -289,3 +289,24 @@ extension TerminalRoundTwoTests {
         #expect(r.status == 1 && r.stdout.isEmpty, "\(r.stdout) \(r.stderr)")
     }
 }
+
+extension TerminalRoundTwoTests {
+    // MARK: 8. a passcode that can be typed again
+
+    @Test func aPasscodeThatIsNotUTF8IsRefusedAndNFCAndNFDAreOnePasscode() {
+        let box = Sandbox()
+        var r: RunResult
+        // Raw bytes 0xff 0xfe are not UTF-8: given through a file, as a terminal in Latin-1 sends them.
+        let raw = box.home + "/latin1"
+        _ = FileManager.default.createFile(atPath: raw, contents: Data([0x70, 0xe4, 0x73, 0x73, 0x77, 0xf6, 0x72, 0x74, 0x0a]))
+        r = spawn("/bin/sh", ["-c", "exec \"$0\" init --vault latin --no-fingerprint --kdf-memory 8 --kdf-ops 1 --passcode-fd 3 3<\"$1\"", vaultBinary, raw], env: box.env)
+        #expect(r.status == 2, "\(r.stderr)")
+        #expect(r.stderr.contains("not valid UTF-8") && r.stderr.contains("UTF-8 locale"), "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: box.home + "/vaults/latin"))
+        // Made with the decomposed é, opened with the composed one.
+        r = box.vault(["init", "--vault", "n", "--no-fingerprint"] + cheapKDF, passcode: "cafe\u{301} au lait")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["ls", "--vault", "n"], passcode: "caf\u{e9} au lait")
+        #expect(r.status == 0, "NFC and NFD are two passcodes: \(r.stderr)")
+    }
+}

@@ -56,7 +56,7 @@ enum VaultCommands {
             }
             let passcode: SecretBytes
             if let fd = try SecretInput.descriptor(inv, GlobalOptions.passcodeFD) {
-                passcode = try SecretInput.line(fd: fd, what: "passcode")
+                passcode = try PasscodeRule.normalized(try SecretInput.line(fd: fd, what: "passcode"))
                 try PasscodeRule.check(passcode)
             } else {
                 passcode = try SecretInput.newPasscode(ctx, inv, fdOption: GlobalOptions.passcodeFD)
