@@ -26,8 +26,10 @@ final class ManualClock: @unchecked Sendable {
 
 let fastKDF = KDFParameters(memoryMiB: 8, operations: 1)
 let passcode = "correct horse battery"
+/// The terminal session the test's peers are in (unlock sessions serve their opener's by default).
+let testTerminal = TerminalSession(sessionID: 4242, terminal: 34816)
 /// The test's own peer credentials (the agent serves this uid only).
-let me = Requester(uid: UInt32(getuid()), pid: 4242)
+let me = Requester(uid: UInt32(getuid()), pid: 4242, terminal: testTerminal)
 
 /// A fresh vault with two items, and its master key as handed over by `vault unlock`.
 struct TestVault {

@@ -12,11 +12,15 @@ public struct Requester: Codable, Equatable, Sendable {
     /// The requesting process's executable as the kernel links it (`/proc/PID/exe`), nil when
     /// it could not be read (a peer that is not dumpable, to an agent that is not root).
     public var executable: String?
+    /// The requesting process's terminal session (`/proc/PID/stat`, read with the executable),
+    /// nil when it could not be read: what a terminal-scoped unlock session compares.
+    public var terminal: TerminalSession?
     /// Creates a requester.
-    public init(uid: UInt32, pid: Int32, executable: String? = nil) {
+    public init(uid: UInt32, pid: Int32, executable: String? = nil, terminal: TerminalSession? = nil) {
         self.uid = uid
         self.pid = pid
         self.executable = executable
+        self.terminal = terminal
     }
     /// This process.
     public static var current: Requester {
@@ -25,13 +29,36 @@ public struct Requester: Codable, Equatable, Sendable {
     /// The peer of a socket: its credentials, and its executable read now (at connection time,
     /// before its pid could be reused).
     public static func peer(uid: UInt32, pid: Int32) -> Requester {
-        Requester(uid: uid, pid: pid, executable: try? ProcessIdentity.executable(of: pid))
+        Requester(uid: uid, pid: pid, executable: try? ProcessIdentity.executable(of: pid),
+                  terminal: TerminalSession(of: pid))
     }
 
     /// The audit record of releasing `field` of `item` to this requester, labelled `command`
     /// (what the caller says it is).
     func auditRecord(item: String, field: String, command: String) -> AuditRecord {
         AuditRecord(item: item, field: field, command: command, uid: uid, pid: pid, executable: executable)
+    }
+}
+
+/// A process's terminal session: what sudo's tty tickets and a terminal-scoped unlock session
+/// compare. Two processes share one when they are in the same session (`setsid`) with the same
+/// controlling terminal: the shell of one terminal window and what it started.
+public struct TerminalSession: Codable, Equatable, Hashable, Sendable {
+    /// The session id (the pid of the session's leader).
+    public var sessionID: Int32
+    /// The controlling terminal's device number (`tty_nr`), 0 when there is none.
+    public var terminal: Int32
+
+    /// A session.
+    public init(sessionID: Int32, terminal: Int32) {
+        self.sessionID = sessionID
+        self.terminal = terminal
+    }
+
+    /// The session of process `pid` as the kernel reports it, nil when it cannot be read.
+    public init?(of pid: Int32) {
+        guard let s = try? ProcessIdentity.terminalSession(of: pid) else { return nil }
+        self.init(sessionID: s.sessionID, terminal: s.terminal)
     }
 }
 
