@@ -39,14 +39,17 @@ let package = Package(
         .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite", "CTSS2", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultOTP", dependencies: ["VaultKit", "VaultSystem", "CNettle"], swiftSettings: upcoming),
         .target(name: "FingerprintKit", dependencies: ["CFprint", "VaultSystem"], swiftSettings: upcoming),
+        .target(
+            name: "VaultInterchange", dependencies: ["VaultKit", "VaultSystem", "CArchive", "CXML2"],
+            swiftSettings: upcoming),
         .target(name: "VaultWire", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .target(
             name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem", "VaultWire"],
             swiftSettings: upcoming),
-        .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
+        .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .target(
-            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "CArchive", "CXML2"],
+            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange"],
             swiftSettings: upcoming),
         .executableTarget(name: "vault", dependencies: ["VaultCLI", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-agent", dependencies: ["VaultAgent", "VaultSystem"], swiftSettings: upcoming),
@@ -55,7 +58,7 @@ let package = Package(
         .executableTarget(name: "vault-clipboard", dependencies: ["CXCB", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "virtual-reader", dependencies: ["FingerprintKit"], swiftSettings: upcoming),
         .testTarget(
-            name: "VaultKitTests", dependencies: ["VaultKit", "VaultOTP"], exclude: ["Fixtures"],
+            name: "VaultKitTests", dependencies: ["VaultKit", "VaultOTP", "VaultInterchange"], exclude: ["Fixtures"],
             resources: [.copy("Vectors")], swiftSettings: upcoming),
         .testTarget(
             name: "FingerprintKitTests", dependencies: ["FingerprintKit", "ReaderLink"], exclude: ["Fixtures"],
@@ -64,9 +67,9 @@ let package = Package(
         .testTarget(
             name: "VaultAuthorityTests", dependencies: ["VaultAuthority", "VaultKit", "VaultSystem"], exclude: ["Fixtures"],
             swiftSettings: upcoming),
-        .testTarget(name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
-        .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
-        .testTarget(name: "IntegrationTests", dependencies: ["VaultKit"], exclude: ["Fixtures"], swiftSettings: upcoming),
+        .testTarget(name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
+        .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit", "VaultInterchange", "VaultSystem"], swiftSettings: upcoming),
+        .testTarget(name: "IntegrationTests", dependencies: ["VaultKit", "VaultInterchange"], exclude: ["Fixtures"], swiftSettings: upcoming),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -28,7 +28,8 @@ if [ $# -ge 1 ] && [[ $1 =~ ^[0-9]+$ ]]; then runs=$1; shift; fi
 scratch=.build-fuzz
 build=$scratch/release
 mkdir -p "$scratch/logs"
-if ! swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultAgent \
+if ! { swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultAgent &&
+       swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultInterchange; } \
         >"$scratch/logs/build.log" 2>&1; then
     grep -E "error:" "$scratch/logs/build.log" >&2 || tail -20 "$scratch/logs/build.log" >&2
     echo "run.sh: error: the module build failed (log: $scratch/logs/build.log)" >&2
@@ -47,7 +48,7 @@ swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 \
     -Xcc -fmodule-map-file=Sources/CSodium/module.modulemap -Xcc -fmodule-map-file=Sources/CSQLite/module.modulemap \
     -Xcc -fmodule-map-file=Sources/CTSS2/module.modulemap \
     "Fuzz/Targets/$target.swift" "$logic" \
-    "$build"/VaultSystem.build/*.o "$build"/VaultKit.build/*.o "$build"/VaultWire.build/*.o "$build"/VaultAgent.build/*.o \
+    "$build"/VaultSystem.build/*.o "$build"/VaultKit.build/*.o "$build"/VaultWire.build/*.o "$build"/VaultAgent.build/*.o "$build"/VaultInterchange.build/*.o \
     $(pkg-config --libs libsodium sqlite3) -o "$binary"
 
 work=$scratch/corpus/$target

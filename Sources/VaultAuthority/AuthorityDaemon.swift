@@ -159,7 +159,7 @@ public enum AuthorityDaemon {
             return 0
         } catch let e as VaultError {
             var text = "vault-authd: error: \(e.message)\n"
-            if e.exitCode == 2 { text += usage + "\n" }
+            if e.kind == .usage { text += usage + "\n" }
             if let h = e.hint { text += "vault-authd: hint: \(h)\n" }
             write(text, to: 2)
             return e.exitCode

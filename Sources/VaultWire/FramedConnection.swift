@@ -62,6 +62,16 @@ public final class FramedConnection<Format: WireFormat>: @unchecked Sendable {
         return true
     }
 
+    /// The next frame, waiting as long as it takes (a link to a process of our own, whose answer
+    /// may follow a scan); nil at the peer's end of input or a failed read.
+    /// - Throws: `FrameError` when a frame's header is refused.
+    public func nextFrame() throws(FrameError<Format>) -> Frame<Format>? {
+        while true {
+            if let frame = try decoder.next() { return frame }
+            guard receive() else { return nil }
+        }
+    }
+
     /// The next frame of a peer that sends requests: one already decoded, else what arrives
     /// while `running` holds. Once a frame has begun, it must be whole within `requestDeadline`
     /// seconds; with nothing begun, the connection may idle for `idleSeconds`. Both clocks start

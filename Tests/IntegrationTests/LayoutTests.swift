@@ -12,11 +12,12 @@ enum Layout {
         "VaultKit": ["CSodium", "CSQLite", "CTSS2", "VaultSystem", "Foundation", "Synchronization"],
         "VaultOTP": ["VaultKit", "VaultSystem", "CNettle", "Foundation"],
         "FingerprintKit": ["CFprint", "VaultSystem", "Foundation", "Dispatch", "Synchronization", "Glibc"],
-        "ReaderLink": ["VaultKit", "VaultSystem", "Foundation"],
+        "ReaderLink": ["VaultKit", "VaultSystem", "VaultWire", "Foundation"],
         "VaultWire": ["VaultKit", "VaultSystem", "Foundation"],
         "VaultAgent": ["VaultKit", "VaultSystem", "VaultWire", "Foundation"],
         "VaultAuthority": ["VaultKit", "VaultSystem", "VaultWire", "Foundation", "Synchronization"],
-        "VaultCLI": ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "CArchive", "CXML2", "Foundation"],
+        "VaultInterchange": ["VaultKit", "VaultSystem", "CArchive", "CXML2", "Foundation"],
+        "VaultCLI": ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "Foundation"],
         "vault": ["VaultCLI", "VaultSystem"],
         "vault-agent": ["VaultAgent", "VaultSystem"],
         "vault-authd": ["VaultAuthority", "FingerprintKit", "VaultKit", "VaultSystem", "Foundation"],
@@ -35,7 +36,7 @@ enum Layout {
 
     /// Where `[String: Any]` may appear: the command line's JSON output and the foreign formats'
     /// parsers. Never on a wire, in the store or in an authority.
-    static let untypedJSON = ["VaultCLI/", "VaultKit/Interchange/", "VaultKit/Credentials/DockerCredentialRules.swift"]
+    static let untypedJSON = ["VaultCLI/", "VaultInterchange/", "VaultKit/JSON/JSONText.swift", "VaultKit/Credentials/DockerCredentialRules.swift"]
 
     /// The shims whose libraries are opened on first use: their module maps link nothing.
     static let openedOnDemand = ["CSQLite", "CTSS2", "CNettle", "CArchive", "CXML2"]

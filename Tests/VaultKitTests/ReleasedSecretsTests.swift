@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultKit
+@testable import VaultInterchange
 
 /// Releases as bytes: `releaseSecrets` hands out a secrets record in guarded memory holding only
 /// the fields named, `releaseEachSecrets` lends every item's record in place, and what is built

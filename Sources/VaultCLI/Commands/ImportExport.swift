@@ -1,5 +1,6 @@
 import Foundation
 import VaultKit
+import VaultInterchange
 import VaultSystem
 
 /// `vault import` and `vault export`: vault's own JSON (lossless), the exports of other managers,
@@ -46,7 +47,7 @@ enum ImportExport {
                 guard format == nil || format == .pass else { throw VaultError.usage("'\(source)' is a folder; only --from pass reads a folder") }
                 if format == nil { ctx.say("vault: this looks like \(ImportFormat.pass.label) (--from pass)") }
                 format = .pass
-                batch = try PassStore.read(source, ctx)
+                batch = try PassStore.read(source, environment: ctx.environment, now: ctx.clock())
             } else {
                 let input = try SourceReader(source, ctx)
                 var head = try input.chunk(64 * 1024) ?? []
@@ -209,7 +210,7 @@ enum ImportExport {
             batch.drop("attachments: vault stores no files", attachments)
             return batch
         case .pass:
-            return try PassStore.read(source, ctx)
+            return try PassStore.read(source, environment: ctx.environment, now: ctx.clock())
         }
     }
 

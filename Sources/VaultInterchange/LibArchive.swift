@@ -25,7 +25,7 @@ enum LibArchive {
 /// file with seeks, through its central directory as unzip reads it; a pipe front to back, by
 /// each member's local header. The members are visited in turn, a member's data read in chunks,
 /// each member bounded by what it may inflate to.
-final class ZipReader {
+package final class ZipReader {
     private let api: vault_archive_api
     private let archive: OpaquePointer
     private let source: ArchiveSource
@@ -35,7 +35,7 @@ final class ZipReader {
     /// The archive on `fd`, of which `head` was read (and nothing else yet). A regular file is
     /// read again from where the archive starts, with seeks; a pipe goes on after `head`.
     /// - Throws: `.usage` with libarchive's reason when it is not a zip archive.
-    init(fd: Int32, head: [UInt8]) throws {
+    package init(fd: Int32, head: [UInt8]) throws {
         api = try LibArchive.loaded.get()
         var status = stat()
         let here = fstat(fd, &status) == 0 && status.st_mode & S_IFMT == S_IFREG ? lseek(fd, 0, SEEK_CUR) : -1
@@ -62,7 +62,7 @@ final class ZipReader {
     /// The path of the next regular file in the archive (directories and links passed over);
     /// nil at the end.
     /// - Throws: `.usage` with libarchive's reason for a damaged archive.
-    func nextFile() throws -> String? {
+    package func nextFile() throws -> String? {
         while true {
             var entry: OpaquePointer?
             let rc = try source.rethrow { api.archive_read_next_header(archive, &entry) }
@@ -78,7 +78,7 @@ final class ZipReader {
 
     /// Up to 64 KiB more of the current member's data, nil at its end.
     /// - Throws: `.usage` when the member inflates to more than `limit` bytes, or cannot be read.
-    func chunk(limit: Int) throws -> [UInt8]? {
+    package func chunk(limit: Int) throws -> [UInt8]? {
         var data = [UInt8](repeating: 0, count: 64 * 1024)
         let n = try source.rethrow { data.withUnsafeMutableBytes { api.archive_read_data(archive, $0.baseAddress, $0.count) } }
         if n < 0 { try LibArchive.check(Int32(n), archive, "'\(entryPath)' in the archive cannot be read") }

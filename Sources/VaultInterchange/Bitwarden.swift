@@ -1,3 +1,4 @@
+public import VaultKit
 import Foundation
 import VaultSystem
 

@@ -289,7 +289,7 @@ private struct TreeDecoder: Decoder {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        guard case .object(let members) = value else { throw mismatch([String: Any].self, value, path) }
+        guard case .object(let members) = value else { throw mismatch([String: JSONValue].self, value, path) }
         return KeyedDecodingContainer(KeyedDecoder<Key>(members: members, path: path))
     }
 
@@ -427,7 +427,7 @@ private struct UnkeyedDecoder: UnkeyedDecodingContainer {
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
         let p = here
-        return try TreeDecoder(value: next([String: Any].self), path: p).container(keyedBy: type)
+        return try TreeDecoder(value: next([String: JSONValue].self), path: p).container(keyedBy: type)
     }
 
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {

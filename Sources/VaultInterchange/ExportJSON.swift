@@ -1,3 +1,4 @@
+public import VaultKit
 /// vault's own JSON of one item as `export` writes it, with the item's secrets lent from its
 /// released secrets record: the object `VaultJSON.object` makes of the whole item, the
 /// password, TOTP URI, notes, secret custom field values and former passwords given as

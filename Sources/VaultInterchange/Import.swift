@@ -1,3 +1,4 @@
+public import VaultKit
 internal import Foundation
 
 /// The formats `vault import` reads (`--from`), each an export of a manager people leave.

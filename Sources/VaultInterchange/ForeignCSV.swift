@@ -1,3 +1,4 @@
+import VaultKit
 import Foundation
 
 /// The CSV exports vault reads, told apart by their header row; a column vault has no field for

@@ -3,7 +3,7 @@ import VaultKit
 import VaultSystem
 
 /// Whether `path` is a folder.
-func isFolder(_ path: String) -> Bool {
+package func isFolder(_ path: String) -> Bool {
     var dir: ObjCBool = false
     return FileManager.default.fileExists(atPath: path, isDirectory: &dir) && dir.boolValue
 }
@@ -11,12 +11,12 @@ func isFolder(_ path: String) -> Bool {
 /// A `pass` password store: every `*.gpg` file below the folder (`.git` and `.extensions`
 /// skipped), decrypted through `gpg` as pass itself does (`gpg -d --quiet --yes --batch`, the
 /// user's agent and keyring), one entry at a time; the entry's path is the item's name.
-enum PassStore {
-    static func read(_ folder: String, _ ctx: CommandContext) throws -> ImportBatch {
+package enum PassStore {
+    package static func read(_ folder: String, environment: [String: String], now: Int64) throws -> ImportBatch {
         guard FileSystem.exists(folder + "/.gpg-id") else {
             throw VaultError.usage("'\(folder)' is not a pass store (it has no .gpg-id)")
         }
-        guard case .found(let gpg) = ProgramLookup.find("gpg", searchPath: ctx.environment["PATH"] ?? "/usr/bin:/bin") else {
+        guard case .found(let gpg) = ProgramLookup.find("gpg", searchPath: environment["PATH"] ?? "/usr/bin:/bin") else {
             throw VaultError.usage("gpg is not installed; pass entries are decrypted with it", hint: "apt-get install gnupg")
         }
         let root = URL(fileURLWithPath: folder).standardizedFileURL.path
@@ -28,16 +28,16 @@ enum PassStore {
         }
         paths.sort()
         var batch = ImportBatch()
-        let extra = (ctx.environment["PASSWORD_STORE_GPG_OPTS"] ?? "").split(separator: " ").map(String.init)
+        let extra = (environment["PASSWORD_STORE_GPG_OPTS"] ?? "").split(separator: " ").map(String.init)
         for rel in paths {
             let name = String(rel.dropLast(4))
             let file = root + "/" + rel
             var text = try decrypt(gpg, extra + ["-d", "--quiet", "--yes", "--batch", "--compress-algo=none", "--no-encrypt-to", file],
-                                   entry: name, ctx)
+                                   entry: name, environment: environment)
             defer { wipe(&text) }
             guard let s = String(validating: text, as: UTF8.self) else { throw VaultError.usage("entry '\(name)': not UTF-8 text once decrypted") }
             let mtime = (try? FileManager.default.attributesOfItem(atPath: file)[.modificationDate] as? Date).map { Int64($0.timeIntervalSince1970) }
-            try batch.add(PassEntry.item(path: name, text: s, modified: mtime, now: ctx.clock()), entry: "entry '\(name)'")
+            try batch.add(PassEntry.item(path: name, text: s, modified: mtime, now: now), entry: "entry '\(name)'")
         }
         return batch
     }
@@ -45,11 +45,11 @@ enum PassStore {
     /// gpg's standard output, at most `ImportLimits.item` (gpg inflates what the file holds
     /// compressed, so a small file can decrypt to gigabytes: gpg is stopped at the bound); its
     /// error output is shown only in the error (the last 64 KiB of it kept).
-    static func decrypt(_ gpg: String, _ arguments: [String], entry: String, _ ctx: CommandContext) throws -> [UInt8] {
+    static func decrypt(_ gpg: String, _ arguments: [String], entry: String, environment: [String: String]) throws -> [UInt8] {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: gpg)
         process.arguments = arguments
-        process.environment = ctx.environment
+        process.environment = environment
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err

@@ -1,3 +1,4 @@
+public import VaultKit
 /// One decrypted entry of a `pass` store, read the way pass users and its extensions write it:
 /// the first line is the password; `username:`/`user:`/`login:`, `url:`/`website:` lines fill
 /// those fields; an `otpauth://` line (pass-otp) is the TOTP secret; other `key: value` lines

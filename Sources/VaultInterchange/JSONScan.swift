@@ -1,3 +1,4 @@
+import VaultKit
 import Foundation
 
 /// Finds the elements of a JSON array, or the members of a JSON object, as byte ranges without

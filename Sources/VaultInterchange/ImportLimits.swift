@@ -1,3 +1,4 @@
+public import VaultKit
 /// The bounds every importer keeps, whatever its input: a crafted export (a zip whose member
 /// inflates to gigabytes, one field of hundreds of megabytes, a row of a million columns, an XML
 /// start tag of a million attributes) is refused with an error naming the bound, instead of

@@ -13,7 +13,7 @@ internal import VaultSystem
 /// text is kept only for the elements an item takes it from, at most `ImportLimits.item` for an
 /// entry and its history (attachments in `Meta` and `Binary` are passed over, as libxml2 bounds a
 /// text node to 10 MB), and a tag longer than `ImportLimits.xmlTag` is refused before libxml2 sees it.
-final class KeePassXMLReader {
+package final class KeePassXMLReader {
     struct Entry {
         var strings: [(key: String, value: String, protected: Bool)] = []
         var created: Int64?
@@ -65,7 +65,7 @@ final class KeePassXMLReader {
     /// `read`'s chunks (nil at the end) into a batch.
     /// - Throws: `.usage` naming the line of a malformed document, an entry over
     ///   `ImportLimits.item`, a tag over `ImportLimits.xmlTag`, or an entry's invalid TOTP secret.
-    static func read(prefix: [UInt8], read: @escaping () throws -> [UInt8]?, now: Int64) throws -> ImportBatch {
+    package static func read(prefix: [UInt8], read: @escaping () throws -> [UInt8]?, now: Int64) throws -> ImportBatch {
         let xml = try loaded.get()
         let feed = XMLFeed(prefix: prefix, read: read)
         guard try feed.hasInput() else { throw VaultError.usage("line 1: the KeePass XML is empty") }
