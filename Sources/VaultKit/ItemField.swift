@@ -302,12 +302,12 @@ extension ItemOverview {
 
 /// The nearest of some known words to a mistyped one: the "did you mean" of unknown commands,
 /// options and fields.
-public enum Spelling {
+package enum Spelling {
     /// The candidate meant by a mistyped `word`: one it is a prefix of (the shortest), else the
     /// nearest within a small distance counting a swap of two neighbours as one edit (`lsit` is
     /// one edit from `list`), else nil. Distance 1 for words up to 4 characters, 2 beyond.
     /// Leading dashes are ignored for the prefix (`--fi` is a prefix of `--field`).
-    public static func nearest(to word: String, among candidates: [String]) -> String? {
+    package static func nearest(to word: String, among candidates: [String]) -> String? {
         let bare = word.drop { $0 == "-" }
         if bare.count >= 2 {
             let prefixed = candidates.filter { $0.drop { $0 == "-" }.hasPrefix(bare) }
@@ -320,7 +320,7 @@ public enum Spelling {
 
     /// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
     /// neighbouring characters each count one.
-    public static func distance(_ a: String, _ b: String) -> Int {
+    package static func distance(_ a: String, _ b: String) -> Int {
         let a = Array(a), b = Array(b)
         if a.isEmpty { return b.count }
         if b.isEmpty { return a.count }

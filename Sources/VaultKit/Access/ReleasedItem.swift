@@ -39,14 +39,6 @@ public struct ItemSecrets {
         (try? SecretsRecord.value(of: field, in: record)) ?? nil
     }
 
-    /// The bytes of the field spelled `spelling` (`ItemField(parsing:)`): for the exporters,
-    /// which still name fields by text.
-    public func value(of spelling: String) -> UnsafeRawBufferPointer? { value(of: ItemField(parsing: spelling)) }
-
-    /// The bytes of the secret custom field `name` (hidden or TOTP), nil when the item has none
-    /// of that name or it was not released: `value(of: .custom(name))`.
-    public func customValue(of name: String) -> UnsafeRawBufferPointer? { value(of: .custom(name)) }
-
     /// The password history, oldest first: when each password was replaced, and its bytes.
     public func forEachFormerPassword(_ body: (_ replaced: Int64, _ password: UnsafeRawBufferPointer) throws -> Void) rethrows {
         try forEachField { t, v in
