@@ -41,7 +41,10 @@ frame | handler) logic=Tests/VaultAgentTests/FuzzSmokeTests.swift ;;
 *) logic=Tests/VaultKitTests/FuzzSmokeTests.swift ;;
 esac
 binary=$build/fuzz-$target
-swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 \
+# The harness sees VaultKit's `package` declarations as the package's own modules do: SwiftPM names
+# the package after its folder (lowercased), and so must swiftc here.
+package_name=$(basename "$PWD" | tr '[:upper:]' '[:lower:]')
+swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 -package-name "$package_name" \
     -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault \
     -D VAULT_FUZZ_HARNESS -use-ld=lld -module-name "Fuzz_$target" \
     -I "$build/Modules" \

@@ -25,7 +25,7 @@ typealias AuthorityConnection = FramedConnection<AuthorityWire>
 public enum AuthorityCodec {
     /// A request as a frame; `tail` is the proof key of a `bind`.
     /// - Throws: `.usage` when the request is out of bounds or cannot be encoded.
-    public static func frame(_ request: AuthorityRequest, tail: [UInt8] = []) throws(VaultError) -> AuthorityFrame {
+    package static func frame(_ request: AuthorityRequest, tail: [UInt8] = []) throws(VaultError) -> AuthorityFrame {
         try request.validate()
         guard let frame = AuthorityFrame.encoding(request, tail: tail, limit: AuthorityLimits.requestFrame) else {
             throw .usage("the request cannot be encoded for the key authority")
@@ -36,7 +36,7 @@ public enum AuthorityCodec {
     /// Decodes a request frame.
     /// - Throws: `.usage` for malformed JSON, a missing field, a field of the wrong type or out of
     ///   bounds, a missing or misplaced key tail.
-    public static func request(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityRequest {
+    package static func request(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityRequest {
         let request = try frame.request(AuthorityRequest.self)
         if request.carriesKey {
             guard frame.tail.count == AuthorityLimits.keyBytes else {
@@ -51,7 +51,7 @@ public enum AuthorityCodec {
 
     /// A reply as a frame; `tail` is the key of `bound` and `key`. A reply that cannot be
     /// encoded or is over the limit becomes a `failed` reply saying so.
-    public static func frame(_ reply: AuthorityReply, tail: [UInt8] = []) -> AuthorityFrame {
+    package static func frame(_ reply: AuthorityReply, tail: [UInt8] = []) -> AuthorityFrame {
         if let frame = AuthorityFrame.encoding(reply, tail: tail, limit: AuthorityLimits.replyFrame) { return frame }
         let error = VaultError.failure("the key authority's reply is over its limit of \(AuthorityLimits.replyFrame) bytes")
         return AuthorityFrame(json: (try? WireJSON.encode(AuthorityReply.failed(error: error))) ?? [])
@@ -59,7 +59,7 @@ public enum AuthorityCodec {
 
     /// Decodes a reply frame.
     /// - Throws: `.failure` when the reply is unreadable, or a key is missing or misplaced.
-    public static func reply(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityReply {
+    package static func reply(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityReply {
         guard let reply = frame.reply(AuthorityReply.self) else {
             throw .failure("vault-authd sent an unreadable reply", hint: "install matching versions of vault and vault-authd")
         }

@@ -24,4 +24,12 @@ public enum ExportJSON {
         if !history.isEmpty { o["password_history"] = history }
         return o
     }
+
+    /// Writes the object `object(overview, secrets)` makes, as `JSONText` writes it (keys in
+    /// sorted order), straight into `out`: no dictionary, no dynamic cast per value (export's
+    /// path; a test compares the two texts). The secrets go from their record into `out` escaped
+    /// byte by byte.
+    public static func write(_ overview: ItemOverview, _ secrets: ItemSecrets, to out: SecretOutput) {
+        JSONText.appendExportObject(overview, secrets, to: out)
+    }
 }

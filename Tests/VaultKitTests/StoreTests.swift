@@ -230,6 +230,16 @@ extension UnlockedVault {
             _ = try vault.add(contentsOf: [Item(name: "z"), Item(name: "a"), Item(name: "a")], replace: true)
         }
         #expect(try vault.item(named: "a").password == "1" && (try? vault.item(named: "z")) == nil)
+        // The unique index tells the two apart: a name met twice in the import (also as two
+        // spellings of one NFC name), or one the vault had before it.
+        #expect(throws: VaultError.usage("'y' appears twice in the import")) {
+            _ = try vault.add(contentsOf: [Item(name: "y"), Item(name: "x"), Item(name: "y")], replace: false)
+        }
+        #expect(throws: VaultError.usage("'\u{E9}' appears twice in the import")) {
+            _ = try vault.add(contentsOf: [Item(name: "\u{E9}"), Item(name: "e\u{301}")], replace: true)
+        }
+        #expect(throws: VaultError.alreadyExists("c")) { _ = try vault.add(contentsOf: [Item(name: "y"), Item(name: "c")], replace: false) }
+        #expect(try vault.allItems().count == 3, "nothing of the refused imports was written")
     }
 
     @Test func renameMovesTheIndexAndRemoveDeletes() throws {

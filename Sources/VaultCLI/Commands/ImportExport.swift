@@ -310,7 +310,7 @@ enum ImportExport {
                         try secrets.decode(into: &item)
                         JSONText.append(bitwarden.object(item), to: chunk)
                     } else {
-                        JSONText.append(ExportJSON.object(overview, secrets), to: chunk)
+                        ExportJSON.write(overview, secrets, to: chunk)
                     }
                     first = false
                     if chunk.count >= 1 << 16 { try flush() }

@@ -22,12 +22,22 @@ func listingJSON(_ item: Item) -> [String: Any] {
 /// with exit 5 after everything readable was printed. No secret is opened.
 func printListing(_ vault: any VaultAccess, term: String? = nil, tag: String? = nil, json: Bool, _ ctx: CommandContext) throws {
     var items: [Item] = [], names: [String] = [], damaged: [String] = []
-    try vault.forEachOverview(matching: term) { e in
-        switch e {
-        case .item(let o):
-            if let tag, !o.item.tags.contains(tag) { return }
-            if json { items.append(o.item) } else { names.append(o.item.name) }
-        case .damaged(let id): damaged.append(id)
+    if json || tag != nil {
+        try vault.forEachOverview(matching: term) { e in
+            switch e {
+            case .item(let o):
+                if let tag, !o.item.tags.contains(tag) { return }
+                if json { items.append(o.item) } else { names.append(o.item.name) }
+            case .damaged(let id): damaged.append(id)
+            }
+        }
+    } else {
+        // Names only: each read in place from its record (checked whole, nothing else decoded).
+        try vault.forEachOverviewRecord(matching: term) { e in
+            switch e {
+            case .record(let plain): names.append(try ItemOverview.checkedName(ofRecord: plain))
+            case .damaged(let id): damaged.append(id)
+            }
         }
     }
     if json {

@@ -170,6 +170,9 @@ public protocol VaultAccess: AnyObject {
     /// Streams every row's overview (damaged rows reported as such), or with `term` only the
     /// items `OverviewMatcher` matches. No secret is opened.
     func forEachOverview(matching term: String?, _ body: (OverviewEntry) throws -> Void) throws
+    /// The same rows as `forEachOverview`, each overview's plaintext lent (valid during the call)
+    /// instead of decoded: a listing of names reads the name in place.
+    func forEachOverviewRecord(matching term: String?, _ body: (OverviewRecordEntry) throws -> Void) throws
     /// Streams every item with its secrets (export), each lent from guarded memory during the
     /// call: one audit record for the whole release, written before the first item; with any
     /// fingerprint-login item in the vault, only with `freshMatch`, a token for `.releaseAll`
@@ -206,17 +209,17 @@ extension VaultAccess {
     /// One item with the secrets `fields` selects as `String`s (the others withheld), audited
     /// as `releaseSecrets`: for the paths that still hand secrets out as text. Without
     /// `freshMatch`, an item with fingerprint login on refuses a secret.
-    public func release(named name: String, fields: FieldSelection, command: String, freshMatch: FreshMatchToken? = nil) throws -> Item {
+    package func release(named name: String, fields: FieldSelection, command: String, freshMatch: FreshMatchToken? = nil) throws -> Item {
         try releaseSecrets(named: name, fields: fields, command: command, freshMatch: freshMatch).item()
     }
 
     /// Every item with its secrets as `String`s, streamed (tests, a Bitwarden export).
-    public func releaseEach(command: String, freshMatch: FreshMatchToken?, _ body: (ItemEntry) throws -> Void) throws {
+    package func releaseEach(command: String, freshMatch: FreshMatchToken?, _ body: (ItemEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, freshMatch: freshMatch) { try body($0.decoded()) }
     }
 
     /// Every item with its secrets, collected (tests and small vaults; export streams).
-    public func releaseAll(command: String, freshMatch: FreshMatchToken? = nil) throws -> [ItemEntry] {
+    package func releaseAll(command: String, freshMatch: FreshMatchToken? = nil) throws -> [ItemEntry] {
         var out: [ItemEntry] = []
         try releaseEach(command: command, freshMatch: freshMatch) { out.append($0) }
         return out
@@ -255,7 +258,7 @@ extension UnlockedVault: VaultAccess {
     /// guarded memory) into a new secrets record in guarded memory. The secrets record is
     /// opened only when a secret is asked for; only what the item has is logged. Fingerprint
     /// login is checked here (`requireFreshMatch`), for every caller.
-    public func releaseSecrets(named name: String, fields: FieldSelection, command: String, to requester: Requester,
+    package func releaseSecrets(named name: String, fields: FieldSelection, command: String, to requester: Requester,
                                freshMatch: FreshMatchToken? = nil) throws -> ReleasedItem {
         let n = try Item.normalize(name: name)
         let row = try row(named: n)
@@ -286,7 +289,7 @@ extension UnlockedVault: VaultAccess {
 
     /// One secret in guarded memory, audited as released to `requester`: the secrets record is
     /// opened into guarded memory and the field's bytes copied from there into the result.
-    public func releaseSecret(named name: String, field asked: ItemField, command: String, to requester: Requester,
+    package func releaseSecret(named name: String, field asked: ItemField, command: String, to requester: Requester,
                               freshMatch: FreshMatchToken? = nil) throws -> SecretBytes {
         let overview = try overview(named: name).item
         let field = asked.source
@@ -313,13 +316,22 @@ extension UnlockedVault: VaultAccess {
         try forEachOverview(matcher: term.map(OverviewMatcher.init(term:)), body)
     }
 
+    /// Streams every row's overview record, or those `term` matches (checked, not decoded).
+    public func forEachOverviewRecord(matching term: String?, _ body: (OverviewRecordEntry) throws -> Void) throws {
+        let matcher = term.map(OverviewMatcher.init(term:))
+        try forEachOverviewRecord { e in
+            if let matcher, case .record(let plain) = e, !matcher.matches(plain) { return }
+            try body(e)
+        }
+    }
+
     /// Every item with its secrets, lent from guarded memory, one audit record for all of them.
     public func releaseEachSecrets(command: String, freshMatch: FreshMatchToken?, _ body: (ReleasedEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, to: .current, freshMatch: freshMatch, body)
     }
 
     /// Every item with its secrets as `String`s, audited as released to `requester` (tests).
-    public func releaseEach(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil, _ body: (ItemEntry) throws -> Void) throws {
+    package func releaseEach(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil, _ body: (ItemEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, to: requester, freshMatch: freshMatch) { try body($0.decoded()) }
     }
 
@@ -327,13 +339,9 @@ extension UnlockedVault: VaultAccess {
     /// secrets record is lent from the one guarded buffer it was opened into. A first pass over
     /// the overviews finds an item with fingerprint login on before anything is released: then
     /// `freshMatch` must be a token for `.releaseAll`.
-    public func releaseEachSecrets(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil,
+    package func releaseEachSecrets(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil,
                                    _ body: (ReleasedEntry) throws -> Void) throws {
-        var guarded: String?
-        try forEachOverview(matching: nil) { e in
-            if guarded == nil, case .item(let o) = e, o.item.fingerprintLogin { guarded = o.item.name }
-        }
-        if let guarded { try requireFreshMatch(freshMatch, for: .releaseAll, item: guarded) }
+        if let guarded = try firstFingerprintLoginItem() { try requireFreshMatch(freshMatch, for: .releaseAll, item: guarded) }
         try appendAudit(requester.auditRecord(item: "*", field: "all", command: command))
         try forEachItemSecrets(body)
     }

@@ -1,13 +1,13 @@
 /// How deeply a JSON text nests, found without parsing it: Foundation's decoders recurse once per
 /// level, so a peer's `[[[[...` 100,000 deep would exhaust a thread's stack before any error. Every
 /// decoder of input from another process (the agent, vault-authd, an import) checks this first.
-public enum JSONDepth {
+package enum JSONDepth {
     /// The nesting vault's own messages and exports need, with room to spare.
-    public static let limit = 32
+    package static let limit = 32
 
     /// Whether `bytes` opens more than `limit` arrays or objects inside one another (brackets in
     /// strings do not count).
-    public static func exceeds(_ bytes: some Sequence<UInt8>, limit: Int = JSONDepth.limit) -> Bool {
+    package static func exceeds(_ bytes: some Sequence<UInt8>, limit: Int = JSONDepth.limit) -> Bool {
         var depth = 0, inString = false, escaped = false
         for b in bytes {
             if inString {

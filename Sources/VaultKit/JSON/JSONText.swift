@@ -5,16 +5,16 @@ import Foundation
 /// alone), written straight into a byte buffer. Foundation's `JSONSerialization` bridges every
 /// dictionary to `NSDictionary` and sorts keys through `NSString.compare`: measured at about 80% of
 /// an export's time, which this writer removes (docs/performance.md).
-public enum JSONText {
+package enum JSONText {
     /// Appends `value` (String, Bool, integers, Double, arrays, `[String: Any]`, nil or NSNull
     /// as `null`, a `JSONSecret`) to `out`. Anything else is written as its description, quoted.
-    public static func append(_ value: Any?, to out: inout [UInt8]) {
+    package static func append(_ value: Any?, to out: inout [UInt8]) {
         write(value, to: &out)
     }
 
     /// Appends `value` to guarded memory: a `JSONSecret` in it goes from its guarded bytes into
     /// the output, escaped byte by byte, and is never a `String`.
-    public static func append(_ value: Any?, to out: SecretOutput) {
+    package static func append(_ value: Any?, to out: SecretOutput) {
         var o = out
         write(value, to: &o)
     }
@@ -60,7 +60,7 @@ public enum JSONText {
     }
 
     /// `value` as JSON text.
-    public static func text(_ value: Any?) -> String {
+    package static func text(_ value: Any?) -> String {
         var out: [UInt8] = []
         append(value, to: &out)
         return String(decoding: out, as: UTF8.self)
@@ -105,11 +105,11 @@ public enum JSONText {
 /// A secret's bytes as a value of a JSON object given to `JSONText` (lent from guarded memory,
 /// valid only while the object is written): written as a JSON string, escaped byte by byte
 /// into the output, never decoded into a `String`.
-public struct JSONSecret {
+package struct JSONSecret {
     /// The secret's UTF-8 bytes.
-    public let bytes: UnsafeRawBufferPointer
+    package let bytes: UnsafeRawBufferPointer
     /// A value for the bytes lent.
-    public init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+    package init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 }
 
 /// Where `JSONText` writes: an ordinary buffer, or guarded memory (`SecretOutput`).

@@ -5,7 +5,7 @@ import VaultSystem
 /// JSONDecoder pass (for the types) over every element: one pass over the bytes, no Foundation
 /// bridging, about five times faster at 100,000 items. Objects keep their keys in order and a key
 /// given twice is refused; numbers keep their text, read as integers on demand.
-public indirect enum JSONValue: Equatable, Sendable {
+package indirect enum JSONValue: Equatable, Sendable {
     case string(String)
     /// The number's text, checked against the JSON grammar.
     case number(String)
@@ -14,7 +14,7 @@ public indirect enum JSONValue: Equatable, Sendable {
     case array([JSONValue])
     case object([(key: String, value: JSONValue)])
 
-    public static func == (a: JSONValue, b: JSONValue) -> Bool {
+    package static func == (a: JSONValue, b: JSONValue) -> Bool {
         switch (a, b) {
         case (.string(let x), .string(let y)), (.number(let x), .number(let y)): x == y
         case (.bool(let x), .bool(let y)): x == y
@@ -26,21 +26,21 @@ public indirect enum JSONValue: Equatable, Sendable {
     }
 
     /// Why the bytes are not one JSON value, with the byte offset.
-    public struct Malformed: Error, Equatable, Sendable {
+    package struct Malformed: Error, Equatable, Sendable {
         /// Counted from the start of the bytes read.
-        public let offset: Int
+        package let offset: Int
         /// What is wrong.
-        public let reason: String
+        package let reason: String
     }
 
     /// Arrays and objects nested deeper than this are refused: `JSONDepth`'s bound, the one every
     /// reader of vault's keeps.
-    public static let depthLimit = JSONDepth.limit
+    package static let depthLimit = JSONDepth.limit
 
     /// The one value `bytes` holds (white space around it allowed, nothing else).
     /// - Throws: `Malformed` at the first byte that breaks the grammar, a string that is not UTF-8,
     ///   a lone surrogate escape, a key given twice, or nesting over `depthLimit`.
-    public static func parse(_ bytes: ArraySlice<UInt8>) throws(Malformed) -> JSONValue {
+    package static func parse(_ bytes: ArraySlice<UInt8>) throws(Malformed) -> JSONValue {
         try bytes.withUnsafeBufferPointer { (b: UnsafeBufferPointer<UInt8>) throws(Malformed) -> JSONValue in
             var reader = Reader(b: b, i: 0)
             reader.skipSpace()
@@ -58,7 +58,7 @@ public indirect enum JSONValue: Equatable, Sendable {
     }
 
     /// The number as a 64-bit integer: nil when it has a fraction or an exponent, or does not fit.
-    public var int64: Int64? {
+    package var int64: Int64? {
         guard case .number(let text) = self else { return nil }
         return Int64(text)
     }

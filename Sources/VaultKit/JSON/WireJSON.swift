@@ -7,10 +7,10 @@ import Foundation
 /// conforms to its private marker protocols; in a statically linked vault each first question
 /// scans every conformance record of the binary, which was half of the CPU a `vault get` in a
 /// session spent in its own code (docs/performance.md). This coder asks nothing of the runtime.
-public enum WireJSON {
+package enum WireJSON {
     /// `value` as JSON text.
     /// - Throws: `EncodingError.invalidValue` for a non-finite number.
-    public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+    package static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(256)
         try encodeNode(value, path: []).write(to: &out)
@@ -20,7 +20,7 @@ public enum WireJSON {
     /// The `T` in `bytes`.
     /// - Throws: `DecodingError` with the coding path (malformed JSON is `.dataCorrupted` at the
     ///   top), as Foundation's decoder does.
-    public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+    package static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         let value: JSONValue
         do { value = try JSONValue.parse(bytes[...]) } catch {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not JSON: \(error.reason) at byte \(error.offset)"))
@@ -73,12 +73,12 @@ private final class Node {
 
 /// The one coding key type of the messages coded by hand (the agent's requests and replies):
 /// any string, written as a literal (`"vault"`).
-public struct WireKey: CodingKey, ExpressibleByStringLiteral, Sendable {
-    public var stringValue: String
-    public var intValue: Int?
-    public init(stringValue: String) { self.stringValue = stringValue }
-    public init(intValue: Int) { self.stringValue = "\(intValue)"; self.intValue = intValue }
-    public init(stringLiteral value: String) { self.stringValue = value }
+package struct WireKey: CodingKey, ExpressibleByStringLiteral, Sendable {
+    package var stringValue: String
+    package var intValue: Int?
+    package init(stringValue: String) { self.stringValue = stringValue }
+    package init(intValue: Int) { self.stringValue = "\(intValue)"; self.intValue = intValue }
+    package init(stringLiteral value: String) { self.stringValue = value }
 }
 
 private func number<N: BinaryInteger>(_ n: N) -> JSONValue { .number(String(n)) }

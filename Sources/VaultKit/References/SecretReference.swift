@@ -4,27 +4,27 @@ import Foundation
 /// environment, `--env-file`) and `vault inject` (`{{ vault://... }}`) resolve. Each part is
 /// percent-decoded after the split, so an item name with `/` is written `%2F` and a space `%20`
 /// (or a literal space: only `/` and `%` must be encoded).
-public struct SecretReference: Hashable, Sendable, CustomStringConvertible {
+package struct SecretReference: Hashable, Sendable, CustomStringConvertible {
     /// The vault named in the reference; nil means the command's vault (`--vault`, `VAULT_NAME`).
-    public var vault: String?
+    package var vault: String?
     /// The item's name, normalised (`Item.normalize`).
-    public var item: String
+    package var item: String
     /// The field named (`ItemField(parsing:)`: built-in names in any case, custom fields exactly).
-    public var field: ItemField
+    package var field: ItemField
     /// The reference as written (what errors name).
-    public var text: String
+    package var text: String
 
     /// The scheme every reference starts with.
-    public static let scheme = "vault://"
+    package static let scheme = "vault://"
 
     /// Whether `text` is meant as a reference (starts with `vault://`), well formed or not.
-    public static func looksLikeReference(_ text: String) -> Bool { text.hasPrefix(scheme) }
+    package static func looksLikeReference(_ text: String) -> Bool { text.hasPrefix(scheme) }
 
     /// Parses a reference.
     /// - Throws: `.usage` naming the reference when it is not `vault://[VAULT/]ITEM/FIELD` with
     ///   non-empty parts, a part is not valid percent-encoding, the item name is refused by
     ///   `Item.normalize`, or the vault name is not one `VaultLocation` accepts.
-    public init(parsing text: String) throws {
+    package init(parsing text: String) throws {
         guard text.hasPrefix(SecretReference.scheme) else {
             throw VaultError.usage("'\(text)' is not a secret reference", hint: "write vault://[VAULT/]ITEM/FIELD")
         }
@@ -52,7 +52,7 @@ public struct SecretReference: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The reference as written.
-    public var description: String { text }
+    package var description: String { text }
 }
 
 extension SecretReference {
@@ -60,14 +60,14 @@ extension SecretReference {
     /// values, not one). `otp` and `totp` are the current code, `totp-uri` the URI; a field
     /// whose value is a secret (`Item.isSecretField`) is released and audited, the others are
     /// read from the overview.
-    public static let builtInFields = ItemField.builtIn.filter { $0 != .history }
+    package static let builtInFields = ItemField.builtIn.filter { $0 != .history }
 }
 
 /// A template of `vault inject`: text with `{{ vault://... }}` placeholders (white space inside
 /// the braces optional). Text outside the placeholders is kept byte for byte.
-public struct SecretTemplate: Sendable {
+package struct SecretTemplate: Sendable {
     /// One piece of the template, in order.
-    public enum Piece: Sendable, Equatable {
+    package enum Piece: Sendable, Equatable {
         /// Bytes copied as they are.
         case text([UInt8])
         /// A placeholder.
@@ -75,10 +75,10 @@ public struct SecretTemplate: Sendable {
     }
 
     /// The pieces, in order.
-    public let pieces: [Piece]
+    package let pieces: [Piece]
 
     /// Every distinct reference, in order of first use.
-    public var references: [SecretReference] {
+    package var references: [SecretReference] {
         var seen = Set<SecretReference>()
         return pieces.compactMap { if case .reference(let r) = $0, seen.insert(r).inserted { r } else { nil } }
     }
@@ -87,7 +87,7 @@ public struct SecretTemplate: Sendable {
     /// so templates of other tools (Helm, Jinja) pass through untouched.
     /// - Throws: `.usage` for a placeholder that is never closed (`}}`) or holds a malformed
     ///   reference, naming its line.
-    public init(parsing bytes: [UInt8]) throws {
+    package init(parsing bytes: [UInt8]) throws {
         var pieces: [Piece] = []
         var text: [UInt8] = []
         var i = 0

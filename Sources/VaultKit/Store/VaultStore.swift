@@ -173,7 +173,7 @@ public final class VaultStore {
 
     /// The slots of the current key generation.
     /// - Throws: `.corrupt` for a slot of a kind this program does not know.
-    public func slots() throws -> [KeySlot] {
+    package func slots() throws -> [KeySlot] {
         let gen = try keyGeneration()
         return try db.query("SELECT id, kind, params, nonce, wrapped FROM slots WHERE generation=? ORDER BY id", [.integer(gen)]).map {
             guard let kind = $0[1].string.flatMap(SlotKind.init(rawValue:)) else {
@@ -185,10 +185,10 @@ public final class VaultStore {
     }
 
     /// The slot of `kind`, if any.
-    public func slot(_ kind: SlotKind) throws -> KeySlot? { try slots().first { $0.kind == kind } }
+    package func slot(_ kind: SlotKind) throws -> KeySlot? { try slots().first { $0.kind == kind } }
 
     /// The fingerprint slot, as the key authority knows it.
-    public func fingerprintSlot() throws -> (reference: SlotReference, binding: FingerprintBinding)? {
+    package func fingerprintSlot() throws -> (reference: SlotReference, binding: FingerprintBinding)? {
         guard let slot = try slot(.fingerprint) else { return nil }
         let binding = try slot.fingerprintBinding()
         return (SlotReference(vaultID: vaultID, slotID: slot.id, keyID: binding.keyID), binding)
