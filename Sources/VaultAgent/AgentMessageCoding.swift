@@ -121,10 +121,10 @@ extension AgentRequest {
             self = .freshMatchNonce(vault: try n.decode(String.self, forKey: "vault"), name: try n.decodeIfPresent(String.self, forKey: "name"), purpose: try n.decode(FreshMatchPurpose.Kind.self, forKey: "purpose"))
         case "release":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
-            self = .release(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), fields: try n.decode([String].self, forKey: "fields"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
+            self = .release(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), fields: try n.decode(FieldSelection.self, forKey: "fields"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
         case "releaseSecret":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
-            self = .releaseSecret(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), field: try n.decode(String.self, forKey: "field"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
+            self = .releaseSecret(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), field: try n.decode(ItemField.self, forKey: "field"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
         case "list":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .list(vault: try n.decode(String.self, forKey: "vault"), term: try n.decodeIfPresent(String.self, forKey: "term"), from: try n.decodeIfPresent(Int.self, forKey: "from"))

@@ -181,7 +181,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .failure(_, let h), .usage(_, let h): h
         case .itemNotFound: "list the items with '\(command("ls"))'"
         case .itemNotFoundNear(_, let near): "did you mean '\(near)'? (\(command("ls")) lists the items)"
-        case .referenceNotFound: "references are vault://[VAULT/]ITEM/FIELD, FIELD one of \(ReferenceField.builtIn.joined(separator: ", ")) or a custom field; list the items with 'vault ls'"
+        case .referenceNotFound: "references are vault://[VAULT/]ITEM/FIELD, FIELD one of \(SecretReference.builtInFields.map(\.spelling).joined(separator: ", ")) or a custom field; list the items with 'vault ls'"
         case .vaultNotFound(let n, _): n == "default" ? "create it with 'vault init'" : "create it with 'vault init --vault \(n)'"
         case .alreadyExists: "choose another name, or replace it with --force"
         case .corrupt: "restore the vault folder from a backup; other items are still readable"

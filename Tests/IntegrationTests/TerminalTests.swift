@@ -410,7 +410,9 @@ private let bash = "/bin/bash", zsh = "/usr/bin/zsh", fish = "/usr/bin/fish"
         }
         #expect(complete(["vault", "gen"]) == ["gen", "generate"])
         #expect(complete(["vault", "get", "x", "--fi"]) == ["--field"])
-        #expect(complete(["vault", "get", "--field", "pass"]) == ["password"])
+        // Every field `--field` reads (`ItemField.builtIn`), the login prompts' patterns too.
+        #expect(complete(["vault", "get", "--field", "pass"]) == ["password", "password-prompt"])
+        #expect(complete(["vault", "get", "--field", "totp"]) == ["totp", "totp-uri"])
         #expect(complete(["vault", "get", "alp"]) == ["alpha", "alpine"])
         #expect(complete(["vault", "--vault", "default", "rm", "alph"]) == ["alpha"])
         #expect(complete(["vault", "add", "alp"]) == [], "add names a new item")

@@ -197,8 +197,9 @@ extension AgentFuzzTarget {
             }
             if hasSecret(overview.item) { throw Self.handler.finding("a release carries a secret in its JSON") }
             // The git helper's refresh token (a hidden custom field) goes out only when named.
-            if item.password != nil && !fields.contains("password") || item.totp != nil && !fields.contains("totp")
-                || item.oauthRefreshToken != nil && !fields.contains(CredentialExtras.refreshTokenField) {
+            let named = fields.resolved(for: overview.item)
+            if item.password != nil && !named.contains(.password) || item.totp != nil && !named.contains(.totp)
+                || item.oauthRefreshToken != nil && !named.contains(.custom(CredentialExtras.refreshTokenField)) {
                 throw Self.handler.finding("a release handed out a secret it did not name")
             }
             if hasSecret(item), fixture.auditRecords() <= audited { throw Self.handler.finding("a secret was released without an audit record") }

@@ -123,7 +123,7 @@ struct SplitMix64: RandomNumberGenerator {
         try s.client().openSession(for: v.vault, idleSeconds: 60, hardLimitSeconds: 600)
         let access = try #require(try SessionAccess.open(v.location, environment: s.environment))
         #expect(try access.overview(named: "db").item.password == nil)
-        #expect(try access.release(named: "db", fields: ["password"], command: "get").password == "db-secret-9")
+        #expect(try access.release(named: "db", fields: .fields([.password]), command: "get").password == "db-secret-9")
         #expect(try access.allItems().count == 2)
         #expect(try access.contains("web"))
         try access.add(Item(name: "x", password: "p"), replace: false)
@@ -182,7 +182,7 @@ struct SplitMix64: RandomNumberGenerator {
         let start = MonotonicClock.seconds()
         let c = try s.client()
         #expect(try c.send(.probe(vault: v.path)) == .sessionOpen)
-        guard let item = releasedItem(try c.exchange(.release(vault: v.path, name: "db", fields: ["password"], command: "get"))) else {
+        guard let item = releasedItem(try c.exchange(.release(vault: v.path, name: "db", fields: .fields([.password]), command: "get"))) else {
             Issue.record("no release"); return
         }
         #expect(item.password == "db-secret-9")
@@ -248,7 +248,7 @@ struct SplitMix64: RandomNumberGenerator {
         try s.client().openSession(for: v.vault, idleSeconds: 600, hardLimitSeconds: 600)
         var rng = SplitMix64(state: UInt64(ProcessInfo.processInfo.environment["VAULT_FUZZ_SEED"].flatMap(UInt64.init) ?? 20261201))
         let seeds: [[UInt8]] = [
-            frameBytes(.release(vault: v.path, name: "db", fields: ["password"], command: "get")),
+            frameBytes(.release(vault: v.path, name: "db", fields: .fields([.password]), command: "get")),
             frameBytes(.add(vault: v.path, item: Item(name: "fuzz", password: "p", urls: ["u"]), replace: true)),
             frameBytes(.update(vault: v.path, name: "web", change: ItemChange())),
             frameBytes(.importItems(vault: v.path, items: [Item(name: "imp")], replace: true, commit: true)),

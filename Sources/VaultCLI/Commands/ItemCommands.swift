@@ -76,7 +76,7 @@ enum ItemOptions {
     static let totpStdin = OptionSpec.flag("--totp-stdin", "read an otpauth:// URI from the next line of standard input")
     static let generate = OptionSpec.flag("--generate", "generate a random password (with generate's options below)")
     static let force = OptionSpec.flag("--force", "replace an existing item of that name")
-    static let clear = OptionSpec.value("--clear", "FIELD", "remove a field: username, url, notes, tags, totp, password, user-prompt, password-prompt", repeatable: true)
+    static let clear = OptionSpec.value("--clear", "FIELD", "remove a field: \(ItemField.clearable.map(\.spelling).joined(separator: ", "))", repeatable: true)
     static let userPrompt = OptionSpec.value("--user-prompt", "REGEX", "how 'vault login' recognises the program's username prompt")
     static let passwordPrompt = OptionSpec.value("--password-prompt", "REGEX", "how 'vault login' recognises the program's password prompt")
     static let fingerprintLogin = OptionSpec.value("--fingerprint-login", "on|off", "let 'vault login' fill this login after a fresh finger scan (changing it needs a scan)")
@@ -276,9 +276,13 @@ enum ItemCommands {
                 throw VaultError.usage("--notes and --notes-stdin exclude each other")
             }
             let name = try Item.normalize(name: inv.arguments[0])
-            let clears = inv.all(ItemOptions.clear)
-            for c in clears where !["username", "url", "notes", "tags", "totp", "password", "user-prompt", "password-prompt"].contains(c) {
-                throw VaultError.usage("--clear: unknown field '\(c)'")
+            let clears = try inv.all(ItemOptions.clear).map { c in
+                let field = ItemField(parsing: c)
+                guard ItemField.clearable.contains(field) else {
+                    let near = Spelling.nearest(to: c, among: ItemField.clearable.map(\.spelling))
+                    throw VaultError.usage("--clear: unknown field '\(c)'", hint: (near.map { "did you mean '\($0)'? " } ?? "") + "fields: \(ItemField.clearable.map(\.spelling).joined(separator: ", "))")
+                }
+                return field
             }
             for option in [ItemOptions.userPrompt, ItemOptions.passwordPrompt] {
                 if let p = inv[option], (try? NSRegularExpression(pattern: p)) == nil {
@@ -305,7 +309,7 @@ enum ItemCommands {
             let setFields = try FieldSpec.values(fieldSpecs, ctx, inv, label: name)
             let notes = inv.has(ItemOptions.notesStdin) ? try SecretInput.notes(ctx, inv, label: name) : inv[ItemOptions.notes]
             var change = ItemChange()
-            change.clear = clears.compactMap(ItemField.init(rawValue:))
+            change.clear = clears
             change.username = inv[ItemOptions.username]
             change.urls = inv.has(ItemOptions.url) ? inv.all(ItemOptions.url) : nil
             change.notes = notes
@@ -457,7 +461,7 @@ struct FieldSpec {
         }
         name = name.trimmingCharacters(in: .whitespaces)
         guard !name.isEmpty else { throw VaultError.usage("--field needs a name: --field NAME[:KIND][=VALUE]") }
-        if Item.fieldNames.contains(name) || name == "totp-uri" || name == "all" {
+        if ItemField(parsing: name).isBuiltIn {
             throw VaultError.usage("--field: '\(name)' is a built-in field; use its own option")
         }
         if kind.isSecret, value != nil {

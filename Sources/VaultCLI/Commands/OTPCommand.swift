@@ -45,7 +45,7 @@ enum OTPCommand {
     static func current(_ name: String, command: String, from vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext) throws -> OTPCode {
         var attempt = 0
         while true {
-            let item = try Release.item(name, fields: ["totp"], command: command, from: vault, inv, ctx)
+            let item = try Release.item(name, fields: .fields([.totp]), command: command, from: vault, inv, ctx)
             let code = try OTP.code(for: item, at: Date(timeIntervalSince1970: TimeInterval(ctx.clock())))
             guard let next = code.advancedURI else { return code }
             var change = ItemChange()
