@@ -45,26 +45,38 @@ as_user=(setpriv --reuid=vault-bench --regid=vault-bench --init-groups env -i HO
 exec > >(tee "$OUT")
 echo "# bench/authd-wait.sh $(date -u +%FT%TZ), commit $(git -C "$ROOT" rev-parse --short HEAD), $VAULT, RUNS=$RUNS"
 echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-/usr/bin/python3 - "$RUNS" "$W/pc" "${as_user[@]}" get bench-item --field password --passcode-fd 3 <<'EOF'
+# The same get with the embedded authority (no daemon) of a second vault, for what is not the daemon's.
+embedded=(setpriv --reuid=vault-bench --regid=vault-bench --init-groups env -i HOME="$UH" PATH=/usr/bin:/bin
+          VAULT_HOME="$UH/.local/share/vault-embedded" XDG_STATE_HOME="$UH/.local/state/vault-embedded" "$VAULT")
+rm -rf "$UH/.local/share/vault-embedded" "$UH/.local/state/vault-embedded"
+"${embedded[@]}" init --kdf-memory 8 --kdf-ops 1 --no-fingerprint --passcode-fd 3 3<"$W/pc" >/dev/null 2>&1 || die "init failed"
+"${embedded[@]}" add bench-item --username u --password-stdin --passcode-fd 3 3<"$W/pc" <<<"s3cret" >/dev/null 2>&1 || die "add failed"
+measure() {
+/usr/bin/python3 - "$@" <<'EOF'
 import os, sys, time, statistics
-runs, pc, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+label, runs, pc, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 wall, cpu = [], []
 for _ in range(runs):
     fd = os.open(pc, os.O_RDONLY)
     null = os.open(os.devnull, os.O_WRONLY)
+    err = os.open(pc + ".err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     t = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        os.dup2(fd, 3); os.dup2(null, 1); os.dup2(null, 2)
+        os.dup2(fd, 3); os.set_inheritable(3, True); os.dup2(null, 1); os.dup2(err, 2)
         os.execvp(argv[0], argv)
     _, status, ru = os.wait4(pid, 0)
     wall.append((time.monotonic() - t) * 1000)
     cpu.append((ru.ru_utime + ru.ru_stime) * 1000)
-    os.close(fd); os.close(null)
+    os.close(fd); os.close(null); os.close(err)
     if status != 0:
-        sys.exit(f"bench: the get failed (status {status})")
+        sys.exit(f"bench: the get failed (exit {os.waitstatus_to_exitcode(status)}): {open(pc + '.err').read().strip()}")
 waits = [w - c for w, c in zip(wall, cpu)]
-print(f"passcode get through vault-authd: wall {statistics.median(wall):.1f} ms, CPU {statistics.median(cpu):.1f} ms, "
+print(f"passcode get, {label}: wall {statistics.median(wall):.1f} ms, CPU {statistics.median(cpu):.1f} ms, "
       f"wall - CPU {statistics.median(waits):.1f} ms (medians of {runs}; goal wall <= CPU + 2 ms)")
 EOF
+}
+measure "through vault-authd" "$RUNS" "$W/pc" "${as_user[@]}" get bench-item --field password --passcode-fd 3
+measure "embedded authority" "$RUNS" "$W/pc" "${embedded[@]}" get bench-item --field password --passcode-fd 3
+rm -rf "$UH/.local/share/vault-embedded" "$UH/.local/state/vault-embedded"
 say "bench: results in $OUT"
