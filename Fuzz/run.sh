@@ -49,7 +49,8 @@ swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 -package-n
     -D VAULT_FUZZ_HARNESS -use-ld=lld -module-name "Fuzz_$target" \
     -I "$build/Modules" \
     -Xcc -fmodule-map-file=Sources/CSodium/module.modulemap -Xcc -fmodule-map-file=Sources/CSQLite/module.modulemap \
-    -Xcc -fmodule-map-file=Sources/CTSS2/module.modulemap \
+    -Xcc -fmodule-map-file=Sources/CTSS2/module.modulemap -Xcc -fmodule-map-file=Sources/CArchive/module.modulemap \
+    -Xcc -fmodule-map-file=Sources/CXML2/module.modulemap \
     "Fuzz/Targets/$target.swift" "$logic" \
     "$build"/VaultSystem.build/*.o "$build"/VaultKit.build/*.o "$build"/VaultWire.build/*.o "$build"/VaultAgent.build/*.o "$build"/VaultInterchange.build/*.o \
     $(pkg-config --libs libsodium sqlite3) -o "$binary"
