@@ -74,6 +74,34 @@ package enum SyncRemote {
         return out.status.isSuccess ? out.text : nil
     }
 
+    /// What a clone needs before it can unlock: the remote's header, fetched into a new
+    /// repository beside the vault-to-be (nothing of it is believed yet: the slots only open
+    /// with the right passcode or recovery key, and the history is checked once they did).
+    package static func cloneHeader(_ url: String, location: VaultLocation, environment: [String: String])
+        throws -> (vaultID: [UInt8], generation: Int64, slots: [KeySlot]) {
+        do { try PrivateFiles.makeFolder(location.folder) } catch { throw VaultError.io(path: location.folder, "\(error)") }
+        try set(url, location: location, environment: environment)
+        let git = try Git(repository: SyncPaths(location).repository, environment: environment, interactive: false)
+        guard !(try git.checked(["ls-remote", "--heads", "origin", "refs/heads/vault"]).text.isEmpty) else {
+            throw VaultError.vaultNotFound(name: "at \(url)", path: url)
+        }
+        try git.checked(["fetch", "--quiet", "--no-tags", "origin", "+refs/heads/vault:" + SyncEngine.tracking])
+        let out = try git.run(["cat-file", "blob", SyncEngine.tracking + ":header"])
+        guard out.status.isSuccess else { throw untrusted("branch has no header") }
+        let header = try RepoHeader.decode(out.stdout, vaultID: nil)
+        return (bytesFromHex(header.vault)!, header.generation, try header.keySlots())
+    }
+
+    /// Removes what a clone that did not finish made (its vault database, repository, state).
+    package static func discardClone(_ location: VaultLocation) {
+        let paths = SyncPaths(location)
+        for path in [paths.repository] { try? FileManager.default.removeItem(atPath: path) }
+        for path in [location.databasePath, location.databasePath + "-wal", location.databasePath + "-shm", paths.state, paths.lock] {
+            try? FileSystem.remove(path)
+        }
+        try? FileSystem.removeFolder(location.folder)
+    }
+
     /// Forgets the remote (the local repository and its history stay, so a later `set` goes on).
     package static func remove(location: VaultLocation, environment: [String: String]) throws {
         let paths = SyncPaths(location)
@@ -132,6 +160,20 @@ package final class SyncEngine {
     package func sync() throws -> SyncSummary {
         let lock = try FileLock(path: paths.lock)
         return try lock.withExclusive { try syncLocked() }
+    }
+
+    /// The first sync of a cloned vault: the whole history is checked before anything of it is
+    /// written, then every item comes in.
+    /// - Throws: as `sync`.
+    package func clone() throws -> SyncSummary {
+        let lock = try FileLock(path: paths.lock)
+        return try lock.withExclusive {
+            guard let remote = try fetch() else { throw VaultError.failure("the remote holds no vault") }
+            try establishSecrets(remote: remote)
+            try verify(remote: remote, local: nil)
+            try git.checked(["update-ref", SyncEngine.branch, remote])
+            return try syncLocked()
+        }
     }
 
     private func syncLocked() throws -> SyncSummary {
@@ -500,7 +542,9 @@ package final class SyncEngine {
         for (path, e) in tree {
             let id = bytesFromHex(String(path.dropFirst("conflicts/".count)))!
             let (_, c) = try SealedFile.open(blobs[e.sha]!, label: "vault-sync-conflict-v1", vaultID: vaultID, id: id, key: conflictKey!, path: path) {
-                try JSONDecoder().decode(ConflictRecord.self, from: Data($0))
+                // The record is JSON padded with zeros to its bucket (JSON never holds a NUL).
+                let end = $0.lastIndex { $0 != 0 }.map { $0 + 1 } ?? 0
+                return try JSONDecoder().decode(ConflictRecord.self, from: Data(UnsafeRawBufferPointer(rebasing: $0[0..<end])))
             }
             out.append((c, describe(c)))
         }
