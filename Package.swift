@@ -44,6 +44,7 @@ let package = Package(
         .target(
             name: "VaultInterchange", dependencies: ["VaultKit", "VaultSystem", "CArchive", "CXML2"],
             swiftSettings: upcoming),
+        .target(name: "VaultSync", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultWire", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .target(
@@ -52,7 +53,7 @@ let package = Package(
         .target(name: "VaultSSH", dependencies: ["VaultKit", "VaultSystem", "CCrypto"], swiftSettings: upcoming),
         .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .target(
-            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange"],
+            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "VaultSync"],
             swiftSettings: upcoming),
         .executableTarget(name: "vault", dependencies: ["VaultCLI", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-ssh-agent", dependencies: ["VaultSSH", "VaultSystem"], swiftSettings: upcoming),

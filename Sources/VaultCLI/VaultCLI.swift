@@ -33,6 +33,7 @@ public enum VaultCLI {
             + [SessionCommands.lock, SessionCommands.agent]
             + [helpCommand, VaultCommands.version, CompletionCommand.completion, CompletionCommand.manpage, Clipboard.clearCommand]
             + CredentialHelpers.commands
+            + SyncCommands.all
     }
 
     /// The commands the help overview lists (the credential helpers' verbs are for programs).
