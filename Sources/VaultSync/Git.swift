@@ -66,9 +66,10 @@ struct Git {
     /// The options before every subcommand.
     private var prefix: [String] { Git.safety + ["--git-dir=" + repository] }
 
-    /// Runs `git ARGS` with `input` on its standard input; waits for it.
+    /// Runs `git ARGS` with `input` on its standard input (and `extra` added to its
+    /// environment: a temporary index file); waits for it.
     /// - Throws: `.io` when it cannot be started or its output not read.
-    func run(_ arguments: [String], input: [UInt8] = []) throws -> GitOutput {
+    func run(_ arguments: [String], input: [UInt8] = [], extra: [String: String] = [:]) throws -> GitOutput {
         let scratch = repository + "/vault-tmp-" + hexString(randomBytes(8))
         let inputPath = scratch + ".in", errorPath = scratch + ".err"
         defer {
@@ -79,7 +80,7 @@ struct Git {
             try AtomicFile.write(input, to: inputPath)
             var pipe = try UnixPipe()
             let child = try ChildProcess.spawn(SpawnRequest(
-                path: program, arguments: ["git"] + prefix + arguments, environment: environment,
+                path: program, arguments: ["git"] + prefix + arguments, environment: environment.merging(extra) { _, new in new },
                 fileActions: [.open(0, inputPath, .readOnly), .dup2(from: pipe.writeEnd.rawValue, to: 1),
                               .open(2, errorPath, .writeOnly, [.create, .truncate])]))
             try pipe.writeEnd.close()
@@ -100,8 +101,8 @@ struct Git {
     /// Runs `git ARGS` and returns its output, or throws naming the command and git's message.
     /// - Throws: `.failure` when git fails.
     @discardableResult
-    func checked(_ arguments: [String], input: [UInt8] = []) throws -> GitOutput {
-        let out = try run(arguments, input: input)
+    func checked(_ arguments: [String], input: [UInt8] = [], extra: [String: String] = [:]) throws -> GitOutput {
+        let out = try run(arguments, input: input, extra: extra)
         guard out.status.isSuccess else {
             let message = out.stderr.split(separator: "\n").last.map(String.init) ?? "\(out.status)"
             throw VaultError.failure("git \(arguments.first ?? "") failed: \(message)")

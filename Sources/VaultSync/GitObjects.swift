@@ -9,6 +9,12 @@ struct TreeEntry: Equatable {
     var sha: String
 }
 
+/// One path's entry before and after (nil: absent there).
+struct TreeChange: Equatable {
+    var old: TreeEntry?
+    var new: TreeEntry?
+}
+
 /// The plumbing vault uses: reading trees and blobs, writing blobs, trees and commits.
 extension Git {
     /// The commit a ref names, nil when the ref does not exist.
@@ -17,22 +23,82 @@ extension Git {
         return out.status.isSuccess ? out.text : nil
     }
 
-    /// Every blob of a commit's tree, by path (`ls-tree -r`).
+    /// Every blob of a commit's tree, by path (`ls-tree -r`). Only a first sync or a clone
+    /// needs a whole listing; every other step reads `changes` between two commits.
     func tree(of commit: String) throws -> [String: TreeEntry] {
         try entries(try checked(["ls-tree", "-r", "-z", "--full-tree", commit]).stdout)
     }
 
-    /// The entries of `ls-tree -z` / `diff-tree -z` style output of `ls-tree`.
+    /// The entries of `paths` in a commit's tree (those that exist), without listing the rest.
+    func entries(at commit: String, _ paths: [String]) throws -> [String: TreeEntry] {
+        try entries(try checked(["ls-tree", "-z", "--full-tree", commit, "--"] + paths).stdout)
+    }
+
+    /// The entries of `ls-tree -z` output (`MODE TYPE SHA\tPATH\0`), read from the bytes.
     func entries(_ raw: [UInt8]) throws -> [String: TreeEntry] {
         var out: [String: TreeEntry] = [:]
-        for record in raw.split(separator: 0) {
-            guard let tab = record.firstIndex(of: 9) else { throw untrusted("tree listing is malformed") }
-            let head = String(decoding: record[record.startIndex..<tab], as: UTF8.self).split(separator: " ")
-            let path = String(decoding: record[(tab + 1)...], as: UTF8.self)
-            guard head.count == 3 else { throw untrusted("tree listing is malformed") }
-            out[path] = TreeEntry(mode: String(head[0]), type: String(head[1]), sha: String(head[2]))
+        var i = 0
+        while i < raw.count {
+            guard let end = raw[i...].firstIndex(of: 0), let tab = raw[i..<end].firstIndex(of: 9),
+                  let s1 = raw[i..<tab].firstIndex(of: 32), let s2 = raw[(s1 + 1)..<tab].firstIndex(of: 32) else {
+                throw untrusted("tree listing is malformed")
+            }
+            out[String(decoding: raw[(tab + 1)..<end], as: UTF8.self)] = TreeEntry(
+                mode: String(decoding: raw[i..<s1], as: UTF8.self), type: String(decoding: raw[(s1 + 1)..<s2], as: UTF8.self),
+                sha: String(decoding: raw[(s2 + 1)..<tab], as: UTF8.self))
+            i = end + 1
         }
         return out
+    }
+
+    /// What changed from the tree of `from` (nil: an empty tree) to the tree of `to`, file by
+    /// file (`diff-tree -r`, no rename detection): one `TreeChange` per path added, changed or
+    /// removed. Costs what changed, not the size of the trees.
+    func changes(from: String?, to: String) throws -> [String: TreeChange] {
+        guard let from else {
+            return try tree(of: to).mapValues { TreeChange(old: nil, new: $0) }
+        }
+        let raw = try checked(["diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", from, to]).stdout
+        var out: [String: TreeChange] = [:]
+        var i = 0
+        let zero = String(repeating: "0", count: 40)
+        while i < raw.count {
+            // ":OLDMODE NEWMODE OLDSHA NEWSHA STATUS\0PATH\0"
+            guard raw[i] == 58, let end = raw[i...].firstIndex(of: 0), end + 1 < raw.count, let pathEnd = raw[(end + 1)...].firstIndex(of: 0) else {
+                throw untrusted("tree difference is malformed")
+            }
+            let head = String(decoding: raw[(i + 1)..<end], as: UTF8.self).split(separator: " ")
+            guard head.count == 5 else { throw untrusted("tree difference is malformed") }
+            let path = String(decoding: raw[(end + 1)..<pathEnd], as: UTF8.self)
+            func entry(_ mode: Substring, _ sha: Substring) -> TreeEntry? {
+                guard sha != zero, mode != "000000" else { return nil }
+                return TreeEntry(mode: String(mode), type: mode == "160000" ? "commit" : mode == "040000" ? "tree" : "blob", sha: String(sha))
+            }
+            out[path] = TreeChange(old: entry(head[0], head[2]), new: entry(head[1], head[3]))
+            i = pathEnd + 1
+        }
+        return out
+    }
+
+    /// The tree of `base`'s tree (nil: empty) with `set` written and `remove` taken out, built
+    /// in a temporary index (`read-tree`, `update-index --index-info`, `write-tree`): the
+    /// unchanged folders are not listed into vault at all. Returns the tree's sha.
+    func writeTree(base: String?, set: [String: String], remove: [String]) throws -> String {
+        let index = repository + "/vault-tmp-index-" + hexString(randomBytes(8))
+        defer { try? FileSystem.remove(index); try? FileSystem.remove(index + ".lock") }
+        let env = ["GIT_INDEX_FILE": index]
+        if let base { try checked(["read-tree", base], extra: env) }
+        var lines: [UInt8] = []
+        lines.reserveCapacity((set.count + remove.count) * 100)
+        for path in remove where set[path] == nil { lines += Array("0 \(String(repeating: "0", count: 40))\t\(path)".utf8) + [0] }
+        for (path, sha) in set { lines += Array("100644 \(sha)\t\(path)".utf8) + [0] }
+        if !lines.isEmpty { try checked(["update-index", "-z", "--index-info"], input: lines, extra: env) }
+        return try checked(["write-tree"], extra: env).text
+    }
+
+    /// The sha of a commit's tree.
+    func treeSHA(of commit: String) throws -> String {
+        try checked(["rev-parse", "--verify", commit + "^{tree}"]).text
     }
 
     /// The contents of blobs, by sha (one `cat-file --batch`). Each is at most `limit` bytes.
@@ -77,26 +143,6 @@ extension Git {
         }
         guard !shas.contains("") else { throw VaultError.failure("git fast-import did not write every object") }
         return shas
-    }
-
-    /// Builds the tree of `files` (paths at most one folder deep) and returns its sha.
-    func writeTree(_ files: [String: TreeEntry]) throws -> String {
-        var folders: [String: [(String, String)]] = [:]
-        var root: [String] = []
-        for (path, e) in files {
-            if let slash = path.firstIndex(of: "/") {
-                folders[String(path[..<slash]), default: []].append((String(path[path.index(after: slash)...]), e.sha))
-            } else {
-                root.append("100644 blob \(e.sha)\t\(path)")
-            }
-        }
-        for (name, entries) in folders {
-            let listing = entries.map { "100644 blob \($0.1)\t\($0.0)" }.joined(separator: "\0") + "\0"
-            let sha = try checked(["mktree", "-z"], input: Array(listing.utf8)).text
-            root.append("040000 tree \(sha)\t\(name)")
-        }
-        let listing = root.isEmpty ? "" : root.joined(separator: "\0") + "\0"
-        return try checked(["mktree", "-z"], input: Array(listing.utf8)).text
     }
 
     /// A commit of `tree` with `parents` and `message`, authored by the device id only.

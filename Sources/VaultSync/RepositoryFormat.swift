@@ -210,13 +210,19 @@ struct ConflictRecord: Codable, Equatable {
 }
 
 /// This machine's memory of the repository (`sync.state`), MACed under the repository key.
+/// The row stamps are kept beside it in `sync.stamps` (binary, rewritten only when a row was
+/// sent or written): the state names their keyed hash, so a stamps file that is not the one the
+/// state was saved with counts as none (every row is sent again: slow, never lossy).
 struct SyncState: Codable {
     var v: Int = 1
     var local: String?
     var remote: String?
     var hlc: UInt64 = 0
-    var stamps: [String: String] = [:]
+    /// The stamps of an older state file (JSON inside it), read once and moved to `sync.stamps`.
+    var stamps: [String: String]?
     var header: String?
+    /// `BLAKE2b-256(key = state key, sync.stamps)`, hex.
+    var stampsHash: String?
 
     static func load(_ path: String, key: borrowing SecretBytes) -> SyncState? {
         guard let raw = try? PrivateFiles.read(path, limit: 1 << 30), raw.count > 32 else { return nil }
@@ -229,5 +235,46 @@ struct SyncState: Codable {
         let body = Array(try JSONEncoder().encode(self))
         let mac = try KeyedHash.hash(body, key: key, outputLength: 32)
         do { try AtomicFile.write(mac + body, to: path) } catch { throw VaultError.io(path: path, "\(error)") }
+    }
+}
+
+/// The row stamps a sync last saw (`sync.stamps`): "VST1" ‖ (u8 len ‖ item id ‖ u8 len ‖ stamp)*.
+enum SyncStamps {
+    static let magic: [UInt8] = Array("VST1".utf8)
+
+    static func encode(_ stamps: [[UInt8]: [UInt8]]) -> [UInt8] {
+        var out = magic
+        out.reserveCapacity(4 + stamps.count * 50)
+        for (id, stamp) in stamps where id.count < 256 && stamp.count < 256 {
+            out.append(UInt8(id.count)); out += id
+            out.append(UInt8(stamp.count)); out += stamp
+        }
+        return out
+    }
+
+    /// The stamps of `path` when its keyed hash is `hash` (hex), else nil.
+    static func load(_ path: String, hash: String?, key: borrowing SecretBytes) -> [[UInt8]: [UInt8]]? {
+        guard let hash, let raw = try? PrivateFiles.read(path, limit: 1 << 30), raw.count >= 4, Array(raw[0..<4]) == magic,
+              let got = try? KeyedHash.hash(raw, key: key, outputLength: 32), let want = bytesFromHex(hash),
+              constantTimeEqual(got, want) else { return nil }
+        var out: [[UInt8]: [UInt8]] = [:]
+        var i = 4
+        while i < raw.count {
+            let n = Int(raw[i])
+            guard i + 1 + n < raw.count else { return nil }
+            let m = Int(raw[i + 1 + n])
+            guard i + 2 + n + m <= raw.count else { return nil }
+            out[Array(raw[(i + 1)..<(i + 1 + n)])] = Array(raw[(i + 2 + n)..<(i + 2 + n + m)])
+            i += 2 + n + m
+        }
+        return out
+    }
+
+    /// Writes `stamps` to `path` and returns their keyed hash (hex) for the state.
+    static func save(_ stamps: [[UInt8]: [UInt8]], to path: String, key: borrowing SecretBytes) throws -> String {
+        let body = encode(stamps)
+        let hash = try KeyedHash.hash(body, key: key, outputLength: 32)
+        do { try AtomicFile.write(body, to: path) } catch { throw VaultError.io(path: path, "\(error)") }
+        return hexString(hash)
     }
 }

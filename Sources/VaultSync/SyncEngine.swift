@@ -25,11 +25,13 @@ package struct SyncPaths: Sendable {
     package let repository: String
     package let lock: String
     package let state: String
+    package let stamps: String
 
     package init(_ location: VaultLocation) {
         repository = location.folder + "/sync.git"
         lock = location.folder + "/sync.lock"
         state = location.folder + "/sync.state"
+        stamps = location.folder + "/sync.stamps"
     }
 }
 
@@ -96,7 +98,7 @@ package enum SyncRemote {
     package static func discardClone(_ location: VaultLocation) {
         let paths = SyncPaths(location)
         for path in [paths.repository] { try? FileManager.default.removeItem(atPath: path) }
-        for path in [location.databasePath, location.databasePath + "-wal", location.databasePath + "-shm", paths.state, paths.lock] {
+        for path in [location.databasePath, location.databasePath + "-wal", location.databasePath + "-shm", paths.state, paths.stamps, paths.lock] {
             try? FileSystem.remove(path)
         }
         try? FileSystem.removeFolder(location.folder)
@@ -124,6 +126,11 @@ package final class SyncEngine {
     private var deviceMACKey: SecretBytes?
     private var stateKey: SecretBytes?
     var state = SyncState()
+    /// The row stamps as of the last sync (`sync.stamps`), and whether they changed since saved.
+    var stamps: [[UInt8]: [UInt8]] = [:]
+    var stampsDirty = false
+    /// Items verify opened, by `path:sha` (apply takes them from here instead of opening them again).
+    var opened: [String: Item] = [:]
     var clock = HybridClock(last: 0)
     var deviceHex: String { hexString(secrets.deviceID) }
     static let branch = "refs/heads/vault", tracking = "refs/remotes/origin/vault"
@@ -183,6 +190,7 @@ package final class SyncEngine {
         let loaded = SyncState.load(paths.state, key: stateKey!)
         let fresh = loaded == nil
         state = loaded ?? SyncState()
+        loadStamps()
         clock.observe(state.hlc)
         for attempt in 0..<6 {
             if attempt > 0 { remote = try fetch(); summary.retries += 1 }
@@ -190,23 +198,48 @@ package final class SyncEngine {
             if let remote { try verify(remote: remote, local: local) }
             let target = try merge(local: local, remote: remote, &summary)
             try apply(from: local, to: target, expected: expected, fresh: fresh && attempt == 0, &summary)
+            opened = [:]
             if let target, target != local {
                 try git.checked(["update-ref", SyncEngine.branch, target] + (local.map { [$0] } ?? []))
             }
             state.local = target
             if let remote { state.remote = remote }
-            state.stamps = Dictionary(uniqueKeysWithValues: try vault.rowStamps().map { (hexString($0.key), hexString($0.value)) })
             state.hlc = clock.last
-            try state.save(paths.state, key: stateKey!)
+            try saveState()
             summary.head = target ?? ""
             guard let target, target != remote else { return summary }
             if try push(target) {
                 state.remote = target
-                try state.save(paths.state, key: stateKey!)
+                try saveState()
                 return summary
             }
         }
         throw VaultError.failure("the remote kept moving: 6 pushes were refused as not fast-forward", hint: "run 'vault sync' again")
+    }
+
+    /// The stamps the state was saved with; an older state's JSON stamps move to `sync.stamps`;
+    /// none (every row is sent again) when the file is not the state's.
+    private func loadStamps() {
+        if let s = SyncStamps.load(paths.stamps, hash: state.stampsHash, key: stateKey!) {
+            stamps = s
+            stampsDirty = false
+        } else {
+            stamps = [:]
+            for (k, v) in state.stamps ?? [:] {
+                if let id = bytesFromHex(k), let stamp = bytesFromHex(v) { stamps[id] = stamp }
+            }
+            stampsDirty = true
+        }
+        state.stamps = nil
+    }
+
+    /// Saves the state (and first the stamps, when they changed: the state names their hash).
+    private func saveState() throws {
+        if stampsDirty {
+            state.stampsHash = try SyncStamps.save(stamps, to: paths.stamps, key: stateKey!)
+            stampsDirty = false
+        }
+        try state.save(paths.state, key: stateKey!)
     }
 
     /// The sync secrets: the vault's own, or at a first sync the repository key of the remote's
@@ -266,21 +299,17 @@ package final class SyncEngine {
     /// the row stamps it reflects.
     func commitLocalChanges(_ summary: inout SyncSummary) throws -> (String?, [[UInt8]: [UInt8]]) {
         let head = try git.resolve(SyncEngine.branch)
-        var tree = try head.map { try git.tree(of: $0) } ?? [:]
         let current = try vault.rowStamps()
-        let changed = current.filter { state.stamps[hexString($0.key)] != hexString($0.value) }.map(\.key)
-        let deleted = state.stamps.keys.filter { bytesFromHex($0).map { current[$0] == nil } ?? false }
+        let changed = current.filter { stamps[$0.key] != $0.value }.map(\.key)
+        let deleted = stamps.keys.filter { current[$0] == nil }
         var files: [(String, [UInt8])] = []
         for (id, item) in try vault.items(ids: changed.sorted { $0.lexicographicallyPrecedes($1) }) {
             files.append(("items/" + hexString(id), try sealItem(item, id: id, version: ItemVersion(hlc: clock.tick(), device: secrets.deviceID))))
         }
-        var removed = false
-        for hex in deleted where tree["items/" + hex] != nil {
-            tree["items/" + hex] = nil
-            removed = true
-        }
+        // Only the two paths asked about are listed, not the tree.
+        let present = try head.map { try git.entries(at: $0, ["header", "devices/" + deviceHex]) } ?? [:]
         let mark = "\(vault.generation):\(try vault.store.slotSequence())"
-        if state.header != mark || tree["header"] == nil {
+        if state.header != mark || present["header"] == nil {
             let slots = try vault.portableSlots().map {
                 RepoHeader.Slot(id: $0.id, kind: $0.kind.rawValue, params: hexString($0.params), nonce: hexString($0.sealedNonce), wrapped: hexString($0.wrappedKey))
             }
@@ -289,22 +318,31 @@ package final class SyncEngine {
             files.append(("header", Array(try JSONEncoder().encode(h))))
             state.header = mark
         }
-        if tree["devices/" + deviceHex] == nil {
+        if present["devices/" + deviceHex] == nil {
             let pk = secrets.devicePublicKey
             let d = DeviceRecord(device: deviceHex, publicKey: hexString(pk),
                                  mac: hexString(try DeviceRecord.mac(vaultID: vaultID, device: secrets.deviceID, publicKey: pk, key: deviceMACKey!)))
             files.append(("devices/" + deviceHex, Array(try JSONEncoder().encode(d))))
         }
         summary.sent += changed.count + deleted.count
-        guard !files.isEmpty || removed else { return (head, current) }
+        guard !files.isEmpty || !deleted.isEmpty else { return (head, current) }
         let shas = try git.writeBlobs(files.map(\.1))
-        for ((path, _), sha) in zip(files, shas) { tree[path] = TreeEntry(mode: "100644", type: "blob", sha: sha) }
+        var set: [String: String] = [:]
+        for ((path, _), sha) in zip(files, shas) { set[path] = sha }
+        let tree = try git.writeTree(base: head, set: set, remove: deleted.map { "items/" + hexString($0) })
+        stamps = current
+        stampsDirty = true
+        if files.isEmpty, let head, try git.treeSHA(of: head) == tree {
+            // Rows deleted here that the repository never held: nothing to commit.
+            state.hlc = clock.last
+            try saveState()
+            return (head, current)
+        }
         let commit = try signedCommit(tree: tree, parents: head.map { [$0] } ?? [])
         try git.checked(["update-ref", SyncEngine.branch, commit] + (head.map { [$0] } ?? []))
         state.local = commit
-        state.stamps = Dictionary(uniqueKeysWithValues: current.map { (hexString($0.key), hexString($0.value)) })
         state.hlc = clock.last
-        try state.save(paths.state, key: stateKey!)
+        try saveState()
         return (commit, current)
     }
 
@@ -318,8 +356,7 @@ package final class SyncEngine {
         try SealedFile.open(file, label: "vault-sync-item-v1", vaultID: vaultID, id: id, key: itemKey!, path: path) { try SyncRecords.decode($0) }
     }
 
-    func signedCommit(tree files: [String: TreeEntry], parents: [String]) throws -> String {
-        let tree = try git.writeTree(files)
+    func signedCommit(tree: String, parents: [String]) throws -> String {
         let text = CommitSignature.signedText(vault: vaultHex, device: deviceHex, tree: tree, parents: parents)
         let signature = try Ed25519.sign(text, secretKey: secrets.deviceKey)
         return try git.commit(tree: tree, parents: parents, message: CommitSignature.message(device: deviceHex, signature: signature), device: deviceHex)
@@ -343,7 +380,14 @@ package final class SyncEngine {
         for commit in list.split(separator: "\n").map(String.init) { try verify(commit: commit) }
     }
 
-    private static let idPattern = try! NSRegularExpression(pattern: "^(items|devices|conflicts)/[0-9a-f]{32}$")
+    /// Whether `path` is a file a vault repository holds: `header`, or `items/`, `devices/`
+    /// or `conflicts/` and 32 lowercase hex digits.
+    static func isRepositoryPath(_ path: String) -> Bool {
+        if path == "header" { return true }
+        let parts = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        guard parts.count == 2, ["items", "devices", "conflicts"].contains(String(decoding: parts[0], as: UTF8.self)) else { return false }
+        return parts[1].count == 32 && parts[1].allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
 
     func verify(commit: String) throws {
         let c = try git.commitObject(commit)
@@ -358,29 +402,34 @@ package final class SyncEngine {
         guard Ed25519.verify(signature, of: CommitSignature.signedText(vault: vaultHex, device: device, tree: c.tree, parents: c.parents), publicKey: pk) else {
             throw untrusted("commit \(commit) has a signature that does not verify under device \(device)'s key")
         }
-        let tree = try git.tree(of: commit)
-        let parentTrees = try c.parents.map { try git.tree(of: $0) }
-        var changed: [String: TreeEntry] = [:]
-        for (path, e) in tree where parentTrees.isEmpty || parentTrees.contains(where: { $0[path] != e }) { changed[path] = e }
+        // The files that differ from at least one parent (every file of a first commit), and
+        // what each parent held there: read from `diff-tree`, never from whole listings.
+        var changed: [String: TreeEntry] = [:], before: [String: [String]] = [:]
+        for parent in c.parents.isEmpty ? [nil] : c.parents.map(Optional.some) {
+            for (path, ch) in try git.changes(from: parent, to: commit) {
+                guard let new = ch.new else { continue }
+                changed[path] = new
+                if let old = ch.old { before[path, default: []].append(old.sha) }
+            }
+        }
         for (path, e) in changed {
-            let range = NSRange(path.startIndex..., in: path)
-            guard e.mode == "100644", e.type == "blob",
-                  path == "header" || SyncEngine.idPattern.firstMatch(in: path, range: range) != nil else {
+            guard e.mode == "100644", e.type == "blob", SyncEngine.isRepositoryPath(path) else {
                 throw untrusted("commit \(commit) holds \(path) (\(e.mode) \(e.type)), which is no file of a vault repository")
             }
         }
-        let blobs = try git.blobs(changed.values.map(\.sha) + parentTrees.flatMap { p in changed.keys.compactMap { p[$0]?.sha } })
+        let blobs = try git.blobs(changed.values.map(\.sha) + before.values.joined())
         for (path, e) in changed {
             guard let file = blobs[e.sha] else { throw untrusted("commit \(commit) lacks the object of \(path)") }
             if path == "header" { _ = try RepoHeader.decode(file, vaultID: vaultID); continue }
             let id = bytesFromHex(String(path.split(separator: "/")[1]))!
             if path.hasPrefix("items/") {
-                let (version, _) = try openItem(file, id: id, path: path)
-                for p in parentTrees {
-                    if let old = p[path], old != e, let before = blobs[old.sha].flatMap(SealedFile.version(of:)), !(before < version) {
+                let (version, item) = try openItem(file, id: id, path: path)
+                for old in before[path] ?? [] {
+                    if let was = blobs[old].flatMap(SealedFile.version(of:)), !(was < version) {
                         throw untrusted("commit \(commit) puts back an older version of \(path) (a replayed item file)")
                     }
                 }
+                opened[path + ":" + e.sha] = item
                 clock.observe(version.hlc)
             } else if path.hasPrefix("conflicts/") {
                 _ = try SealedFile.open(file, label: "vault-sync-conflict-v1", vaultID: vaultID, id: id, key: conflictKey!, path: path) { _ in () }
@@ -402,23 +451,26 @@ package final class SyncEngine {
         if try git.isAncestor(local, of: remote) { return remote }
         summary.merged = true
         let baseOut = try git.run(["merge-base", local, remote])
-        let base = baseOut.status.isSuccess ? try git.tree(of: baseOut.text) : [:]
-        let ours = try git.tree(of: local), theirs = try git.tree(of: remote)
-        var result: [String: TreeEntry] = [:]
+        let base: String? = baseOut.status.isSuccess ? baseOut.text : nil
+        // What each side changed since the merge base (diff-tree: the cost is what changed).
+        // The result is this machine's tree with `overrides` (nil: removed) and `files` written.
+        let ours = try git.changes(from: base, to: local), theirs = try git.changes(from: base, to: remote)
+        var overrides: [String: TreeEntry?] = [:]
         var both: [String] = []
-        for path in Set(ours.keys).union(theirs.keys) {
-            let o = ours[path], t = theirs[path], b = base[path]
-            if o == t { result[path] = o } else if o == b { result[path] = t } else if t == b { result[path] = o } else { both.append(path) }
+        for (path, t) in theirs {
+            guard let o = ours[path] else { overrides.updateValue(t.new, forKey: path); continue }
+            if o.new != t.new { both.append(path) }
         }
-        let blobs = try git.blobs(both.flatMap { [ours[$0]?.sha, theirs[$0]?.sha, base[$0]?.sha].compactMap { $0 } })
+        let blobs = try git.blobs(both.flatMap { [ours[$0]?.new?.sha, theirs[$0]?.new?.sha, ours[$0]?.old?.sha].compactMap { $0 } })
         var files: [(String, [UInt8])] = []
         var conflicts: [ConflictRecord] = []
         let now = unixNow()
         for path in both.sorted() {
-            let o = ours[path].flatMap { blobs[$0.sha] }, t = theirs[path].flatMap { blobs[$0.sha] }
+            let oEntry = ours[path]?.new, tEntry = theirs[path]?.new, bEntry = ours[path]?.old
+            let o = oEntry.flatMap { blobs[$0.sha] }, t = tEntry.flatMap { blobs[$0.sha] }
             if path == "header" {
                 let ho = try o.map { try RepoHeader.decode($0, vaultID: vaultID) }, ht = try t.map { try RepoHeader.decode($0, vaultID: vaultID) }
-                result[path] = (ht?.hlc ?? 0) > (ho?.hlc ?? 0) ? theirs[path] : ours[path]
+                if (ht?.hlc ?? 0) > (ho?.hlc ?? 0) { overrides.updateValue(tEntry, forKey: path) }
             } else if path.hasPrefix("items/") {
                 let id = bytesFromHex(String(path.dropFirst(6)))!
                 let side: ([UInt8]?) throws -> MergeSide = { f in
@@ -426,19 +478,19 @@ package final class SyncEngine {
                     let (v, item) = try self.openItem(f, id: id, path: path)
                     return MergeSide(item: item, version: v)
                 }
-                let b = try side(base[path].flatMap { blobs[$0.sha] })
+                let b = try side(bEntry.flatMap { blobs[$0.sha] })
                 let outcome = ItemMerge.merge(id: hexString(id), base: b.item, ours: try side(o), theirs: try side(t), now: now)
                 conflicts += outcome.conflicts
                 if let item = outcome.item {
                     files.append((path, try sealItem(item, id: id, version: ItemVersion(hlc: clock.tick(), device: secrets.deviceID))))
                 } else {
-                    result[path] = nil
+                    overrides.updateValue(nil, forKey: path)
                 }
-            } else {
-                result[path] = ours[path] ?? theirs[path]
+            } else if oEntry == nil {
+                overrides.updateValue(tEntry, forKey: path)
             }
         }
-        try resolveNames(result: &result, ours: ours, files: &files, conflicts: &conflicts, now: now)
+        try resolveNames(overrides: &overrides, files: &files, conflicts: &conflicts, now: now)
         for c in conflicts {
             let id = randomBytes(16)
             var plain = Array(try JSONEncoder().encode(c))
@@ -448,23 +500,29 @@ package final class SyncEngine {
             summary.conflicts.append(describe(c))
         }
         let shas = try git.writeBlobs(files.map(\.1))
-        for ((path, _), sha) in zip(files, shas) { result[path] = TreeEntry(mode: "100644", type: "blob", sha: sha) }
-        return try signedCommit(tree: result, parents: [local, remote])
+        var set: [String: String] = [:], remove: [String] = []
+        for (path, e) in overrides {
+            if let e { set[path] = e.sha } else { remove.append(path) }
+        }
+        for ((path, _), sha) in zip(files, shas) { set[path] = sha }
+        return try signedCommit(tree: try git.writeTree(base: local, set: set, remove: remove), parents: [local, remote])
     }
 
     /// Keeps both of two items that ended with the same name: of the items that differ from
     /// this machine's tree (only they can clash: this machine's own names are unique in its
     /// vault), taken in version order, one whose name is held already gets a suffix, ` (2)`,
-    /// ` (3)`..., and a new version.
-    private func resolveNames(result: inout [String: TreeEntry], ours: [String: TreeEntry], files: inout [(String, [UInt8])],
+    /// ` (3)`..., and a new version. `overrides` are the merge's changes to this machine's
+    /// tree (nil: removed); every item of this vault is in that tree (committed before the merge).
+    private func resolveNames(overrides: inout [String: TreeEntry?], files: inout [(String, [UInt8])],
                               conflicts: inout [ConflictRecord], now: Int64) throws {
         let written = Dictionary(files.map { ($0.0, $0.1) }, uniquingKeysWith: { a, _ in a })
-        let incomingPaths = Set(result.keys.filter { $0.hasPrefix("items/") && result[$0] != ours[$0] }).union(written.keys)
+        let changedHere = overrides.compactMap { path, e in path.hasPrefix("items/") && e != nil ? path : nil }
+        let incomingPaths = Set(changedHere).union(written.keys)
         guard !incomingPaths.isEmpty else { return }
-        let fromBlobs = try git.blobs(incomingPaths.compactMap { written[$0] == nil ? result[$0]?.sha : nil })
+        let fromBlobs = try git.blobs(incomingPaths.compactMap { written[$0] == nil ? overrides[$0]??.sha : nil })
         var incoming: [String: (version: ItemVersion, item: Item)] = [:]
         for path in incomingPaths {
-            guard let file = written[path] ?? result[path].flatMap({ fromBlobs[$0.sha] }) else { continue }
+            guard let file = written[path] ?? overrides[path]?.flatMap({ fromBlobs[$0.sha] }) else { continue }
             let (v, item) = try openItem(file, id: bytesFromHex(String(path.dropFirst(6)))!, path: path)
             incoming[path] = (v, item)
         }
@@ -472,7 +530,8 @@ package final class SyncEngine {
         func heldLocally(_ name: String) throws -> Bool {
             guard let id = try vault.itemID(named: name) else { return false }
             let path = "items/" + hexString(id)
-            return result[path] != nil && incoming[path] == nil
+            let present = overrides[path].map { $0 != nil } ?? true
+            return present && incoming[path] == nil
         }
         for path in incoming.keys.sorted(by: { incoming[$0]!.version < incoming[$1]!.version }) {
             var item = incoming[path]!.item
@@ -506,25 +565,37 @@ package final class SyncEngine {
     /// in one transaction that writes nothing when a row changed since `expected` was read.
     func apply(from local: String?, to target: String?, expected: [[UInt8]: [UInt8]], fresh: Bool, _ summary: inout SyncSummary) throws {
         guard let target, target != local || fresh else { return }
-        let before = try local.map { try git.tree(of: $0) } ?? [:]
-        let after = try git.tree(of: target)
-        var upserts: [String] = [], deletes: [[UInt8]] = []
-        for (path, e) in after where path.hasPrefix("items/") {
-            let id = bytesFromHex(String(path.dropFirst(6)))!
-            if before[path] != e || (fresh && expected[id] == nil) { upserts.append(path) }
+        var upserts: [String: TreeEntry] = [:], deletes: [[UInt8]] = []
+        if target != local {
+            for (path, ch) in try git.changes(from: local, to: target) where path.hasPrefix("items/") {
+                let id = bytesFromHex(String(path.dropFirst(6)))!
+                if let new = ch.new { upserts[path] = new } else if expected[id] != nil { deletes.append(id) }
+            }
         }
-        for path in before.keys where path.hasPrefix("items/") && after[path] == nil {
-            let id = bytesFromHex(String(path.dropFirst(6)))!
-            if expected[id] != nil { deletes.append(id) }
+        if fresh {
+            // No state (a first sync, a clone): every item of the target this vault lacks.
+            for (path, e) in try git.tree(of: target) where path.hasPrefix("items/") && upserts[path] == nil {
+                if expected[bytesFromHex(String(path.dropFirst(6)))!] == nil { upserts[path] = e }
+            }
         }
         guard !upserts.isEmpty || !deletes.isEmpty else { return }
-        let blobs = try git.blobs(upserts.map { after[$0]!.sha })
+        let blobs = try git.blobs(upserts.compactMap { opened[$0.key + ":" + $0.value.sha] == nil ? $0.value.sha : nil })
         var items: [(id: [UInt8], item: Item)] = []
-        for path in upserts {
+        items.reserveCapacity(upserts.count)
+        for (path, e) in upserts.sorted(by: { $0.key < $1.key }) {
             let id = bytesFromHex(String(path.dropFirst(6)))!
-            items.append((id, try openItem(blobs[after[path]!.sha]!, id: id, path: path).1))
+            if let item = opened[path + ":" + e.sha] {
+                items.append((id, item))
+            } else {
+                guard let file = blobs[e.sha] else { throw untrusted("lacks the object of \(path)") }
+                items.append((id, try openItem(file, id: id, path: path).1))
+            }
         }
-        _ = try vault.applySync(deletes: deletes, upserts: items, expected: expected)
+        let written = try vault.applySync(deletes: deletes, upserts: items, expected: expected)
+        for id in deletes { stamps[id] = nil }
+        for (id, _) in items { stamps[id] = nil }
+        for (id, stamp) in written { stamps[id] = stamp }
+        stampsDirty = true
         summary.received += items.count
         summary.deleted += deletes.count
     }
@@ -536,7 +607,8 @@ package final class SyncEngine {
         guard let s = try vault.syncSecrets() else { return [] }
         try adopt(s)
         guard let head = try git.resolve(SyncEngine.branch) else { return [] }
-        let tree = try git.tree(of: head).filter { $0.key.hasPrefix("conflicts/") }
+        let tree = try git.entries(try git.checked(["ls-tree", "-r", "-z", "--full-tree", head, "--", "conflicts"]).stdout)
+            .filter { $0.key.hasPrefix("conflicts/") }
         let blobs = try git.blobs(tree.values.map(\.sha))
         var out: [(ConflictRecord, String)] = []
         for (path, e) in tree {
