@@ -243,6 +243,32 @@ import Testing
         #expect(items.count == 46, "\(items.keys.sorted())")
     }
 
+    /// An unlock session does not lend the vault key to a sync: a script with a session open and
+    /// no passcode is told so (not asked to open a session), and the passcode still syncs.
+    @Test func aSyncInASessionSaysTheSessionCannotLendTheKey() {
+        let m = Machines()
+        _ = m.start([("mail", "alice", "pw-0")])
+        var r = m.b.vault(["sync", "--no-input"])
+        #expect(r.status == 12, "without a session: the passcode error (\(r.status)): \(r.stderr)")
+        syncOK(m.b.vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: Sandbox.passcode))
+        defer {
+            let s = (try? JSONSerialization.jsonObject(with: Data(m.b.vault(["status", "--json"]).stdout.utf8))) as? [String: Any]
+            if let pid = (s?["session"] as? [String: Any])?["agent_pid"] as? Int { kill(pid_t(pid), SIGTERM) }
+            m.b.vault(["lock", "--all"])
+        }
+        #expect(m.b.vault(["get", "mail", "--field", "password", "--no-input"]).stdout == "pw-0\n")
+        m.add(m.a, "bank", "bob", "pw-1")
+        m.sync(m.a)
+        r = m.b.vault(["sync", "--no-input"])
+        #expect(r.status == 1, "\(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("does not lend it"), "\(r.stderr)")
+        #expect(r.stderr.contains("--passcode-fd"), "\(r.stderr)")
+        #expect(!r.stderr.contains("vault unlock"), "\(r.stderr)")
+        syncOK(m.b.vault(["sync", "--no-input"], passcode: Sandbox.passcode))
+        // The session serves what the sync brought at once.
+        #expect(m.b.vault(["get", "bank", "--field", "password", "--no-input"]).stdout == "pw-1\n")
+    }
+
     @Test func aCloneOpensWithThePasscodeAndTheRecoveryKeyNotAWrongOne() {
         let m = Machines()
         let recovery = m.start([("one", "u", "p1")])
