@@ -46,7 +46,7 @@ let package = Package(
             swiftSettings: upcoming),
         .target(name: "VaultSync", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultWire", dependencies: ["VaultKit", "VaultSystem"], swiftSettings: upcoming),
-        .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
+        .target(name: "VaultAgent", dependencies: ["VaultKit", "VaultSystem", "VaultWire", "VaultSync"], swiftSettings: upcoming),
         .target(
             name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem", "VaultWire"],
             swiftSettings: upcoming),

@@ -90,6 +90,9 @@ extension AgentRequest {
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "audit")
             try n.encode(vault, forKey: "vault")
             try n.encodeIfPresent(limit, forKey: "limit")
+        case .sync(let vault):
+            var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "sync")
+            try n.encode(vault, forKey: "vault")
         }
     }
 
@@ -149,6 +152,9 @@ extension AgentRequest {
         case "audit":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .audit(vault: try n.decode(String.self, forKey: "vault"), limit: try n.decodeIfPresent(Int.self, forKey: "limit"))
+        case "sync":
+            let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
+            self = .sync(vault: try n.decode(String.self, forKey: "vault"))
         default:
             throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [key], debugDescription: "an unknown kind of message"))
         }
@@ -211,6 +217,15 @@ extension AgentReply {
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "imported")
             try n.encode(count, forKey: "count")
             try n.encode(committed, forKey: "committed")
+        case .synced(let sent, let received, let deleted, let merged, let retries, let conflicts, let head):
+            var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "synced")
+            try n.encode(sent, forKey: "sent")
+            try n.encode(received, forKey: "received")
+            try n.encode(deleted, forKey: "deleted")
+            try n.encode(merged, forKey: "merged")
+            try n.encode(retries, forKey: "retries")
+            try n.encode(conflicts, forKey: "conflicts")
+            try n.encode(head, forKey: "head")
         case .audit(let records, let damaged):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "audit")
             try n.encode(records, forKey: "records")
@@ -267,6 +282,12 @@ extension AgentReply {
         case "imported":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .imported(count: try n.decode(Int.self, forKey: "count"), committed: try n.decode(Bool.self, forKey: "committed"))
+        case "synced":
+            let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
+            self = .synced(sent: try n.decode(Int.self, forKey: "sent"), received: try n.decode(Int.self, forKey: "received"),
+                           deleted: try n.decode(Int.self, forKey: "deleted"), merged: try n.decode(Bool.self, forKey: "merged"),
+                           retries: try n.decode(Int.self, forKey: "retries"), conflicts: try n.decode([String].self, forKey: "conflicts"),
+                           head: try n.decode(String.self, forKey: "head"))
         case "audit":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .audit(records: try n.decode([AuditRecord].self, forKey: "records"), damaged: try n.decode(Int.self, forKey: "damaged"))

@@ -52,6 +52,8 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     case remove(vault: String, name: String)
     /// The audit log, the last `limit` records (at most `AgentLimits.auditRecords`).
     case audit(vault: String, limit: Int?)
+    /// Syncs the session's vault with its git remote (`vault sync` in a session: the key stays here).
+    case sync(vault: String)
 
     /// The vault the request is about, when it is about one.
     public var vault: String? {
@@ -60,7 +62,7 @@ public enum AgentRequest: Codable, Equatable, Sendable {
         case .lock(let v): v
         case .probe(let v), .overview(let v, _), .freshMatchNonce(let v, _, _), .release(let v, _, _, _, _), .releaseSecret(let v, _, _, _, _),
              .list(let v, _, _), .releaseAll(let v, _, _), .contains(let v, _), .add(let v, _, _), .importItems(let v, _, _, _), .update(let v, _, _, _),
-             .remove(let v, _), .audit(let v, _):
+             .remove(let v, _), .audit(let v, _), .sync(let v):
             v
         }
     }
@@ -68,7 +70,7 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     /// Whether the reply may be large (a listing or a bulk write): the client waits longer for it.
     public var isBulk: Bool {
         switch self {
-        case .list, .releaseAll, .importItems, .audit: true
+        case .list, .releaseAll, .importItems, .audit, .sync: true
         default: false
         }
     }
@@ -146,6 +148,8 @@ public enum AgentReply: Codable, Equatable, Sendable {
     case done
     /// `importItems`: how many items are held (without `commit`) or were written (with it).
     case imported(count: Int, committed: Bool)
+    /// `sync`: what it did (`vault sync`'s summary).
+    case synced(sent: Int, received: Int, deleted: Int, merged: Bool, retries: Int, conflicts: [String], head: String)
     /// `audit`: records oldest first, and how many failed authentication.
     case audit(records: [AuditRecord], damaged: Int)
     /// The request failed, or was refused (malformed, out of bounds, another uid).
@@ -227,7 +231,7 @@ extension AgentRequest {
         case .unlock(let root, let name, _, _, _, _):
             try Self.check(path: root, "root")
             try Self.check(name, "name", limit: AgentLimits.name)
-        case .lock, .status, .probe:
+        case .lock, .status, .probe, .sync:
             break
         case .list(_, let term, let from):
             if let term { try Self.check(term, "search term", limit: AgentLimits.name, allowEmpty: true) }

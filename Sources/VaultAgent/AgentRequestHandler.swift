@@ -1,5 +1,6 @@
 public import VaultKit
 internal import Foundation
+internal import VaultSync
 
 /// Seconds on a clock that never jumps and keeps running while the machine sleeps (Linux's
 /// CLOCK_BOOTTIME, through `ContinuousClock`), so a suspended laptop's sessions time out too.
@@ -319,6 +320,15 @@ public final class AgentRequestHandler: @unchecked Sendable {
                 defer { s.wrote([name]) }
                 try s.vault.remove(name)
                 return .done
+            }
+        case .sync(let vault):
+            // The sync runs here, where the key is: git is started from the agent (with the
+            // agent's environment: the one of the `vault unlock` that started it).
+            return try withSession(vault) { s in
+                defer { s.wrote(nil) }
+                let r = try SyncEngine(vault: s.vault, environment: ProcessInfo.processInfo.environment, interactive: false).sync()
+                return .synced(sent: r.sent, received: r.received, deleted: r.deleted, merged: r.merged, retries: r.retries,
+                               conflicts: r.conflicts, head: r.head)
             }
         case .audit(let vault, let limit):
             return try withSession(vault) { s in

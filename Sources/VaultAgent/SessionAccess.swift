@@ -1,4 +1,5 @@
 public import VaultKit
+package import VaultSync
 internal import VaultSystem
 
 /// The vault as served by its unlock session in the agent: the key stays in the agent, which
@@ -189,6 +190,17 @@ public final class SessionAccess: VaultAccess {
     /// Deletes an item.
     public func remove(_ name: String) throws {
         guard case .done = try call(.remove(vault: vault, name: name)) else { throw AgentClient.unexpected }
+    }
+
+    /// Syncs the vault with its git remote inside the agent (the key never leaves it).
+    /// - Throws: what the sync threw there (exit 5 for a remote that does not hold, ...).
+    package func sync() throws -> SyncSummary {
+        guard case .synced(let sent, let received, let deleted, let merged, let retries, let conflicts, let head) =
+                try call(.sync(vault: vault)) else { throw AgentClient.unexpected }
+        var s = SyncSummary()
+        s.sent = sent; s.received = received; s.deleted = deleted; s.merged = merged; s.retries = retries
+        s.conflicts = conflicts; s.head = head
+        return s
     }
 
     /// The audit log (at most the last `AgentLimits.auditRecords` records through a session).

@@ -18,6 +18,8 @@ package struct SyncSummary: Sendable {
     package var retries = 0
     /// The commit both sides now have.
     package var head = ""
+
+    package init() {}
 }
 
 /// Where a vault's sync files live: beside its vault.db.

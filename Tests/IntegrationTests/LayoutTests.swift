@@ -14,7 +14,7 @@ enum Layout {
         "FingerprintKit": ["CFprint", "VaultSystem", "Foundation", "Dispatch", "Synchronization", "Glibc"],
         "ReaderLink": ["VaultKit", "VaultSystem", "VaultWire", "Foundation"],
         "VaultWire": ["VaultKit", "VaultSystem", "Foundation"],
-        "VaultAgent": ["VaultKit", "VaultSystem", "VaultWire", "Foundation"],
+        "VaultAgent": ["VaultKit", "VaultSystem", "VaultWire", "VaultSync", "Foundation"],
         "VaultAuthority": ["VaultKit", "VaultSystem", "VaultWire", "Foundation", "Synchronization"],
         "VaultSSH": ["VaultKit", "VaultSystem", "CCrypto", "Foundation"],
         "VaultInterchange": ["VaultKit", "VaultSystem", "CArchive", "CXML2", "Foundation"],

@@ -243,9 +243,10 @@ import Testing
         #expect(items.count == 46, "\(items.keys.sorted())")
     }
 
-    /// An unlock session does not lend the vault key to a sync: a script with a session open and
-    /// no passcode is told so (not asked to open a session), and the passcode still syncs.
-    @Test func aSyncInASessionSaysTheSessionCannotLendTheKey() {
+    /// In an unlock session the agent syncs (the key stays there): a script needs no passcode,
+    /// and the session serves what came at once. `--conflicts` needs the key in the process and
+    /// says so.
+    @Test func aSyncInASessionRunsInTheAgent() {
         let m = Machines()
         _ = m.start([("mail", "alice", "pw-0")])
         var r = m.b.vault(["sync", "--no-input"])
@@ -256,17 +257,19 @@ import Testing
             if let pid = (s?["session"] as? [String: Any])?["agent_pid"] as? Int { kill(pid_t(pid), SIGTERM) }
             m.b.vault(["lock", "--all"])
         }
-        #expect(m.b.vault(["get", "mail", "--field", "password", "--no-input"]).stdout == "pw-0\n")
         m.add(m.a, "bank", "bob", "pw-1")
         m.sync(m.a)
-        r = m.b.vault(["sync", "--no-input"])
-        #expect(r.status == 1, "\(r.status): \(r.stderr)")
-        #expect(r.stderr.contains("does not lend it"), "\(r.stderr)")
-        #expect(r.stderr.contains("--passcode-fd"), "\(r.stderr)")
-        #expect(!r.stderr.contains("vault unlock"), "\(r.stderr)")
-        syncOK(m.b.vault(["sync", "--no-input"], passcode: Sandbox.passcode))
-        // The session serves what the sync brought at once.
+        syncOK(m.b.vault(["edit", "mail", "--username", "alice-b", "--no-input"]))
+        r = m.b.vault(["sync", "--no-input", "--json"])
+        syncOK(r)
+        let summary = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [String: Any]
+        #expect(summary?["received"] as? Int == 1 && summary?["sent"] as? Int == 1, "\(r.stdout)")
         #expect(m.b.vault(["get", "bank", "--field", "password", "--no-input"]).stdout == "pw-1\n")
+        m.sync(m.a)
+        #expect(m.a.vault(["get", "mail", "--field", "username"], passcode: Sandbox.passcode).stdout == "alice-b\n")
+        r = m.b.vault(["sync", "--conflicts", "--no-input"])
+        #expect(r.status == 1, "\(r.status): \(r.stderr)")
+        #expect(r.stderr.contains("does not lend it") && r.stderr.contains("--passcode-fd"), "\(r.stderr)")
     }
 
     @Test func aCloneOpensWithThePasscodeAndTheRecoveryKeyNotAWrongOne() {

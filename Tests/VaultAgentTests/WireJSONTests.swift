@@ -44,7 +44,7 @@ import VaultWire
         .importItems(vault: "/v", items: [item, Item(name: "b", now: 1)], replace: false, commit: true),
         .update(vault: "/v", name: "x", change: change), .update(vault: "/v", name: "x", change: change, freshMatch: token),
         .remove(vault: "/v", name: "x"),
-        .audit(vault: "/v", limit: nil), .audit(vault: "/v", limit: 10),
+        .audit(vault: "/v", limit: nil), .audit(vault: "/v", limit: 10), .sync(vault: "/v"),
     ]
 
     static let replies: [AgentReply] = [
@@ -52,6 +52,7 @@ import VaultWire
         .freshMatchNonce(nonce: Array(repeating: 9, count: 32)),
         .released(overview: ItemOverview(item)), .releasedSecret, .listingPage(next: nil, damaged: ["ab"], version: Int64.max),
         .releasedAll(damaged: []), .contains(exists: false), .done, .imported(count: 3, committed: true),
+        .synced(sent: 1, received: 2, deleted: 0, merged: true, retries: 1, conflicts: ["'a' was added on two machines"], head: "ab12"),
         .failed(error: .usage("bad", hint: "a hint")), .failed(error: .itemNotFound("x")),
         .audit(records: [AuditRecord(item: "x", field: "password", command: "get", uid: 1000, pid: 42),
                          AuditRecord(item: "x", field: "password", command: "get", uid: 1000, pid: 43, executable: "/usr/bin/vault (deleted)")],

@@ -64,7 +64,13 @@ enum SyncCommands {
         vault sync --conflicts
         """,
         run: { inv, ctx in
-            let store = try VaultStore.open(try location(inv, ctx))
+            let loc = try location(inv, ctx)
+            // In an unlock session the agent syncs: the key stays there.
+            if !inv.has(SyncOptions.conflicts), let session = try openSession(loc, inv, ctx) as? SessionAccess {
+                report(try session.sync(), vault: loc.name, json: inv.has(SyncOptions.json), ctx)
+                return
+            }
+            let store = try VaultStore.open(loc)
             let vault = try unlockForSync(store, inv, ctx)
             let engine = try SyncEngine(vault: vault, environment: ctx.environment, interactive: !inv.noInput && ctx.terminal.isAvailable)
             if inv.has(SyncOptions.conflicts) {
@@ -74,23 +80,23 @@ enum SyncCommands {
             report(try engine.sync(), vault: store.location.name, json: inv.has(SyncOptions.json), ctx)
         })
 
-    /// The vault opened here for a sync. A sync needs the vault key in this process (it opens
-    /// the sync secrets, re-seals merged items into vault.db and seals the repository key into
-    /// the header), and an unlock session never lends its key to another process: with a
-    /// session open, `vault sync` still authenticates, and a script that cannot (no
-    /// `--passcode-fd`, no terminal) is told why rather than asked to open a session.
+    /// The vault opened here for `sync --conflicts` (or a sync without a session). Listing
+    /// conflicts needs the vault key in this process (the records are sealed under keys from
+    /// the sync secrets), and an unlock session never lends its key to another process: with a
+    /// session open it still authenticates, and a script that cannot (no `--passcode-fd`, no
+    /// terminal) is told why rather than asked to open a session.
     static func unlockForSync(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> UnlockedVault {
         let asked = inv.has(AuthOptions.passcode) || inv.has(GlobalOptions.passcodeFD)
         let session = asked ? nil : (try? SessionAccess.open(store.location, environment: ctx.environment)) ?? nil
         if session != nil, !inv.noInput, ctx.terminal.isAvailable {
-            ctx.say("vault: the unlock session does not lend the vault key to a sync; authenticating here")
+            ctx.say("vault: the unlock session does not lend the vault key to 'sync --conflicts'; authenticating here")
         }
         do {
             return try Auth.unlock(store, inv, ctx, purpose: "sync the vault")
         } catch VaultError.passcodeNeeded(let why) where session != nil {
             throw VaultError.failure(
-                "vault sync needs the vault key in this process and the unlock session of '\(store.location.name)' does not lend it (\(why))",
-                hint: "pass the passcode with --passcode-fd N, or run 'vault sync' at a terminal (finger or passcode)")
+                "vault sync --conflicts needs the vault key in this process and the unlock session of '\(store.location.name)' does not lend it (\(why))",
+                hint: "pass the passcode with --passcode-fd N, or run 'vault sync --conflicts' at a terminal (finger or passcode)")
         }
     }
 
