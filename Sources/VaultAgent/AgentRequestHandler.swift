@@ -168,6 +168,7 @@ public final class AgentRequestHandler: @unchecked Sendable {
         }
         do {
             try request.validate()
+            if case .sync(let vault) = request { return (try sync(vault, from: peer), []) }
             return try lock.withLock {
                 sweep()
                 requester = peer
@@ -321,15 +322,8 @@ public final class AgentRequestHandler: @unchecked Sendable {
                 try s.vault.remove(name)
                 return .done
             }
-        case .sync(let vault):
-            // The sync runs here, where the key is: git is started from the agent (with the
-            // agent's environment: the one of the `vault unlock` that started it).
-            return try withSession(vault) { s in
-                defer { s.wrote(nil) }
-                let r = try SyncEngine(vault: s.vault, environment: ProcessInfo.processInfo.environment, interactive: false).sync()
-                return .synced(sent: r.sent, received: r.received, deleted: r.deleted, merged: r.merged, retries: r.retries,
-                               conflicts: r.conflicts, head: r.head)
-            }
+        case .sync:
+            throw VaultError.failure("answered outside the lock")
         case .audit(let vault, let limit):
             return try withSession(vault) { s in
                 var records: [AuditRecord] = [], damaged = 0
@@ -346,6 +340,32 @@ public final class AgentRequestHandler: @unchecked Sendable {
 
     /// Runs `body` on the session of `vault`; without one, answers `noSession`, or once the
     /// reason a session ended.
+    /// `sync`: runs here, where the key is, but outside the handler's lock, on a second handle
+    /// of the session's vault (its own connection, a copy of the key): the session's other
+    /// requests, writes included, go on meanwhile. A write that lands while the sync runs makes
+    /// its apply write nothing (the rows moved: "run 'vault sync' again") or is committed by the
+    /// next sync; it is never lost. git starts from the agent, with the agent's environment (the
+    /// one of the `vault unlock` that started it).
+    private func sync(_ vault: String, from peer: Requester) throws -> AgentReply {
+        var prepared: (copy: UnlockedVault, session: Session)?
+        let early: AgentReply? = try lock.withLock {
+            sweep()
+            requester = peer
+            defer { requester = nil }
+            let reply = try withSession(vault) { s in
+                prepared = (try s.vault.reopened(), s)
+                return .done
+            }
+            return prepared == nil ? reply : nil
+        }
+        if let early { return early }
+        guard let (copy, session) = prepared else { throw AgentClient.unexpected }
+        defer { lock.withLock { session.wrote(nil) } }
+        let r = try SyncEngine(vault: copy, environment: ProcessInfo.processInfo.environment, interactive: false).sync()
+        return .synced(sent: r.sent, received: r.received, deleted: r.deleted, merged: r.merged, retries: r.retries,
+                       conflicts: r.conflicts, head: r.head)
+    }
+
     private func withSession(_ vault: String, _ body: (Session) throws -> AgentReply) throws -> AgentReply {
         guard let s = sessions[vault] else {
             if let reason = ended.removeValue(forKey: vault) { throw VaultError.sessionInvalid(reason) }

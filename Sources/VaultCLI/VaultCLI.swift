@@ -68,6 +68,7 @@ public enum VaultCLI {
                 throw error
             }
             try checkDeclaredReads(inv)
+            SyncCommands.afterWrite(inv, ctx)
             // Every write to stdout is checked: what a script reads must not be silently missing.
             if let f = ctx.stdout.failure {
                 let e = VaultError.io(path: "standard output", f.reason)

@@ -28,12 +28,15 @@ package struct SyncPaths: Sendable {
     package let lock: String
     package let state: String
     package let stamps: String
+    /// Present (empty, 0600) when the vault syncs after each write (`vault remote set --auto`).
+    package let auto: String
 
     package init(_ location: VaultLocation) {
         repository = location.folder + "/sync.git"
         lock = location.folder + "/sync.lock"
         state = location.folder + "/sync.state"
         stamps = location.folder + "/sync.stamps"
+        auto = location.folder + "/sync.auto"
     }
 }
 
@@ -100,15 +103,29 @@ package enum SyncRemote {
     package static func discardClone(_ location: VaultLocation) {
         let paths = SyncPaths(location)
         for path in [paths.repository] { try? FileManager.default.removeItem(atPath: path) }
-        for path in [location.databasePath, location.databasePath + "-wal", location.databasePath + "-shm", paths.state, paths.stamps, paths.lock] {
+        for path in [location.databasePath, location.databasePath + "-wal", location.databasePath + "-shm", paths.state, paths.stamps, paths.auto, paths.lock] {
             try? FileSystem.remove(path)
         }
         try? FileSystem.removeFolder(location.folder)
     }
 
+    /// Turns the sync after each write on or off (`vault remote set URL --auto | --no-auto`).
+    package static func setAuto(_ on: Bool, location: VaultLocation) throws {
+        let path = SyncPaths(location).auto
+        do {
+            if on { try AtomicFile.write([], to: path) } else if FileSystem.exists(path) { try FileSystem.remove(path) }
+        } catch { throw VaultError.io(path: path, "\(error)") }
+    }
+
+    /// Whether the vault syncs after each write.
+    package static func isAuto(location: VaultLocation) -> Bool {
+        FileSystem.exists(SyncPaths(location).auto)
+    }
+
     /// Forgets the remote (the local repository and its history stay, so a later `set` goes on).
     package static func remove(location: VaultLocation, environment: [String: String]) throws {
         let paths = SyncPaths(location)
+        try setAuto(false, location: location)
         guard FileSystem.exists(paths.repository + "/HEAD") else { return }
         let git = try Git(repository: paths.repository, environment: environment, interactive: false)
         _ = try git.run(["config", "--remove-section", "remote.origin"])

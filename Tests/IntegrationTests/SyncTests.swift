@@ -272,6 +272,40 @@ import Testing
         #expect(r.stderr.contains("does not lend it") && r.stderr.contains("--passcode-fd"), "\(r.stderr)")
     }
 
+    /// `vault remote set URL --auto`: each write through the session starts a background sync
+    /// (the write returns at once); writes made while one runs are taken by the next, so the
+    /// other machine ends with every one of them.
+    @Test func autoSyncAfterEachWriteInASession() {
+        let m = Machines()
+        _ = m.start([("mail", "alice", "pw-0")])
+        syncOK(m.b.vault(["remote", "set", m.remote, "--auto"]))
+        var r = m.b.vault(["remote", "show", "--json"])
+        #expect(r.stdout.contains("\"auto\":true"), "\(r.stdout)")
+        syncOK(m.b.vault(["unlock", "--scope", "user", "--timeout", "120"], passcode: Sandbox.passcode))
+        defer {
+            let s = (try? JSONSerialization.jsonObject(with: Data(m.b.vault(["status", "--json"]).stdout.utf8))) as? [String: Any]
+            if let pid = (s?["session"] as? [String: Any])?["agent_pid"] as? Int { kill(pid_t(pid), SIGTERM) }
+            m.b.vault(["lock", "--all"])
+        }
+        // Writes in a row: the later ones land while the earlier ones' syncs run.
+        for i in 0..<5 { syncOK(m.b.vault(["add", "auto-\(i)", "--password-stdin", "--no-input"], stdin: "secret-\(i)\n")) }
+        syncOK(m.b.vault(["edit", "mail", "--username", "alice-auto", "--no-input"]))
+        // a never syncs by itself: it sees b's writes once b's background syncs pushed them.
+        var seen = false
+        for _ in 0..<240 where !seen {
+            m.sync(m.a)
+            let names = m.a.vault(["ls"], passcode: Sandbox.passcode).stdout
+            let user = m.a.vault(["get", "mail", "--field", "username"], passcode: Sandbox.passcode).stdout
+            seen = (0..<5).allSatisfy { names.contains("auto-\($0)\n") } && user == "alice-auto\n"
+            if !seen { usleep(250_000) }
+        }
+        #expect(seen, "a never got every write b made (auto sync)")
+        #expect(m.a.vault(["get", "auto-4", "--field", "password"], passcode: Sandbox.passcode).stdout == "secret-4\n")
+        syncOK(m.b.vault(["remote", "set", m.remote, "--no-auto"]))
+        r = m.b.vault(["remote", "show"])
+        #expect(r.stdout == m.remote + "\n", "\(r.stdout)")
+    }
+
     @Test func aCloneOpensWithThePasscodeAndTheRecoveryKeyNotAWrongOne() {
         let m = Machines()
         let recovery = m.start([("one", "u", "p1")])

@@ -11,31 +11,40 @@ enum SyncCommands {
 
     /// The options of `remote`, declared once.
     enum RemoteOptions {
-        static let json = OptionSpec.flag("--json", "print {\"vault\", \"remote\"} (show)")
+        static let json = OptionSpec.flag("--json", "print {\"vault\", \"remote\", \"auto\"} (show)")
+        static let auto = OptionSpec.flag("--auto", "set: sync in the background after each write (through an unlock session)")
+        static let noAuto = OptionSpec.flag("--no-auto", "set: no background sync after writes")
     }
 
     static let remote = CommandSpec(
         name: "remote", summary: "set, show or remove the git remote the vault syncs with",
-        usage: "vault remote set URL | vault remote show [--json] | vault remote remove",
-        options: [RemoteOptions.json], arguments: 1...2,
+        usage: "vault remote set URL [--auto | --no-auto] | vault remote show [--json] | vault remote remove",
+        options: [RemoteOptions.json, RemoteOptions.auto, RemoteOptions.noAuto], arguments: 1...2,
         examples: """
         vault remote set git@github.com:me/vault-sync.git
-        vault remote set /srv/backup/vault.git
+        vault remote set /srv/backup/vault.git --auto
         vault remote show
         """,
         run: { inv, ctx in
             let loc = try location(inv, ctx)
             guard loc.exists else { throw VaultError.vaultNotFound(name: loc.name, path: loc.folder) }
+            if inv.has(RemoteOptions.auto) && inv.has(RemoteOptions.noAuto) { throw VaultError.usage("--auto and --no-auto contradict each other") }
+            if (inv.has(RemoteOptions.auto) || inv.has(RemoteOptions.noAuto)) && inv.arguments[0] != "set" {
+                throw VaultError.usage("--auto and --no-auto go with 'vault remote set URL'")
+            }
             switch (inv.arguments[0], inv.arguments.count) {
             case ("set", 2):
                 try SyncRemote.set(inv.arguments[1], location: loc, environment: ctx.environment)
-                ctx.say("vault: vault '\(loc.name)' syncs with \(inv.arguments[1]); run 'vault sync'")
+                if inv.has(RemoteOptions.auto) || inv.has(RemoteOptions.noAuto) { try SyncRemote.setAuto(inv.has(RemoteOptions.auto), location: loc) }
+                let auto = SyncRemote.isAuto(location: loc)
+                ctx.say("vault: vault '\(loc.name)' syncs with \(inv.arguments[1]); " + (auto ? "after each write, in the background" : "run 'vault sync'"))
             case ("show", 1):
                 let url = try SyncRemote.show(location: loc, environment: ctx.environment)
                 if inv.has(RemoteOptions.json) {
-                    ctx.stdout.write(jsonText(["vault": loc.name, "remote": url.map { $0 as Any } ?? NSNull()] as [String: Any]))
+                    ctx.stdout.write(jsonText(["vault": loc.name, "remote": url.map { $0 as Any } ?? NSNull(),
+                                               "auto": url != nil && SyncRemote.isAuto(location: loc)] as [String: Any]))
                 } else if let url {
-                    ctx.stdout.write(url + "\n")
+                    ctx.stdout.write(url + (SyncRemote.isAuto(location: loc) ? " (auto)" : "") + "\n")
                 } else {
                     throw VaultError.failure("vault '\(loc.name)' has no remote", hint: "set one with 'vault remote set URL'")
                 }
@@ -141,6 +150,25 @@ enum SyncCommands {
                 throw error
             }
         })
+
+    /// The commands that write items: after one succeeds on a vault set to `--auto`, a sync starts.
+    static let writeCommands: Set<String> = ["add", "edit", "rm", "mv", "import", "generate", "otp"]
+
+    /// After a write: when the vault syncs automatically, starts `vault sync --no-input` detached
+    /// (a session of its own, no terminal, output discarded: it can name items) and returns at
+    /// once; the write is already committed and never waits on it. Each write starts its own:
+    /// one that lands while a sync runs is taken by the next (they queue on `sync.lock`). The
+    /// child gets the key only from an unlock session (the agent syncs); without one it ends at
+    /// once (exit 12) and the write waits for the next `vault sync`.
+    static func afterWrite(_ inv: Invocation, _ ctx: CommandContext) {
+        guard writeCommands.contains(inv.command.name), let loc = try? location(inv, ctx), loc.exists,
+              SyncRemote.isAuto(location: loc) else { return }
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        _ = try? ChildProcess.spawn(SpawnRequest(
+            path: exe, arguments: [exe, "sync", "--vault", loc.name, "--no-input"], environment: ctx.environment,
+            fileActions: [.open(0, "/dev/null", .readOnly), .open(1, "/dev/null", .writeOnly), .open(2, "/dev/null", .writeOnly)],
+            newSession: true))
+    }
 
     static func report(_ s: SyncSummary, vault: String, json: Bool, _ ctx: CommandContext) {
         if json {

@@ -265,6 +265,13 @@ extension VaultStore {
 }
 
 extension UnlockedVault {
+    /// A second handle on this vault: its own database connection and a copy of the key in
+    /// guarded memory (the agent syncs a session's vault on it, outside its lock).
+    package func reopened() throws -> UnlockedVault {
+        let key = try masterKey.withUnsafeBytes { try SecretBytes(copying: $0) }
+        return try VaultStore.open(store.location).adopt(masterKey: key, generation: generation)
+    }
+
     /// The id of the item called `name`, nil when there is none.
     package func itemID(named name: String) throws -> [UInt8]? {
         let n = try Item.normalize(name: name)
