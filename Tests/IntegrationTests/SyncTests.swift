@@ -301,9 +301,11 @@ import Testing
         }
         #expect(seen, "a never got every write b made (auto sync)")
         #expect(m.a.vault(["get", "auto-4", "--field", "password"], passcode: Sandbox.passcode).stdout == "secret-4\n")
-        syncOK(m.b.vault(["remote", "set", m.remote, "--no-auto"]))
         r = m.b.vault(["remote", "show"])
-        #expect(r.stdout == m.remote + "\n", "\(r.stdout)")
+        #expect(r.stdout == m.remote + "\n" && r.stderr.contains("--auto"), "\(r.stdout) \(r.stderr)")
+        syncOK(m.b.vault(["remote", "set", m.remote, "--no-auto"]))
+        r = m.b.vault(["remote", "show", "--json"])
+        #expect(r.stdout.contains("\"auto\":false"), "\(r.stdout)")
     }
 
     @Test func aCloneOpensWithThePasscodeAndTheRecoveryKeyNotAWrongOne() {

@@ -44,7 +44,8 @@ enum SyncCommands {
                     ctx.stdout.write(jsonText(["vault": loc.name, "remote": url.map { $0 as Any } ?? NSNull(),
                                                "auto": url != nil && SyncRemote.isAuto(location: loc)] as [String: Any]))
                 } else if let url {
-                    ctx.stdout.write(url + (SyncRemote.isAuto(location: loc) ? " (auto)" : "") + "\n")
+                    ctx.stdout.write(url + "\n")
+                    if SyncRemote.isAuto(location: loc) { ctx.say("vault: syncs after each write (--auto)") }
                 } else {
                     throw VaultError.failure("vault '\(loc.name)' has no remote", hint: "set one with 'vault remote set URL'")
                 }
