@@ -616,6 +616,8 @@ public final class SecretServiceServer: @unchecked Sendable {
         default:
             if path == SecretPaths.base + "/collection" { return collections.map(\.element) }
             if path == SecretPaths.base + "/aliases" { return aliases.keys.sorted() }
+            if path == SecretPaths.base + "/session" { return sessions.keys.sorted().map { String($0.dropFirst(SecretPaths.sessionPrefix.count)) } }
+            if path == SecretPaths.base + "/prompt" { return prompts.keys.sorted() }
             return []
         }
     }

@@ -1,0 +1,335 @@
+import Foundation
+import Testing
+
+// vault as the desktop's Secret Service provider, driven by the ecosystem's own clients
+// (libsecret's secret-tool, Python's secretstorage and keyring, git-credential-libsecret) on a
+// session bus of each test's own (`dbus-run-session`), so nothing touches a real desktop.
+
+/// A session bus of its own: `dbus-run-session` around a shell that writes the bus address and
+/// waits while its keep-alive file exists; `close` removes the file, and the bus goes with it.
+final class SessionBus {
+    let address: String
+    private let pid: pid_t
+    private let keepAlive: String
+
+    init(in folder: String) throws {
+        keepAlive = folder + "/bus.alive"
+        let addressFile = folder + "/bus.address"
+        _ = FileManager.default.createFile(atPath: keepAlive, contents: Data())
+        pid = start("/usr/bin/dbus-run-session",
+                    ["--", "/bin/sh", "-c", "printf '%s\\n' \"$DBUS_SESSION_BUS_ADDRESS\" > \"$0.tmp\" && mv \"$0.tmp\" \"$0\"; while [ -e \"$1\" ]; do sleep 0.1; done",
+                     addressFile, keepAlive],
+                    env: ["PATH": "/usr/bin:/bin", "HOME": folder], output: folder + "/bus")
+        let limit = Date(timeIntervalSinceNow: 10)
+        var found = ""
+        while Date() < limit {
+            if let a = try? String(contentsOfFile: addressFile, encoding: .utf8), !a.isEmpty {
+                found = a.trimmingCharacters(in: .whitespacesAndNewlines)
+                break
+            }
+            usleep(10_000)
+        }
+        address = found
+        try #require(!address.isEmpty, "dbus-run-session gave no address")
+    }
+
+    func close() {
+        unlink(keepAlive)
+        _ = reap(pid)
+    }
+}
+
+/// `vault secret-service` running on a test's bus, its stderr in a file that a thread hands to
+/// a `ReaderFeed` (the prompts' `vault unlock` writes its scan prompt there).
+final class RunningService: @unchecked Sendable {
+    let pid: pid_t
+    let output: String
+    var feed: ReaderFeed?
+    private let lock = NSLock()
+    private var stopped = false
+
+    init(_ env: [String: String], args: [String] = [], output: String) throws {
+        self.output = output
+        pid = start(vaultBinary, ["secret-service"] + args, env: env, output: output)
+        Thread.detachNewThread { [weak self] in
+            while let self, !self.isStopped {
+                if let feed = self.feed { feed.stderrChanged(self.stderr) }
+                usleep(20_000)
+            }
+        }
+        try #require(waitFor("vault-secret-service: serving"), "the service did not start: \(stderr)")
+    }
+
+    var isStopped: Bool { lock.withLock { stopped } }
+
+    var stderr: String { (try? String(contentsOfFile: output + ".err", encoding: .utf8)) ?? "" }
+
+    /// Waits (at most 30 s) until the service's stderr holds `text`.
+    func waitFor(_ text: String) -> Bool {
+        let limit = Date(timeIntervalSinceNow: 30)
+        while Date() < limit {
+            if stderr.contains(text) { return true }
+            if kill(pid, 0) != 0 { return stderr.contains(text) }
+            usleep(10_000)
+        }
+        return false
+    }
+
+    func stop() -> Int32 {
+        lock.withLock { stopped = true }
+        kill(pid, SIGTERM)
+        return reap(pid)
+    }
+}
+
+/// A sandbox, its bus, and the service on it: `env` is what clients get.
+final class SecretServiceRig: @unchecked Sendable {
+    let box: Sandbox
+    let bus: SessionBus
+    var service: RunningService?
+    var env: [String: String]
+
+    init(box: Sandbox = Sandbox(), unlock: Bool = true, serviceArgs: [String] = []) throws {
+        self.box = box
+        if !FileManager.default.fileExists(atPath: box.home + "/vaults/default/vault.db") { box.initVault() }
+        bus = try SessionBus(in: box.home)
+        env = box.env
+        env["DBUS_SESSION_BUS_ADDRESS"] = bus.address
+        box.env["DBUS_SESSION_BUS_ADDRESS"] = bus.address
+        if unlock {
+            let r = box.vault(["unlock", "--passcode", "--timeout", "600"], passcode: Sandbox.passcode)
+            #expect(r.status == 0, "unlock: \(r.stderr)")
+        }
+        service = try RunningService(env, args: serviceArgs, output: box.home + "/service")
+    }
+
+    func close() {
+        if let s = service { _ = s.stop() }
+        box.vault(["lock", "--all"])
+        bus.close()
+    }
+
+    func run(_ path: String, _ args: [String], stdin: String = "", timeLimit: Double = 60) -> RunResult {
+        spawn(path, args, env: env, stdin: stdin, timeLimit: timeLimit)
+    }
+
+    func secretTool(_ args: [String], stdin: String = "") -> RunResult { run("/usr/bin/secret-tool", args, stdin: stdin) }
+
+    func python(_ script: String, args: [String] = []) -> RunResult { run("/usr/bin/python3", ["-c", script] + args) }
+}
+
+/// Every byte of a vault's database and its WAL.
+private func databaseBytes(_ box: Sandbox, vault: String = "default") -> Data {
+    var all = Data()
+    for suffix in ["", "-wal", "-shm"] {
+        if let d = FileManager.default.contents(atPath: box.home + "/vaults/\(vault)/vault.db" + suffix) { all.append(d) }
+    }
+    return all
+}
+
+private let pythonSecretStorage = """
+import sys, secretstorage
+conn = secretstorage.dbus_init()
+c = secretstorage.get_default_collection(conn)
+print("locked", c.is_locked())
+item = c.create_item("py item", {"app": "pytest", "n": "1"}, b"py-Secret-7781", replace=False)
+found = list(c.search_items({"app": "pytest"}))
+print("found", len(found), found[0].get_label(), sorted(found[0].get_attributes().items()))
+print("secret", found[0].get_secret().decode())
+item.set_secret(b"py-Secret-7782")
+print("changed", list(c.search_items({"app": "pytest"}))[0].get_secret().decode())
+item.delete()
+print("after delete", len(list(c.search_items({"app": "pytest"}))))
+"""
+
+private let pythonKeyring = """
+import keyring
+from keyring.backends import SecretService
+k = SecretService.Keyring()
+k.set_password("pytest-service", "bob", "kr-Secret-1290")
+print("get", k.get_password("pytest-service", "bob"))
+k.set_password("pytest-service", "bob", "kr-Secret-1291")
+print("replaced", k.get_password("pytest-service", "bob"))
+k.delete_password("pytest-service", "bob")
+print("deleted", k.get_password("pytest-service", "bob"))
+"""
+
+/// Unlock, then Dismiss on the prompt: prints the Completed signal's arguments.
+private let pythonDismiss = """
+import jeepney, secretstorage
+from jeepney.bus_messages import MatchRule, message_bus
+from secretstorage.util import DBusAddressWrapper
+conn = secretstorage.dbus_init()
+svc = DBusAddressWrapper("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", conn)
+unlocked, prompt = svc.call("Unlock", "ao", ["/org/freedesktop/secrets/aliases/default"])
+print("unlocked", unlocked, "prompt", prompt != "/")
+rule = MatchRule(type="signal", path=prompt, interface="org.freedesktop.Secret.Prompt", member="Completed")
+with conn.filter(rule) as signals:
+    conn.send_and_get_reply(message_bus.AddMatch(rule))
+    DBusAddressWrapper(prompt, "org.freedesktop.Secret.Prompt", conn).call("Dismiss", "")
+    msg = conn.recv_until_filtered(signals, timeout=10)
+    print("completed", msg.body[0], msg.body[1][1])
+    DBusAddressWrapper(prompt, "org.freedesktop.Secret.Prompt", conn).call("Dismiss", "")
+"""
+
+/// Opens a session, prints its path, then sleeps until it is killed.
+private let pythonHoldSession = """
+import sys, secretstorage
+from secretstorage.util import DBusAddressWrapper
+conn = secretstorage.dbus_init()
+svc = DBusAddressWrapper("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", conn)
+out, path = svc.call("OpenSession", "sv", "plain", ("s", ""))
+print(path, flush=True)
+import time
+time.sleep(3600)
+"""
+
+private let introspectSessions = """
+import secretstorage
+from secretstorage.util import DBusAddressWrapper
+conn = secretstorage.dbus_init()
+xml = DBusAddressWrapper("/org/freedesktop/secrets/session", "org.freedesktop.DBus.Introspectable", conn).call("Introspect", "")[0]
+print(xml)
+"""
+
+@Suite struct SecretServiceTests {
+    @Test func secretToolStoresLooksUpSearchesAndClearsWithTheValueSealed() throws {
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        let value = "st-Value-\(UUID().uuidString.prefix(8))"
+        var r = rig.secretTool(["store", "--label=Forge token", "service", "forge", "user", "alice"], stdin: value)
+        #expect(r.status == 0, "store: \(r.stderr)")
+        r = rig.secretTool(["lookup", "service", "forge", "user", "alice"])
+        #expect(r.status == 0 && r.stdout == value, "lookup: \(r.stdout) \(r.stderr)")
+        r = rig.secretTool(["search", "--all", "service", "forge"])
+        #expect(r.status == 0, "search: \(r.stderr)")
+        // secret-tool prints the attributes on stderr, the rest on stdout.
+        let found = r.stdout + r.stderr
+        #expect(found.contains("label = Forge token") && found.contains("attribute.user = alice")
+                && found.contains("attribute.service = forge") && found.contains("secret = \(value)"), "search: \(found)")
+        // A vault item of type secret-service: listed, printed by get, never in clear on disk.
+        let ls = rig.box.vault(["ls", "--json"])
+        let names = ((json(ls.stdout)["items"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String }
+        let name = try #require(names.first { $0.hasPrefix("Forge token #") }, "vault ls: \(ls.stdout)")
+        let record = rig.box.vault(["get", name, "--json"])
+        #expect(record.stdout.contains("\"secret-service.attribute.user\""), "\(record.stdout)")
+        let get = rig.box.vault(["get", name, "--field", "password"])
+        #expect(get.status == 0 && get.stdout.trimmingCharacters(in: .newlines) == value, "vault get: \(get.stderr)")
+        #expect(rig.box.vault(["get", name, "--field", "type"]).stdout.contains("secret-service"))
+        #expect(databaseBytes(rig.box).range(of: Data(value.utf8)) == nil, "the value is in clear in vault.db or its WAL")
+        // The owner is vault, as doctor says.
+        let owner = rig.box.vault(["secret-service", "--owner"])
+        #expect(owner.status == 0 && owner.stdout.hasPrefix("vault (pid"), "owner: \(owner.stdout) \(owner.stderr)")
+        #expect(rig.box.vault(["doctor"]).stdout.contains("secret service (org.freedesktop.secrets): vault (pid"))
+        r = rig.secretTool(["clear", "service", "forge", "user", "alice"])
+        #expect(r.status == 0, "clear: \(r.stderr)")
+        r = rig.secretTool(["lookup", "service", "forge", "user", "alice"])
+        #expect(r.status != 0 && r.stdout.isEmpty, "lookup after clear: \(r.stdout)")
+        #expect(!rig.box.vault(["ls"]).stdout.contains("Forge token"))
+    }
+
+    @Test func pythonSecretStorageStoresReadsChangesAndDeletes() throws {
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        let r = rig.python(pythonSecretStorage)
+        #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
+        #expect(r.stdout == """
+            locked False
+            found 1 py item [('app', 'pytest'), ('n', '1')]
+            secret py-Secret-7781
+            changed py-Secret-7782
+            after delete 0
+
+            """, "\(r.stdout)")
+        #expect(databaseBytes(rig.box).range(of: Data("py-Secret-778".utf8)) == nil)
+    }
+
+    @Test func pythonKeyringStoresReplacesAndDeletes() throws {
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        let r = rig.python(pythonKeyring)
+        #expect(r.status == 0 && r.stdout == "get kr-Secret-1290\nreplaced kr-Secret-1291\ndeleted None\n", "\(r.stdout)\n\(r.stderr)")
+        #expect(!rig.box.vault(["ls"]).stdout.contains("pytest-service"))
+    }
+
+    @Test func aLockedVaultIsSearchedAsLockedAndALookupWithoutAFingerEndsWithNoValue() throws {
+        let box = Sandbox()
+        box.initVault()
+        let rig = try SecretServiceRig(box: box, serviceArgs: ["--scan-timeout", "2"])
+        defer { rig.close() }
+        var r = rig.secretTool(["store", "--label=Locked one", "service", "locked", "user", "carol"], stdin: "lk-Secret-5521")
+        #expect(r.status == 0, "store: \(r.stderr)")
+        #expect(rig.box.vault(["lock"]).status == 0)
+        // The keyed index still finds the item, as locked.
+        r = rig.python("""
+            import secretstorage
+            conn = secretstorage.dbus_init()
+            c = secretstorage.get_default_collection(conn)
+            items = list(c.search_items({"service": "locked"}))
+            print(c.is_locked(), len(items), [i.is_locked() for i in items], len(list(c.search_items({"service": "other"}))))
+            """)
+        #expect(r.stdout == "True 1 [True] 0\n", "\(r.stdout) \(r.stderr)")
+        // A passcode-only vault, no pinentry: the prompt's `vault unlock` cannot unlock, the prompt
+        // is dismissed, and the lookup ends with no value.
+        r = rig.secretTool(["lookup", "service", "locked", "user", "carol"])
+        #expect(r.status != 0 && r.stdout.isEmpty, "lookup: \(r.stdout) \(r.stderr)")
+        #expect(rig.service!.stderr.contains("vault: error:"), "\(rig.service!.stderr)")
+    }
+
+    @Test func promptDismissCompletesWithDismissedTrueExactlyOnce() throws {
+        let rig = try SecretServiceRig(unlock: false)
+        defer { rig.close() }
+        let r = rig.python(pythonDismiss)
+        #expect(r.status != 0 || r.stdout.contains("completed"), "\(r.stdout)\n\(r.stderr)")
+        #expect(r.stdout.hasPrefix("unlocked [] prompt True\ncompleted True []\n"), "\(r.stdout)\n\(r.stderr)")
+        // The second Dismiss finds no prompt: it completed once and is gone.
+        #expect(r.stderr.contains("org.freedesktop.Secret.Error.NoSuchObject"), "\(r.stderr)")
+    }
+
+    @Test func twentyClientsAtOnceAreServed() throws {
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        let results = ConcurrentResults(count: 20)
+        DispatchQueue.concurrentPerform(iterations: 20) { i in
+            let store = rig.secretTool(["store", "--label=client \(i)", "service", "many", "n", "\(i)"], stdin: "many-\(i)")
+            let lookup = rig.secretTool(["lookup", "service", "many", "n", "\(i)"])
+            results.set(i, store.status == 0 && lookup.status == 0 && lookup.stdout == "many-\(i)" ? nil : "\(i): \(store.stderr) \(lookup.stdout) \(lookup.stderr)")
+        }
+        #expect(results.failures.isEmpty, "\(results.failures)")
+        let r = rig.secretTool(["search", "--all", "service", "many"])
+        #expect(r.stdout.components(separatedBy: "label = client ").count - 1 == 20, "\(r.stdout)")
+    }
+
+    @Test func aClientThatLeavesTheBusLosesItsSessions() throws {
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        let folder = rig.box.home
+        let pid = start("/usr/bin/python3", ["-c", pythonHoldSession], env: rig.env, fds: [:], output: folder + "/holder")
+        var path = ""
+        for _ in 0..<1000 {
+            path = ((try? String(contentsOfFile: folder + "/holder.out", encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+            if !path.isEmpty { break }
+            usleep(10_000)
+        }
+        #expect(path.hasPrefix("/org/freedesktop/secrets/session/"), "holder: \(path)")
+        let node = String(path.split(separator: "/").last ?? "")
+        #expect(rig.python(introspectSessions).stdout.contains("<node name=\"\(node)\"/>"))
+        kill(pid, SIGKILL)
+        _ = reap(pid)
+        var gone = false
+        for _ in 0..<500 where !gone {
+            gone = !rig.python(introspectSessions).stdout.contains("<node name=\"\(node)\"/>")
+            if !gone { usleep(20_000) }
+        }
+        #expect(gone, "the vanished client's session is still open")
+    }
+}
+
+/// Results written by concurrent workers.
+final class ConcurrentResults: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [String?]
+    init(count: Int) { values = Array(repeating: nil, count: count) }
+    func set(_ i: Int, _ v: String?) { lock.withLock { values[i] = v } }
+    var failures: [String] { lock.withLock { values.compactMap { $0 } } }
+}
