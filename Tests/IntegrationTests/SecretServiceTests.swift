@@ -325,6 +325,120 @@ print(xml)
     }
 }
 
+/// The same client script against vault and against gnome-keyring gives the same output.
+/// (vault also keeps each secret's content type, which gnome-keyring drops.)
+private let pythonCompare = """
+import secretstorage
+conn = secretstorage.dbus_init()
+c = secretstorage.get_default_collection(conn)
+if c.is_locked():
+    c.unlock()
+def show(tag):
+    items = sorted(c.search_items({"suite": "compare"}), key=lambda i: (i.get_label(), i.get_secret()))
+    # gnome-keyring adds xdg:schema to some items and keeps no content type (text/plain for all):
+    # the comparison is of what the API promises, labels, the attributes set, secrets.
+    print(tag, len(items), [(i.get_label(), sorted((k, v) for k, v in i.get_attributes().items() if k != "xdg:schema"), i.get_secret().decode()) for i in items])
+c.create_item("one", {"suite": "compare", "k": "1"}, b"first-1", content_type="text/plain")
+c.create_item("two", {"suite": "compare", "k": "2"}, b"second-2", content_type="application/octet-stream")
+show("stored")
+c.create_item("one again", {"suite": "compare", "k": "1"}, b"first-1b", replace=True)
+show("replaced")
+c.create_item("one more", {"suite": "compare", "k": "1"}, b"first-1c", replace=False)
+show("kept both")
+print("by k", sorted(i.get_secret().decode() for i in c.search_items({"suite": "compare", "k": "1"})))
+print("none", len(list(c.search_items({"suite": "compare", "k": "3"}))))
+for i in list(c.search_items({"suite": "compare"})):
+    i.delete()
+show("deleted")
+"""
+
+extension SecretServiceTests {
+    @Test func afterVaultLockALookupGetsTheValueWhenTheEnrolledFingerTouchesAndEndsWithoutOne() throws {
+        let box = Sandbox()
+        box.useVirtualReader("virtual_device")
+        let enrol = box.vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: Sandbox.passcode,
+                              reader: Array(repeating: .device("SCAN alice"), count: 5))
+        #expect(enrol.status == 0, "init: \(enrol.stderr)")
+        let rig = try SecretServiceRig(box: box, serviceArgs: ["--scan-timeout", "3"])
+        defer { rig.close() }
+        var r = rig.secretTool(["store", "--label=Finger gated", "service", "finger", "user", "dave"], stdin: "fp-Secret-3390")
+        #expect(r.status == 0, "store: \(r.stderr)")
+        #expect(box.vault(["lock"]).status == 0)
+        // The prompt's `vault unlock` asks for a touch on the service's stderr; the finger comes.
+        let feed = ReaderFeed(socket: box.readerSocket, env: box.env,
+                              steps: [.awaitStderr("touch the fingerprint reader"), .device("SCAN alice")], log: box.home + "/reader.log")
+        rig.service!.feed = feed
+        r = rig.secretTool(["lookup", "service", "finger", "user", "dave"])
+        let took = feed.finish(grace: 10)
+        rig.service!.feed = nil
+        #expect(r.status == 0 && r.stdout == "fp-Secret-3390", "lookup: \(r.stdout) \(r.stderr)\n\(rig.service!.stderr)")
+        #expect(took == [0], "the reader took the touch: \(took)")
+        #expect(box.vault(["status", "--json"]).stdout.contains("\"open\":true"), "one touch opened the vault's unlock session")
+        // Locked again, and no finger: the scan times out, the prompt completes dismissed, the
+        // lookup ends with no value.
+        #expect(box.vault(["lock"]).status == 0)
+        r = rig.secretTool(["lookup", "service", "finger", "user", "dave"])
+        #expect(r.status != 0 && r.stdout.isEmpty, "lookup without a finger: \(r.stdout) \(r.stderr)")
+    }
+
+    @Test func theSameClientScriptGivesTheSameResultsAgainstGnomeKeyring() throws {
+        let rig = try SecretServiceRig()
+        let ours = rig.python(pythonCompare)
+        rig.close()
+        #expect(ours.status == 0, "vault: \(ours.stdout) \(ours.stderr)")
+
+        let home = NSTemporaryDirectory() + "vault-gk-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: home + "/run", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let bus = try SessionBus(in: home)
+        defer { bus.close() }
+        let env = ["HOME": home, "XDG_RUNTIME_DIR": home + "/run", "XDG_DATA_HOME": home + "/data", "PATH": "/usr/bin:/bin",
+                   "LANG": "C.UTF-8", "DBUS_SESSION_BUS_ADDRESS": bus.address]
+        let daemon = start("/usr/bin/gnome-keyring-daemon", ["--foreground", "--unlock", "--components=secrets"], env: env,
+                           fds: [0: "keyring-password"], output: home + "/gk")
+        defer {
+            kill(daemon, SIGTERM)
+            _ = reap(daemon)
+        }
+        var owned = false
+        for _ in 0..<500 where !owned {
+            owned = spawn("/usr/bin/python3", ["-c", """
+                import secretstorage
+                secretstorage.get_default_collection(secretstorage.dbus_init())
+                """], env: env).status == 0
+            if !owned { usleep(20_000) }
+        }
+        #expect(owned, "gnome-keyring-daemon did not serve")
+        let theirs = spawn("/usr/bin/python3", ["-c", pythonCompare], env: env, timeLimit: 60)
+        #expect(theirs.status == 0, "gnome-keyring: \(theirs.stdout) \(theirs.stderr)")
+        #expect(ours.stdout == theirs.stdout, "vault:\n\(ours.stdout)\ngnome-keyring:\n\(theirs.stdout)")
+    }
+
+    @Test func aSecondServiceNamesTheOwnerAndReplaceTakesTheNameOver() throws {
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        let second = spawn(vaultBinary, ["secret-service"], env: rig.env, timeLimit: 30)
+        #expect(second.status == 1 && second.stderr.contains("org.freedesktop.secrets is already owned by vault (pid \(rig.service!.pid))")
+                && second.stderr.contains("--replace"), "\(second.stderr)")
+        let first = rig.service!
+        let taker = try RunningService(rig.env, args: ["--replace"], output: rig.box.home + "/taker")
+        rig.service = taker
+        #expect(reap(first.pid) == 0, "the first service ends when its name is taken")
+        let r = rig.secretTool(["store", "--label=after takeover", "service", "takeover"], stdin: "to-1")
+        #expect(r.status == 0 && rig.secretTool(["lookup", "service", "takeover"]).stdout == "to-1")
+        #expect(rig.box.vault(["secret-service", "--owner"]).stdout.hasPrefix("vault (pid \(taker.pid))"))
+    }
+
+    @Test func vaultLinksNeitherGLibNorGcryptAndTheServiceLinksBoth() {
+        let env = ["PATH": "/usr/bin:/bin"]
+        let vault = spawn("/usr/bin/ldd", [vaultBinary], env: env).stdout
+        #expect(!vault.contains("libgio") && !vault.contains("libglib") && !vault.contains("libgcrypt"), "\(vault)")
+        let service = URL(fileURLWithPath: vaultBinary).deletingLastPathComponent().appendingPathComponent("vault-secret-service").path
+        let linked = spawn("/usr/bin/ldd", [service], env: env).stdout
+        #expect(linked.contains("libgio-2.0") && linked.contains("libgcrypt") && !linked.contains("libfprint"), "\(linked)")
+    }
+}
+
 /// Results written by concurrent workers.
 final class ConcurrentResults: @unchecked Sendable {
     private let lock = NSLock()
