@@ -38,7 +38,7 @@ public struct StoredItem: Sendable, Equatable {
     /// A new item's record (its password set by the caller).
     public static func make(label: String, attributes: [SecretRequest.Attribute], contentType: String) throws -> Item {
         let id = hex(randomBytes(8))
-        let name = try Item.normalize(name: "\(displayLabel(label)) #\(id)")
+        let name = try (try? Item.normalize(name: "\(label.prefix(200)) #\(id)")) ?? Item.normalize(name: "\(displayLabel(label)) #\(id)")
         var item = Item(name: name, type: .secretService)
         item.fields = [CustomField(name: idField, value: id), CustomField(name: labelField, value: label),
                        CustomField(name: contentTypeField, value: contentType)]
@@ -63,8 +63,8 @@ public struct StoredItem: Sendable, Equatable {
         query.allSatisfy { q in attributes.contains(q) }
     }
 
-    /// A label fit for an item name: control characters and slashes out, trimmed, at most 200
-    /// characters, `secret` when nothing is left.
+    /// A label fit for an item name when the label itself is not one: control and format
+    /// characters out, slashes as `-`, trimmed, at most 200 characters, `secret` when nothing is left.
     static func displayLabel(_ label: String) -> String {
         var s = String(label.unicodeScalars.filter { !($0.properties.generalCategory == .control || $0.properties.generalCategory == .format) }
             .map { $0 == "/" ? "-" : Character($0) })

@@ -439,6 +439,77 @@ extension SecretServiceTests {
     }
 }
 
+/// git-credential-libsecret built from the source Debian's git ships, into `folder`.
+func buildGitCredentialLibsecret(in folder: String) throws -> String {
+    let source = "/usr/share/doc/git/contrib/credential/libsecret/git-credential-libsecret.c"
+    let out = folder + "/git-credential-libsecret"
+    let r = spawn("/bin/sh", ["-c", "exec cc -O1 -o \"$0\" \"$1\" $(pkg-config --cflags --libs glib-2.0 libsecret-1)", out, source],
+                  env: ["PATH": "/usr/bin:/bin"], timeLimit: 120)
+    try #require(r.status == 0, "building git-credential-libsecret (libsecret-1-dev): \(r.stderr)")
+    return out
+}
+
+extension SecretServiceTests {
+    @Test func gitStoresFillsAndErasesThroughGitCredentialLibsecret() throws {
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        let bin = rig.box.home + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        _ = try buildGitCredentialLibsecret(in: bin)
+        rig.env["PATH"] = bin + ":/usr/bin:/bin"
+        let git = ["-c", "credential.helper=libsecret", "credential"]
+        var r = rig.run("/usr/bin/git", git + ["approve"], stdin: "protocol=https\nhost=forge.example\nusername=erin\npassword=git-Secret-4417\n\n")
+        #expect(r.status == 0, "approve: \(r.stderr)")
+        r = rig.run("/usr/bin/git", git + ["fill"], stdin: "protocol=https\nhost=forge.example\n\n")
+        #expect(r.status == 0 && r.stdout.contains("username=erin\n") && r.stdout.contains("password=git-Secret-4417\n"), "fill: \(r.stdout) \(r.stderr)")
+        #expect(rig.box.vault(["ls"]).stdout.contains("Git: https://forge.example/ #"), "\(rig.box.vault(["ls"]).stdout)")
+        r = rig.run("/usr/bin/git", git + ["reject"], stdin: "protocol=https\nhost=forge.example\nusername=erin\n\n")
+        #expect(r.status == 0, "reject: \(r.stderr)")
+        #expect(!rig.box.vault(["ls"]).stdout.contains("forge.example"))
+    }
+
+    /// git's own helper suite, t0303, through git-credential-libsecret against vault's service,
+    /// when a tree of the installed git's release is there (docs/cli.md, "git's own helper suite").
+    @Test(.enabled(if: GitTree.installed != nil, "\(GitTree.absent): no tree of the installed git's release"))
+    func t0303ThroughGitCredentialLibsecret() throws {
+        let tree = try #require(GitTree.installed)
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        let bin = rig.box.home + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        _ = try buildGitCredentialLibsecret(in: bin)
+        var env = rig.env
+        env["PATH"] = bin + ":/usr/bin:/bin"
+        env["GIT_TEST_CREDENTIAL_HELPER"] = "libsecret"
+        env["GIT_TEST_CREDENTIAL_HELPER_SETUP"] = "export DBUS_SESSION_BUS_ADDRESS='\(rig.bus.address)'"
+        env["GIT_TEST_INSTALLED"] = "/usr/bin"
+        let r = spawn("/bin/sh", ["-c", "cd \"$0\"/t && exec ./t0303-credential-external.sh --root=\"$1\"", tree.path, rig.box.home + "/trash"],
+                      env: env, timeLimit: 300)
+        #expect(r.status == 0 && r.stdout.contains("# passed all"), "t0303 of \(tree.name):\n\(r.stdout)\n\(r.stderr)")
+        print("SecretServiceTests: t0303 of \(tree.name) through git-credential-libsecret: \(r.stdout.split(separator: "\n").last { $0.hasPrefix("# passed") } ?? "")")
+    }
+
+    @Test func exportAndImportCarryTheItemsToAnotherVaultsCollection() throws {
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        #expect(rig.secretTool(["store", "--label=Carried", "service", "carry", "user", "fay"], stdin: "carry-Secret-8").status == 0)
+        let exported = rig.box.vault(["export"])
+        #expect(exported.status == 0 && exported.stdout.contains("\"type\":\"secret-service\""), "\(exported.stdout) \(exported.stderr)")
+        rig.box.initVault("other")
+        let file = rig.box.home + "/export.json"
+        _ = FileManager.default.createFile(atPath: file, contents: Data(exported.stdout.utf8))
+        let imported = rig.box.vault(["import", "--vault", "other", file], passcode: Sandbox.passcode)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let r = rig.box.vault(["unlock", "--passcode", "--vault", "other"], passcode: Sandbox.passcode)
+        #expect(r.status == 0)
+        let second = try RunningService(rig.env, args: ["--replace", "--vault", "other"], output: rig.box.home + "/other")
+        _ = reap(rig.service!.pid)
+        rig.service = second
+        let found = rig.secretTool(["lookup", "service", "carry", "user", "fay"])
+        #expect(found.status == 0 && found.stdout == "carry-Secret-8", "\(found.stdout) \(found.stderr)")
+    }
+}
+
 /// Results written by concurrent workers.
 final class ConcurrentResults: @unchecked Sendable {
     private let lock = NSLock()
