@@ -123,6 +123,18 @@ public final class DHSessionKey: @unchecked Sendable {
         guard iv.count == 16, ciphertext.count >= 16, ciphertext.count % 16 == 0 else { throw .badCiphertext }
         let buffer: SecretBytes
         do { buffer = try SecretBytes(copying: ciphertext) } catch { throw .library("guarded memory") }
+        return try decrypt(iv: iv, inPlace: buffer)
+    }
+
+    /// `decrypt(iv:_:)` of an array (tests, the fuzz target).
+    public func decrypt(iv: [UInt8], _ ciphertext: [UInt8]) throws(SessionCryptoError) -> SecretBytes {
+        guard iv.count == 16, ciphertext.count >= 16, ciphertext.count % 16 == 0 else { throw .badCiphertext }
+        let buffer: SecretBytes
+        do { buffer = try SecretBytes(copying: ciphertext) } catch { throw .library("guarded memory") }
+        return try decrypt(iv: iv, inPlace: buffer)
+    }
+
+    private func decrypt(iv: [UInt8], inPlace buffer: consuming SecretBytes) throws(SessionCryptoError) -> SecretBytes {
         try cipher(buffer, iv: iv, encrypt: false)
         let length: Int? = buffer.withUnsafeBytes { b in
             let pad = Int(b[b.count - 1])

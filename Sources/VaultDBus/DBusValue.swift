@@ -1,10 +1,12 @@
 /// One D-Bus value, as the wire types it (the D-Bus specification's type system). Byte arrays
 /// (`ay`) are `DBusBytes`, which hold the bytes in the message's own memory instead of an array
-/// of values; everything else is plain Swift. `int16`, `uint16` and Unix descriptors are read as
-/// `unsupported` (no interface served or called here uses them).
+/// of values; everything else is plain Swift. Unix descriptors (and GVariant's types that D-Bus
+/// has not: maybe, a lone dict entry) are read as `unsupported`.
 public indirect enum DBusValue: Sendable, Equatable {
     case byte(UInt8)
     case boolean(Bool)
+    case int16(Int16)
+    case uint16(UInt16)
     case int32(Int32)
     case uint32(UInt32)
     case int64(Int64)
@@ -28,6 +30,8 @@ public indirect enum DBusValue: Sendable, Equatable {
         switch self {
         case .byte: "y"
         case .boolean: "b"
+        case .int16: "n"
+        case .uint16: "q"
         case .int32: "i"
         case .uint32: "u"
         case .int64: "x"
@@ -63,6 +67,17 @@ public indirect enum DBusValue: Sendable, Equatable {
         switch self {
         case .string(let s), .objectPath(let s), .signature(let s): s
         default: nil
+        }
+    }
+
+    /// Whether the value or one inside it is `unsupported` (it cannot be sent).
+    public var containsUnsupported: Bool {
+        switch self {
+        case .unsupported: true
+        case .variant(let v): v.containsUnsupported
+        case .array(_, let items), .structure(let items): items.contains { $0.containsUnsupported }
+        case .dictionary(_, _, let entries): entries.contains { $0.key.containsUnsupported || $0.value.containsUnsupported }
+        default: false
         }
     }
 

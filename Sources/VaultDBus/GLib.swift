@@ -46,12 +46,20 @@ public final class DBusBytes: @unchecked Sendable, Equatable {
 
 /// GVariants built from and read into `DBusValue`.
 enum GVariantCoding {
+    /// Whether `type` is a valid, definite GVariant type string (GLib asserts on an indefinite
+    /// one such as `*`, `?` or `r` where a value's type is needed).
+    static func isDefinite(_ type: String) -> Bool {
+        type.withCString { t in g_variant_type_string_is_valid(t) != 0 && g_variant_type_is_definite(vault_variant_type(t)) != 0 }
+    }
+
     /// A new floating GVariant of `value`; nil when the value is not valid D-Bus (an object path
     /// or signature that is not one, an array element of another type).
     static func make(_ value: DBusValue) -> OpaquePointer? {
         switch value {
         case .byte(let b): return g_variant_new_byte(b)
         case .boolean(let b): return g_variant_new_boolean(b ? 1 : 0)
+        case .int16(let i): return g_variant_new_int16(i)
+        case .uint16(let u): return g_variant_new_uint16(u)
         case .int32(let i): return g_variant_new_int32(i)
         case .uint32(let u): return g_variant_new_uint32(u)
         case .int64(let i): return g_variant_new_int64(gint64(i))
@@ -72,7 +80,7 @@ enum GVariantCoding {
             return container(items, type: element) { children, n in g_variant_new_array(vault_variant_type(element), children, n) }
         case .dictionary(let k, let v, let entries):
             let element = "{" + k + v + "}"
-            guard entries.allSatisfy({ $0.key.signature == k && $0.value.signature == v }) else { return nil }
+            guard isDefinite("a" + element), entries.allSatisfy({ $0.key.signature == k && $0.value.signature == v }) else { return nil }
             var children: [OpaquePointer?] = []
             for e in entries {
                 guard let key = make(e.key), let value = make(e.value) else {
@@ -104,7 +112,7 @@ enum GVariantCoding {
             }
             children.append(c)
         }
-        if let type, g_variant_type_string_is_valid(type) == 0 { return nil }
+        if let type, !isDefinite(type) { return nil }
         return children.withUnsafeBufferPointer { build($0.baseAddress, gsize($0.count)) }
     }
 
@@ -117,6 +125,8 @@ enum GVariantCoding {
         switch type.utf8.first {
         case UInt8(ascii: "y"): return .byte(g_variant_get_byte(v))
         case UInt8(ascii: "b"): return .boolean(g_variant_get_boolean(v) != 0)
+        case UInt8(ascii: "n"): return .int16(g_variant_get_int16(v))
+        case UInt8(ascii: "q"): return .uint16(g_variant_get_uint16(v))
         case UInt8(ascii: "i"): return .int32(g_variant_get_int32(v))
         case UInt8(ascii: "u"): return .uint32(g_variant_get_uint32(v))
         case UInt8(ascii: "x"): return .int64(Int64(g_variant_get_int64(v)))
@@ -176,7 +186,7 @@ enum GVariantCoding {
 /// (GLib checks it as it reads; a malformed one reads as its type's default): what the fuzz
 /// target and the tests decode method calls from.
 public func dbusValue(serialized bytes: [UInt8], signature: String) -> DBusValue? {
-    guard g_variant_type_string_is_valid(signature) != 0 else { return nil }
+    guard GVariantCoding.isDefinite(signature) else { return nil }
     return bytes.withUnsafeBytes { raw -> DBusValue? in
         let data = g_bytes_new(raw.baseAddress, gsize(raw.count))
         defer { g_bytes_unref(data) }
