@@ -12,14 +12,16 @@ final class SessionBus {
     private let pid: pid_t
     private let keepAlive: String
 
-    init(in folder: String) throws {
+    /// `config`: a bus configuration file of the test's own (`--config-file`); `env`: the bus's
+    /// environment, which the programs it activates inherit.
+    init(in folder: String, config: String? = nil, env: [String: String]? = nil) throws {
         keepAlive = folder + "/bus.alive"
         let addressFile = folder + "/bus.address"
         _ = FileManager.default.createFile(atPath: keepAlive, contents: Data())
         pid = start("/usr/bin/dbus-run-session",
-                    ["--", "/bin/sh", "-c", "printf '%s\\n' \"$DBUS_SESSION_BUS_ADDRESS\" > \"$0.tmp\" && mv \"$0.tmp\" \"$0\"; while [ -e \"$1\" ]; do sleep 0.1; done",
+                    (config.map { ["--config-file=" + $0] } ?? []) + ["--", "/bin/sh", "-c", "printf '%s\\n' \"$DBUS_SESSION_BUS_ADDRESS\" > \"$0.tmp\" && mv \"$0.tmp\" \"$0\"; while [ -e \"$1\" ]; do sleep 0.1; done",
                      addressFile, keepAlive],
-                    env: ["PATH": "/usr/bin:/bin", "HOME": folder], output: folder + "/bus")
+                    env: env ?? ["PATH": "/usr/bin:/bin", "HOME": folder], output: folder + "/bus")
         let limit = Date(timeIntervalSinceNow: 10)
         var found = ""
         while Date() < limit {
@@ -507,6 +509,52 @@ extension SecretServiceTests {
         rig.service = second
         let found = rig.secretTool(["lookup", "service", "carry", "user", "fay"])
         #expect(found.status == 0 && found.stdout == "carry-Secret-8", "\(found.stdout) \(found.stderr)")
+    }
+}
+
+extension SecretServiceTests {
+    /// The shipped activation file (Exec at the built binary) on a bus whose only service folder
+    /// holds it: the first client's call starts the service, which serves the bus's environment's vault.
+    @Test func dBusActivationStartsTheServiceOnTheFirstCall() throws {
+        let box = Sandbox()
+        box.initVault()
+        #expect(box.vault(["unlock", "--passcode", "--timeout", "600"], passcode: Sandbox.passcode).status == 0)
+        defer { box.vault(["lock", "--all"]) }
+        let services = box.home + "/services"
+        try FileManager.default.createDirectory(atPath: services, withIntermediateDirectories: true)
+        let built = URL(fileURLWithPath: vaultBinary).deletingLastPathComponent().path
+        let shipped = try String(contentsOfFile: packageRoot + "/Vault/org.freedesktop.secrets.service", encoding: .utf8)
+        try shipped.replacingOccurrences(of: "/usr/local/bin/", with: built + "/")
+            .write(toFile: services + "/org.freedesktop.secrets.service", atomically: true, encoding: .utf8)
+        let config = box.home + "/session.conf"
+        try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <listen>unix:tmpdir=\(box.home)</listen>
+              <auth>EXTERNAL</auth>
+              <servicedir>\(services)</servicedir>
+              <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+            </busconfig>
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let bus = try SessionBus(in: box.home, config: config, env: box.env)
+        var env = box.env
+        env["DBUS_SESSION_BUS_ADDRESS"] = bus.address
+        defer {
+            // The activated service ends with the bus; make sure it is not left behind.
+            let owner = spawn(vaultBinary, ["secret-service", "--owner"], env: env).stdout
+            if let pid = owner.split(separator: " ").dropFirst(2).first.flatMap({ Int32($0.trimmingCharacters(in: CharacterSet(charactersIn: "()\n"))) }) {
+                kill(pid, SIGTERM)
+            }
+            bus.close()
+        }
+        #expect(spawn(vaultBinary, ["secret-service", "--owner"], env: env).stdout == "nobody\n")
+        var r = spawn("/usr/bin/secret-tool", ["store", "--label=Activated", "service", "activation"], env: env, stdin: "act-1", timeLimit: 60)
+        #expect(r.status == 0, "store: \(r.stderr)")
+        r = spawn("/usr/bin/secret-tool", ["lookup", "service", "activation"], env: env, timeLimit: 60)
+        #expect(r.stdout == "act-1")
+        #expect(spawn(vaultBinary, ["secret-service", "--owner"], env: env).stdout.hasPrefix("vault (pid "))
     }
 }
 
