@@ -657,11 +657,28 @@ public final class SecretServiceServer: @unchecked Sendable {
         p.started = true
         let options = self.options
         let queue = self.queue
+        let connection = self.connection
         Thread.detachNewThread { [weak self] in
+            Self.notify(connection, vaults: p.vaults.map(\.label), sender: p.owner)
             let runner = UnlockRunner(options: options, prompt: p, queue: queue)
             let ok = p.vaults.allSatisfy { c in c.location.map { runner.unlock($0) } ?? true }
             queue.async { [weak self] in self?.finish(p, dismissed: !ok) }
         }
+    }
+
+    /// Tells the desktop a touch is awaited (`org.freedesktop.Notifications.Notify`), when a
+    /// notification server owns its name; nothing otherwise (no activation, at most 2 s).
+    static func notify(_ connection: DBusConnection, vaults: [String], sender: String) {
+        let name = "org.freedesktop.Notifications"
+        guard (try? connection.owner(of: name)) ?? nil != nil else { return }
+        let who = (try? connection.processID(of: sender)).flatMap { pid in
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")
+        }.map { ($0 as NSString).lastPathComponent } ?? "a program"
+        let body = "\(who) asks to unlock the vault \(vaults.joined(separator: ", ")): touch the fingerprint reader"
+        _ = try? connection.call(name, "/org/freedesktop/Notifications", name, "Notify",
+                                 [.string("vault"), .uint32(0), .string("dialog-password"), .string("Unlock vault"), .string(body),
+                                  .array(element: "s", []), .properties([("urgency", .byte(2))]), .int32(-1)],
+                                 timeoutMilliseconds: 2000)
     }
 
     /// Ends a prompt: `Completed` once, whatever ended it (success, failure, Dismiss, the client

@@ -367,6 +367,22 @@ extension SecretServiceTests {
         #expect(r.status == 0, "store: \(r.stderr)")
         #expect(box.vault(["lock"]).status == 0)
         // The prompt's `vault unlock` asks for a touch on the service's stderr; the finger comes.
+        // A notification server on the bus (python-dbusmock's, which logs each call): the prompt
+        // says a touch is awaited.
+        let notifications = start("/usr/bin/python3", ["-m", "dbusmock", "--session", "--template", "notification_daemon"],
+                                  env: rig.env, output: box.home + "/notifications")
+        defer {
+            kill(notifications, SIGTERM)
+            _ = reap(notifications)
+        }
+        var listening = false
+        for _ in 0..<500 where !listening {
+            listening = spawn("/usr/bin/gdbus", ["call", "--session", "-d", "org.freedesktop.DBus", "-o", "/org/freedesktop/DBus", "-m",
+                                                 "org.freedesktop.DBus.NameHasOwner", "org.freedesktop.Notifications"],
+                              env: rig.env).stdout.contains("true")
+            if !listening { usleep(20_000) }
+        }
+        #expect(listening, "the notification server did not start")
         let feed = ReaderFeed(socket: box.readerSocket, env: box.env,
                               steps: [.awaitStderr("touch the fingerprint reader"), .device("SCAN alice")], log: box.home + "/reader.log")
         rig.service!.feed = feed
@@ -375,6 +391,9 @@ extension SecretServiceTests {
         rig.service!.feed = nil
         #expect(r.status == 0 && r.stdout == "fp-Secret-3390", "lookup: \(r.stdout) \(r.stderr)\n\(rig.service!.stderr)")
         #expect(took == [0], "the reader took the touch: \(took)")
+        let notified = (try? String(contentsOfFile: box.home + "/notifications.out", encoding: .utf8)) ?? ""
+        #expect(notified.contains("Notify \"vault\"") && notified.contains("secret-tool asks to unlock the vault default: touch the fingerprint reader"),
+                "no notification: \(notified)")
         #expect(box.vault(["status", "--json"]).stdout.contains("\"open\":true"), "one touch opened the vault's unlock session")
         // Locked again, and no finger: the scan times out, the prompt completes dismissed, the
         // lookup ends with no value.
