@@ -229,6 +229,7 @@ public final class SecretServiceServer: @unchecked Sendable {
                 guard let c = try? collection(of: path), let location = c.location else { continue }
                 if done.insert(c.element).inserted, let client = AgentClient.connect(options.environment) {
                     _ = try? client.send(.lock(vault: location.databasePath))
+                    lockChanged(c, locked: true)
                 }
                 locked.append(path)
             }
@@ -689,7 +690,16 @@ public final class SecretServiceServer: @unchecked Sendable {
         prompts[p.id] = nil
         if let child = p.child, child.isRunning { child.terminate() }
         let result: DBusValue = .objectPaths(dismissed ? [] : p.objects)
+        if !dismissed { for c in p.vaults { lockChanged(c, locked: false) } }
         emit(SecretPaths.promptPrefix + p.id, SecretRequest.promptInterface, "Completed", [.boolean(dismissed), .variant(result)])
+    }
+
+    /// Tells clients that cache properties (libsecret's proxies) that a collection's `Locked`
+    /// changed through the service (a `vault lock` from a terminal is seen at the next call).
+    func lockChanged(_ c: Collection, locked: Bool) {
+        emit(c.path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+             [.string(SecretRequest.collection), .properties([("Locked", .boolean(locked))]), .array(element: "s", [])])
+        emit(SecretPaths.base, SecretRequest.service, "CollectionChanged", [.objectPath(c.path)])
     }
 }
 
