@@ -9,8 +9,16 @@ internal import Foundation
 /// into guarded memory; a cancel, an error or a program that ends gives nil.
 public struct Pinentry {
     public let program: String
+    /// The terminal a terminal pinentry (`pinentry-tty`, `-curses`) asks on, as gpg-agent takes it
+    /// from `GPG_TTY`; graphical ones read `DISPLAY` or `WAYLAND_DISPLAY` from the environment.
+    public let terminal: String?
+    public let terminalType: String?
 
-    public init(program: String) { self.program = program }
+    public init(program: String, environment: [String: String] = [:]) {
+        self.program = program
+        terminal = environment["GPG_TTY"].flatMap { $0.isEmpty ? nil : $0 }
+        terminalType = environment["TERM"]
+    }
 
     /// The passcode the person typed, nil when none was given.
     public func passcode(description: String) -> SecretBytes? {
@@ -33,14 +41,15 @@ public struct Pinentry {
             _ = output.take()
         }
         guard let buffer = try? SecretBytes(zeroed: 4096) else { return nil }
-        var used = 0
+        var used = 0, unread = 0
         /// Reads up to the end of the next line that is not a comment or status; returns its range.
         func line() -> Range<Int>? {
-            var start = used
             while true {
+                let start = unread
                 if let end = buffer.withUnsafeBytes({ b in (start..<used).first { b[$0] == 0x0a } }) {
+                    unread = end + 1
                     let isNoise = buffer.withUnsafeBytes { b in end > start && (b[start] == 0x23 || (end - start >= 2 && b[start] == 0x53 && b[start + 1] == 0x20)) }
-                    if isNoise { start = end + 1; continue }
+                    if isNoise { continue }
                     return start..<end
                 }
                 guard used < buffer.count else { return nil }
@@ -61,9 +70,12 @@ public struct Pinentry {
             return ok
         }
         guard let greeting = line(), startsWith(greeting, "OK") else { return nil }
-        let consumed = greeting.upperBound + 1
-        _ = consumed
-        for c in ["SETTITLE vault", "SETDESC " + Self.escape(description), "SETPROMPT Passcode:"] where !command(c) { return nil }
+        var commands = ["SETTITLE vault", "SETDESC " + Self.escape(description), "SETPROMPT Passcode:"]
+        if let terminal {
+            commands.insert("OPTION ttyname=" + Self.escape(terminal), at: 0)
+            if let t = terminalType { commands.insert("OPTION ttytype=" + Self.escape(t), at: 1) }
+        }
+        for c in commands where !command(c) { return nil }
         guard (try? output.writeAll(Array("GETPIN\n".utf8))) != nil, let data = line(), startsWith(data, "D ") else { return nil }
         let decoded: SecretBytes? = buffer.withUnsafeBytes { b in
             guard let out = try? SecretBytes(zeroed: data.count) else { return nil }

@@ -713,7 +713,7 @@ struct UnlockRunner {
         let reason = "a program asks to unlock the vault \(location.name) (Secret Service)"
         if run(["unlock", "--vault", location.name, "--no-input", "--scan-timeout", String(options.scanTimeout), "--reason", reason],
                passcode: nil) { return true }
-        guard let pinentry = options.pinentry, let pin = Pinentry(program: pinentry).passcode(description: reason) else { return false }
+        guard let pinentry = options.pinentry, let pin = Pinentry(program: pinentry, environment: options.environment).passcode(description: reason) else { return false }
         return pin.withUnsafeBytes { run(["unlock", "--vault", location.name, "--passcode", "--passcode-fd", "0"], passcode: $0) }
     }
 

@@ -577,6 +577,80 @@ extension SecretServiceTests {
     }
 }
 
+/// A pseudo-terminal the test reads like a screen and types into (a terminal pinentry's).
+final class TestTerminal: @unchecked Sendable {
+    let master: Int32
+    let slavePath: String
+    private let slave: Int32
+    private let lock = NSLock()
+    private var shown: [UInt8] = []
+
+    init() {
+        var m: Int32 = -1, s: Int32 = -1
+        precondition(openpty(&m, &s, nil, nil, nil) == 0, "openpty failed")
+        _ = fcntl(m, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(s, F_SETFD, FD_CLOEXEC)
+        var name = [CChar](repeating: 0, count: 256)
+        precondition(ttyname_r(s, &name, name.count) == 0)
+        slavePath = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        master = m
+        slave = s
+        let fd = m
+        Thread.detachNewThread { [self] in
+            var buf = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = read(fd, &buf, buf.count)
+                if n <= 0 { break }
+                lock.withLock { shown += buf[0..<n] }
+            }
+        }
+    }
+
+    var screen: String { lock.withLock { String(decoding: shown, as: UTF8.self) } }
+
+    func waitFor(_ text: String, timeout: Double = 30) -> Bool {
+        let limit = Date(timeIntervalSinceNow: timeout)
+        while Date() < limit {
+            if screen.contains(text) { return true }
+            usleep(10_000)
+        }
+        return false
+    }
+
+    func type(_ text: String) { _ = text.withCString { write(master, $0, strlen($0)) } }
+
+    func close() {
+        Glibc.close(slave)
+        Glibc.close(master)
+    }
+}
+
+extension SecretServiceTests {
+    /// A passcode-only vault, locked: the prompt's `vault unlock` cannot scan, so the passcode is
+    /// asked through Debian's pinentry-tty (Assuan) on the terminal GPG_TTY names, typed there.
+    @Test func withoutAFingerThePasscodeComesThroughPinentry() throws {
+        let box = Sandbox()
+        box.initVault()
+        let terminal = TestTerminal()
+        defer { terminal.close() }
+        box.env["GPG_TTY"] = terminal.slavePath
+        box.env["TERM"] = "dumb"
+        let rig = try SecretServiceRig(box: box, serviceArgs: ["--pinentry", "/usr/bin/pinentry-tty"])
+        defer { rig.close() }
+        var r = rig.secretTool(["store", "--label=Pinentry", "service", "pinentry"], stdin: "pe-Secret-6620")
+        #expect(r.status == 0, "store: \(r.stderr)")
+        #expect(box.vault(["lock"]).status == 0)
+        let typist = Thread { 
+            if terminal.waitFor("Passcode:") { terminal.type(Sandbox.passcode + "\n") }
+        }
+        typist.start()
+        r = rig.secretTool(["lookup", "service", "pinentry"])
+        #expect(terminal.screen.contains("Passcode:"), "pinentry-tty asked nothing: \(terminal.screen)")
+        #expect(!terminal.screen.contains(Sandbox.passcode), "the passcode was echoed")
+        #expect(r.status == 0 && r.stdout == "pe-Secret-6620", "lookup: \(r.stdout) \(r.stderr)\n\(rig.service!.stderr)")
+    }
+}
+
 /// Results written by concurrent workers.
 final class ConcurrentResults: @unchecked Sendable {
     private let lock = NSLock()
