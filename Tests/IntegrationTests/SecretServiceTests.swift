@@ -651,6 +651,60 @@ extension SecretServiceTests {
     }
 }
 
+extension SecretServiceTests {
+    @Test func malformedCallsAreDBusErrorsAndTheServiceGoesOn() throws {
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        func gdbus(_ path: String, _ method: String, _ args: [String]) -> RunResult {
+            rig.run("/usr/bin/gdbus", ["call", "--session", "-d", "org.freedesktop.secrets", "-o", path, "-m", method] + args)
+        }
+        var r = gdbus("/org/freedesktop/secrets", "org.freedesktop.Secret.Service.OpenSession", ["plain"])
+        #expect(r.status != 0 && r.stderr.contains("org.freedesktop.DBus.Error.InvalidArgs"), "\(r.stderr)")
+        r = gdbus("/org/freedesktop/secrets", "org.freedesktop.Secret.Service.OpenSession", ["rot13", "<''>"])
+        #expect(r.stderr.contains("org.freedesktop.DBus.Error.NotSupported"), "\(r.stderr)")
+        r = gdbus("/org/freedesktop/secrets", "org.freedesktop.Secret.Service.OpenSession", ["dh-ietf1024-sha256-aes128-cbc-pkcs7", "<@ay [0x01]>"])
+        #expect(r.stderr.contains("org.freedesktop.DBus.Error.InvalidArgs"), "a public key of 1: \(r.stderr)")
+        r = gdbus("/org/freedesktop/secrets/nowhere", "org.freedesktop.Secret.Item.Delete", [])
+        #expect(r.stderr.contains("org.freedesktop.DBus.Error.UnknownObject"), "\(r.stderr)")
+        r = gdbus("/org/freedesktop/secrets/collection/default/0000000000000000", "org.freedesktop.Secret.Item.GetSecret",
+                  ["/org/freedesktop/secrets/session/s999"])
+        #expect(r.stderr.contains("org.freedesktop.Secret.Error.NoSession"), "\(r.stderr)")
+        r = gdbus("/org/freedesktop/secrets", "org.freedesktop.Secret.Service.Frob", [])
+        #expect(r.stderr.contains("org.freedesktop.DBus.Error.UnknownMethod"), "\(r.stderr)")
+        r = gdbus("/org/freedesktop/secrets", "org.freedesktop.DBus.Properties.Get", ["org.freedesktop.Secret.Service", "Collections"])
+        #expect(r.status == 0 && r.stdout.contains("'/org/freedesktop/secrets/collection/default', '/org/freedesktop/secrets/collection/session'"), "\(r.stdout) \(r.stderr)")
+        r = gdbus("/org/freedesktop/secrets", "org.freedesktop.Secret.Service.ReadAlias", ["default"])
+        #expect(r.stdout.contains("objectpath '/org/freedesktop/secrets/collection/default'"), "\(r.stdout)")
+        #expect(kill(rig.service!.pid, 0) == 0, "the service still runs")
+    }
+
+    @Test func theSessionCollectionKeepsItemsInMemoryOnly() throws {
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        let r = rig.python("""
+            import secretstorage
+            conn = secretstorage.dbus_init()
+            c = secretstorage.Collection(conn, "/org/freedesktop/secrets/aliases/session")
+            c.create_item("ephemeral", {"mem": "1"}, b"mem-Secret-2204")
+            print([i.get_secret().decode() for i in c.search_items({"mem": "1"})], c.get_label(), c.is_locked())
+            """)
+        #expect(r.status == 0 && r.stdout == "['mem-Secret-2204'] session False\n", "\(r.stdout) \(r.stderr)")
+        #expect(!rig.box.vault(["ls"]).stdout.contains("ephemeral"))
+        #expect(databaseBytes(rig.box).range(of: Data("mem-Secret-2204".utf8)) == nil)
+    }
+
+    @Test func rotationCarriesTheItems() throws {
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        #expect(rig.secretTool(["store", "--label=Rotated", "service", "rotate"], stdin: "rot-Secret-31").status == 0)
+        let rotated = rig.box.vault(["rotate"], passcode: Sandbox.passcode)
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        #expect(rig.box.vault(["unlock", "--passcode"], passcode: Sandbox.passcode).status == 0)
+        let r = rig.secretTool(["lookup", "service", "rotate"])
+        #expect(r.status == 0 && r.stdout == "rot-Secret-31", "\(r.stdout) \(r.stderr)")
+    }
+}
+
 /// Results written by concurrent workers.
 final class ConcurrentResults: @unchecked Sendable {
     private let lock = NSLock()
