@@ -177,7 +177,8 @@ public final class SecretServiceServer: @unchecked Sendable {
     }
 
     func signal(_ m: DBusIncoming) {
-        if m.member == "NameLost", m.path == "/org/freedesktop/DBus" {
+        // Only the bus daemon's word counts: any client can send us a signal of that name.
+        if m.member == "NameLost", m.sender == "org.freedesktop.DBus", m.path == "/org/freedesktop/DBus" {
             if m.arguments.first?.text == SecretServiceMain.busName { onNameLost?() }
             return
         }
@@ -660,12 +661,19 @@ public final class SecretServiceServer: @unchecked Sendable {
         let queue = self.queue
         let connection = self.connection
         Thread.detachNewThread { [weak self] in
-            Self.notify(connection, vaults: p.vaults.map(\.label), sender: p.owner)
+            // One unlock at a time (one reader, one person): a prompt that waited finds its vault
+            // unlocked by the touch that answered the one before, and asks nothing.
+            Self.unlockGate.lock()
+            defer { Self.unlockGate.unlock() }
             let runner = UnlockRunner(options: options, prompt: p, queue: queue)
-            let ok = p.vaults.allSatisfy { c in c.location.map { runner.unlock($0) } ?? true }
+            let waiting = p.vaults.filter { c in c.location.map { !runner.isUnlocked($0) } ?? false }
+            if !waiting.isEmpty && !runner.isCancelled { Self.notify(connection, vaults: waiting.map(\.label), sender: p.owner) }
+            let ok = p.vaults.allSatisfy { c in c.location.map { runner.isUnlocked($0) || (!runner.isCancelled && runner.unlock($0)) } ?? true }
             queue.async { [weak self] in self?.finish(p, dismissed: !ok) }
         }
     }
+
+    static let unlockGate = NSLock()
 
     /// Tells the desktop a touch is awaited (`org.freedesktop.Notifications.Notify`), when a
     /// notification server owns its name; nothing otherwise (no activation, at most 2 s).
@@ -708,6 +716,14 @@ struct UnlockRunner {
     let options: SecretServiceOptions
     let prompt: SecretServiceServer.Prompt
     let queue: DispatchQueue?
+
+    /// Whether the vault's unlock session is open now.
+    func isUnlocked(_ location: VaultLocation) -> Bool {
+        ((try? SessionAccess.open(location, environment: options.environment)) ?? nil) != nil
+    }
+
+    /// Whether the prompt ended (dismissed, its client gone) while this one waited.
+    var isCancelled: Bool { queue?.sync { prompt.finished } ?? false }
 
     func unlock(_ location: VaultLocation) -> Bool {
         let reason = "a program asks to unlock the vault \(location.name) (Secret Service)"
