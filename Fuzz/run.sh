@@ -30,7 +30,9 @@ build=$scratch/release
 mkdir -p "$scratch/logs"
 module=VaultAgent
 [ "$target" = secret-service ] && module=SecretService
-if ! swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target "$module" \
+if ! { swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultAgent &&
+       swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultInterchange &&
+       swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target "$module"; } \
         >"$scratch/logs/build.log" 2>&1; then
     grep -E "error:" "$scratch/logs/build.log" >&2 || tail -20 "$scratch/logs/build.log" >&2
     echo "run.sh: error: the module build failed (log: $scratch/logs/build.log)" >&2
@@ -51,14 +53,17 @@ secret-service)
 *) logic=Tests/VaultKitTests/FuzzSmokeTests.swift ;;
 esac
 binary=$build/fuzz-$target
-swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 \
+# The harness sees VaultKit's `package` declarations as the package's own modules do: SwiftPM names
+# the package after its folder (lowercased), and so must swiftc here.
+package_name=$(basename "$PWD" | tr '[:upper:]' '[:lower:]')
+swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 -package-name "$package_name" \
     -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault \
     -D VAULT_FUZZ_HARNESS -use-ld=lld -module-name "Fuzz_$target" \
     -I "$build/Modules" \
     -Xcc -fmodule-map-file=Sources/CSodium/module.modulemap -Xcc -fmodule-map-file=Sources/CSQLite/module.modulemap \
     -Xcc -fmodule-map-file=Sources/CTSS2/module.modulemap "${extra_maps[@]}" \
     "Fuzz/Targets/$target.swift" "$logic" \
-    "$build"/VaultSystem.build/*.o "$build"/VaultKit.build/*.o "$build"/VaultWire.build/*.o "$build"/VaultAgent.build/*.o \
+    "$build"/VaultSystem.build/*.o "$build"/VaultKit.build/*.o "$build"/VaultWire.build/*.o "$build"/VaultAgent.build/*.o "$build"/VaultInterchange.build/*.o \
     "${extra_objects[@]}" $(pkg-config --libs libsodium sqlite3) "${extra_libs[@]}" -o "$binary"
 
 work=$scratch/corpus/$target

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs vault the Linux way: the release binaries (vault-reader and vault-clipboard, the reader process
+# Installs vault the Linux way: the release binaries, stripped (vault-reader and vault-clipboard, the reader process
 # and the X11 clipboard owner vault starts, go next to vault), the credential helpers, vault(1), the bash,
 # zsh and fish completions, the system unit of the key authority (vault-authd), the user units of the
 # agent and of the Secret Service (vault-secret-service, with its D-Bus activation file), the vault-auth
@@ -86,8 +86,16 @@ if ((!dry_run)); then
   done
 fi
 
+# Stripped (install -s): the symbol tables are a quarter of each static binary, pages every start
+# would map and fault in (docs/performance.md); Swift's runtime metadata stays. Without binutils'
+# strip the binaries go as built.
+strip_flag=(-s)
+if ! command -v strip >/dev/null; then
+  say "warning: no strip on PATH (Debian package binutils): the binaries are installed with their symbols"
+  strip_flag=()
+fi
 for b in vault vault-agent vault-authd vault-reader vault-clipboard vault-secret-service; do
-  run install -D -m 0755 "$bin/$b" "$dest$bindir/$b"
+  run install -D -m 0755 "${strip_flag[@]}" "$bin/$b" "$dest$bindir/$b"
 done
 # The credential helpers are the same binary under another name.
 for helper in git-credential-vault docker-credential-vault; do

@@ -12,7 +12,6 @@ internal import Foundation
 /// socketpair on its standard input and output; standard error is shared. When vault exits or
 /// closes the link, the child sees end of input, cancels what runs and exits.
 public final class ReaderProcess: @unchecked Sendable {
-    private var link: FileDescriptor
     private let child: ChildProcess
     private let wire: ReaderWire
     private let calling = NSLock()
@@ -41,14 +40,13 @@ public final class ReaderProcess: @unchecked Sendable {
             throw VaultError.biometryNotAvailable("the fingerprint reader program \(path) did not start: \(error.reason)")
         }
         try? pair.second.close()
-        link = FileDescriptor(owning: pair.first.take(), label: "the reader process")
-        wire = ReaderWire(fd: link.rawValue)
+        wire = ReaderWire(UnixSocket(owning: pair.first.take(), path: "the reader process"))
     }
 
     deinit {
         // End of input tells the child to stop: it cancels a running scan and exits. A child
         // stuck in the reader's driver gets 2 s, then SIGKILL: vault never hangs on its reader.
-        try? link.close()
+        wire.close()
         let end = MonotonicClock.seconds() + 2
         while (try? child.waitNonBlocking()) == nil && MonotonicClock.seconds() < end { MonotonicClock.sleep(seconds: 0.005) }
         if MonotonicClock.seconds() >= end {

@@ -31,33 +31,18 @@ public enum AgentCodec {
     /// A request as a frame; `tail` is the master key of an `unlock`.
     /// - Throws: `.usage` when the request cannot be encoded or its frame is over the request limit.
     public static func frame(_ request: AgentRequest, tail: [UInt8] = []) throws -> AgentFrame {
-        let json: [UInt8]
-        do {
-            json = try WireJSON.encode(request)
-        } catch {
-            throw VaultError.usage("the request cannot be encoded for the agent")
-        }
-        let size = AgentFrame.headerBytes + json.count + tail.count
-        guard size <= AgentLimits.requestFrame else {
-            throw VaultError.usage("the request (\(size) bytes) is over the unlock session's limit of \(AgentLimits.requestFrame) bytes",
+        guard let frame = try AgentFrame.encoding(request, tail: tail, limit: AgentLimits.requestFrame) else {
+            throw VaultError.usage("the request is over the unlock session's limit of \(AgentLimits.requestFrame) bytes",
                                    hint: "run the command without the session: add --passcode")
         }
-        return AgentFrame(json: json, tail: tail)
+        return frame
     }
 
     /// Decodes a request frame.
     /// - Throws: `.usage` for malformed JSON, a missing field, a field of the wrong type, a field out
     ///   of bounds, or a tail on a request other than `unlock`.
     public static func request(_ frame: AgentFrame) throws(VaultError) -> AgentRequest {
-        let request: AgentRequest
-        guard !JSONDepth.exceeds(frame.json) else { throw .usage("malformed request: nested too deeply") }
-        do {
-            request = try WireJSON.decode(AgentRequest.self, from: frame.json)
-        } catch let e as DecodingError {
-            throw .usage("malformed request: \(describe(e))")
-        } catch {
-            throw .usage("malformed request")
-        }
+        let request = try frame.request(AgentRequest.self)
         if case .unlock = request {} else if !frame.tail.isEmpty {
             throw .usage("malformed request: only unlock carries binary data")
         }
@@ -68,8 +53,10 @@ public enum AgentCodec {
     /// A reply as a frame. A reply that cannot be encoded or is over the reply limit becomes a
     /// `failed` reply saying so.
     public static func frame(_ reply: AgentReply, tail: [UInt8] = []) -> AgentFrame {
-        if let json = try? WireJSON.encode(reply), AgentFrame.headerBytes + json.count + tail.count <= AgentLimits.replyFrame {
-            return AgentFrame(json: Array(json), tail: tail)
+        do {
+            if let frame = try AgentFrame.encoding(reply, tail: tail, limit: AgentLimits.replyFrame) { return frame }
+        } catch {
+            return AgentFrame(json: (try? WireJSON.encode(AgentReply.failed(error: error.vaultError))) ?? [])
         }
         let error = VaultError.failure("the reply is over the unlock session's limit of \(AgentLimits.replyFrame) bytes",
                                        hint: "run the command without the session: add --passcode")
@@ -79,27 +66,10 @@ public enum AgentCodec {
     /// Decodes a reply frame.
     /// - Throws: `.failure` when the agent's reply is unreadable.
     public static func reply(_ frame: AgentFrame) throws(VaultError) -> AgentReply {
-        guard !JSONDepth.exceeds(frame.json) else { throw .failure("the agent sent an unreadable reply (nested too deeply)") }
-        do {
-            return try WireJSON.decode(AgentReply.self, from: frame.json)
-        } catch {
+        guard let reply = frame.reply(AgentReply.self) else {
             throw .failure("the agent sent an unreadable reply", hint: "stop the agent with 'vault lock --all' and unlock again")
         }
-    }
-
-    /// What is wrong, by the field's path (never the value: it may be a secret).
-    static func describe(_ e: DecodingError) -> String {
-        func path(_ p: [any CodingKey]) -> String {
-            let keys = p.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.filter { $0 != "_0" }
-            return keys.isEmpty ? "the message" : "'" + keys.joined(separator: ".") + "'"
-        }
-        switch e {
-        case .typeMismatch(_, let c): return "\(path(c.codingPath)) has the wrong type"
-        case .valueNotFound(_, let c): return "\(path(c.codingPath)) is null"
-        case .keyNotFound(let k, let c): return "\(path(c.codingPath + [k])) is missing"
-        case .dataCorrupted(let c): return c.codingPath.isEmpty ? "not a JSON request" : "\(path(c.codingPath)) is invalid"
-        @unknown default: return "unreadable"
-        }
+        return reply
     }
 }
 

@@ -15,7 +15,7 @@ public enum AgentMain {
             return 0
         } catch let e as VaultError {
             var text = "vault-agent: error: \(e.message)\n"
-            if e.exitCode == 2 { text += usage + "\n" }
+            if e.kind == .usage { text += usage + "\n" }
             if let h = e.hint { text += "vault-agent: hint: \(h)\n" }
             var bytes = Array(text.utf8)
             try? writeAll(fd: 2, bytes: bytes, label: "standard error")

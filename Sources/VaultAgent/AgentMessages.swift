@@ -8,7 +8,7 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     /// Opens (or replaces) the session of the vault at `root`/`name` with the key in the frame's
     /// tail, which must belong to key generation `generation`. Durations are clamped to
     /// `AgentLimits.sessionDuration`.
-    case unlock(root: String, name: String, generation: Int64, idleSeconds: Double, hardLimitSeconds: Double)
+    case unlock(root: String, name: String, generation: Int64, idleSeconds: Double, hardLimitSeconds: Double, scope: SessionScope = .terminal)
     /// Ends the session of `vault`, or every session when nil.
     case lock(vault: String?)
     /// The agent's pid and its sessions.
@@ -73,6 +73,16 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     }
 }
 
+/// Whom an unlock session serves: by default the terminal session that opened it (its session
+/// id and controlling terminal, read by the agent from the peer's pid), as sudo's tty tickets;
+/// `user`: every process of the uid (scripts, services, other terminals), as before.
+public enum SessionScope: String, Codable, Equatable, Sendable, CaseIterable {
+    /// The opener's terminal session only.
+    case terminal
+    /// Every process of the user.
+    case user
+}
+
 /// One session as `status` reports it.
 public struct SessionStatus: Codable, Equatable, Sendable {
     /// The vault's database path (the session's key).
@@ -83,13 +93,20 @@ public struct SessionStatus: Codable, Equatable, Sendable {
     public var idleLeft: Int
     /// Whole seconds until the hard limit ends it.
     public var hardLeft: Int
+    /// Whom it serves.
+    public var scope: SessionScope
+    /// Whether it serves the process that asked for the status (false: a terminal-scoped
+    /// session of another terminal).
+    public var servesCaller: Bool
 
     /// A status line.
-    public init(vault: String, name: String, idleLeft: Int, hardLeft: Int) {
+    public init(vault: String, name: String, idleLeft: Int, hardLeft: Int, scope: SessionScope = .user, servesCaller: Bool = true) {
         self.vault = vault
         self.name = name
         self.idleLeft = idleLeft
         self.hardLeft = hardLeft
+        self.scope = scope
+        self.servesCaller = servesCaller
     }
 }
 
@@ -206,7 +223,7 @@ extension AgentRequest {
     public func validate() throws {
         if let vault { try Self.check(path: vault, "vault") }
         switch self {
-        case .unlock(let root, let name, _, _, _):
+        case .unlock(let root, let name, _, _, _, _):
             try Self.check(path: root, "root")
             try Self.check(name, "name", limit: AgentLimits.name)
         case .lock, .status, .probe:

@@ -1,5 +1,6 @@
 internal import VaultKit
 internal import VaultSystem
+internal import VaultWire
 internal import Foundation
 
 /// Where the agent's socket lives: `$XDG_RUNTIME_DIR/vault/agent.sock`, else
@@ -97,8 +98,8 @@ public final class AgentServer: @unchecked Sendable {
     public let replyDeadline: Double
     /// Seconds a starting server waits for the holder of the socket's lock to end.
     public let startWait: Double
+    private let server: FrameServer<AgentWire>
     private let state = NSLock()
-    private var stopped = false
     private var connections = 0
     private var connectionsOfProcess: [Int32: Int] = [:]
 
@@ -113,6 +114,8 @@ public final class AgentServer: @unchecked Sendable {
         self.requestDeadline = AgentLimits.clamp(requestDeadline, to: 0.05...AgentLimits.requestSeconds, fallback: AgentLimits.requestSeconds)
         self.replyDeadline = AgentLimits.clamp(replyDeadline, to: 0.05...AgentLimits.replySeconds, fallback: AgentLimits.replySeconds)
         self.startWait = AgentLimits.clamp(startWait, to: 0.05...AgentLimits.startSeconds, fallback: AgentLimits.startSeconds)
+        server = FrameServer(socketPath: socketPath, frameLimit: AgentLimits.requestFrame, replyDeadline: self.replyDeadline,
+                             threadName: "vault-agent connection")
     }
 
     /// Makes this process fit to hold keys: not dumpable and no core file, the descriptors the
@@ -129,10 +132,10 @@ public final class AgentServer: @unchecked Sendable {
 
     /// Asks `run` to return (within half a second) and every connection to close.
     public func stop() {
-        state.withLock { stopped = true }
+        server.stop()
     }
 
-    private var isStopped: Bool { state.withLock { stopped } }
+    private var isStopped: Bool { server.isStopped }
 
     /// How many connections are being served.
     public var connectionCount: Int { state.withLock { connections } }
@@ -159,7 +162,7 @@ public final class AgentServer: @unchecked Sendable {
         let taken: Bool
         do {
             taken = try lock.exclusive(waitingAtMost: startWait) {
-                answered = Self.someoneAnswers(socketPath)
+                answered = FrameServer<AgentWire>.someoneAnswers(socketPath)
                 return answered || isStopped
             }
         } catch {
@@ -175,93 +178,59 @@ public final class AgentServer: @unchecked Sendable {
         try? lock.record("\(handler.pid)\n")
         // Under the lock no other agent binds or removes the socket: a socket that answers is a
         // server that takes no lock (an agent of an older vault), one that refuses is stale.
-        if Self.someoneAnswers(socketPath) { return .anotherAgentServes }
-        let listener: UnixSocket
+        if FrameServer<AgentWire>.someoneAnswers(socketPath) { return .anotherAgentServes }
+        let listener: FrameServer<AgentWire>.Listener
         do {
-            listener = try UnixSocket.listen(path: socketPath)
-        } catch {
-            if Self.someoneAnswers(socketPath) { return .anotherAgentServes }
+            listener = try server.bind()
+        } catch .anotherServerAnswers {
+            return .anotherAgentServes
+        } catch .failed(let error) {
             throw VaultError.io(path: socketPath, error.reason)
         }
-        // Gone already (removed between the bind and now): nobody can reach this server.
-        guard let bound = try? FileStatus.of(socketPath), bound.kind == .socket else { return .socketLost }
-        let mine = SocketIdentity(bound)
-        defer {
-            // Only its own: a socket put in its place is another server's.
-            if isOwn(mine) { try? FileSystem.remove(socketPath) }
-        }
-        while !isStopped {
-            guard isOwn(mine) else {
-                stop()
-                handler.endAllSessions()
-                return .socketLost
-            }
+        var idle = false
+        let ending = server.serve(listener, checkEvery: AgentLimits.socketCheckSeconds, between: {
             handler.sweepSessions()
-            if exitIdle > 0, handler.secondsWithoutSession() > exitIdle { return .idle }
-            guard (try? Poll.isReadable(listener.rawValue, timeoutMilliseconds: Int32(AgentLimits.socketCheckSeconds * 1000))) == true,
-                  let accepted = try? listener.accept() else { continue }
-            admit(AgentConnection(accepted, limit: AgentLimits.requestFrame))
+            idle = exitIdle > 0 && handler.secondsWithoutSession() > exitIdle
+            return !idle
+        }, admit: admit, connection: { [self] connection, peer in serve(connection, peer: peer) })
+        switch ending {
+        case .stopped: return .stopped
+        case .ended: return .idle
+        case .socketLost:
+            stop()
+            handler.endAllSessions()
+            return .socketLost
         }
-        return .stopped
     }
 
-    /// Which file a socket path named when the agent bound it.
-    private struct SocketIdentity: Equatable {
-        let device: UInt64
-        let inode: UInt64
-        init(_ status: FileStatus) { (device, inode) = (status.device, status.inode) }
-    }
-
-    /// Whether the socket path still names the socket this server bound (`lstat`: a socket of
-    /// another inode, anything else there, or nothing at all is not). The bound socket keeps its
-    /// file's inode in use while it is open, so no later file at the path can have its number.
-    private func isOwn(_ identity: SocketIdentity) -> Bool {
-        guard let now = try? FileStatus.of(socketPath), now.kind == .socket else { return false }
-        return SocketIdentity(now) == identity
-    }
-
-    /// Whether a server accepts a connection on `path` now.
-    private static func someoneAnswers(_ path: String) -> Bool {
-        (try? UnixSocket.connect(path: path)) != nil
-    }
-
-    /// Serves an accepted connection on a thread of its own, or refuses it: a peer of another uid,
-    /// a process at its own budget, or the agent at its total (the reserve kept for newcomers).
-    private func admit(_ connection: AgentConnection) {
-        guard let peer = try? connection.socket.peerCredentials() else {
-            connection.close()
-            return
-        }
+    /// Admits a peer, or refuses it: a peer of another uid, a process at its own budget, or the
+    /// agent at its total (the reserve kept for newcomers).
+    private func admit(_ peer: PeerCredentials) -> Admission {
         guard peer.uid == handler.uid else {
-            return refuse(connection, .failure("refused: the agent serves only uid \(handler.uid)"))
+            return .refuse(.failure("refused: the agent serves only uid \(handler.uid)"))
         }
-        let refusal: VaultError? = state.withLock {
+        return state.withLock {
             let held = connectionsOfProcess[peer.pid] ?? 0
             if held >= AgentLimits.connectionsPerProcess {
-                return .failure("refused: one process holds at most \(AgentLimits.connectionsPerProcess) connections to the agent",
-                                hint: "close the connections process \(peer.pid) holds")
+                return .refuse(.failure("refused: one process holds at most \(AgentLimits.connectionsPerProcess) connections to the agent",
+                                        hint: "close the connections process \(peer.pid) holds"))
             }
             if connections >= AgentLimits.connections {
-                return .failure("refused: the agent serves at most \(AgentLimits.connections) connections at once")
+                return .refuse(.failure("refused: the agent serves at most \(AgentLimits.connections) connections at once"))
             }
             if held > 0, connections >= AgentLimits.connections - AgentLimits.connectionReserve {
-                return .failure("refused: the agent's last \(AgentLimits.connectionReserve) connections are kept for processes that hold none")
+                return .refuse(.failure("refused: the agent's last \(AgentLimits.connectionReserve) connections are kept for processes that hold none"))
             }
             connections += 1
             connectionsOfProcess[peer.pid] = held + 1
-            return nil
+            return .admit(release: { [self] in
+                state.withLock {
+                    connections -= 1
+                    let left = (connectionsOfProcess[peer.pid] ?? 1) - 1
+                    connectionsOfProcess[peer.pid] = left > 0 ? left : nil
+                }
+            })
         }
-        if let refusal { return refuse(connection, refusal) }
-        let thread = Thread { [self] in
-            serve(connection, peer: peer)
-            state.withLock {
-                connections -= 1
-                let left = (connectionsOfProcess[peer.pid] ?? 1) - 1
-                connectionsOfProcess[peer.pid] = left > 0 ? left : nil
-            }
-        }
-        thread.name = "vault-agent connection"
-        thread.start()
     }
 
     /// Sends one refusal and closes: the peer's unread input is dropped, never drained.
@@ -272,7 +241,6 @@ public final class AgentServer: @unchecked Sendable {
     /// One connection, on its own thread, until the peer closes, idles out, misses a deadline or
     /// sends a frame that is refused.
     private func serve(_ connection: AgentConnection, peer: PeerCredentials) {
-        defer { connection.close() }
         // The executable is read once, now: the peer is connected, so its pid is still its own.
         let requester = Requester.peer(uid: peer.uid, pid: peer.pid)
         var staging = ImportStaging()

@@ -125,6 +125,13 @@ extension AgentCodec {
     /// - Throws: `.failure` for a tail that is not a sequence of length-prefixed records.
     public static func overviews(inListingPage tail: [UInt8]) throws -> [ItemOverview] {
         var out: [ItemOverview] = []
+        try forEachRecord(inListingPage: tail) { out.append(try ItemOverview(record: $0)) }
+        return out
+    }
+
+    /// Lends each record of a page's tail in place, in order.
+    /// - Throws: `.failure` for a tail that is not a sequence of length-prefixed records.
+    public static func forEachRecord(inListingPage tail: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         var i = 0
         try tail.withUnsafeBytes { all in
             while i < all.count {
@@ -132,11 +139,10 @@ extension AgentCodec {
                 let n = Int(all[i]) << 24 | Int(all[i + 1]) << 16 | Int(all[i + 2]) << 8 | Int(all[i + 3])
                 i += 4
                 guard n <= all.count - i else { throw VaultError.failure("the agent sent a malformed listing page") }
-                out.append(try ItemOverview(record: UnsafeRawBufferPointer(rebasing: all[i..<(i + n)])))
+                try body(UnsafeRawBufferPointer(rebasing: all[i..<(i + n)]))
                 i += n
             }
         }
-        return out
     }
 
     /// Walks the tail of a `releasedAll` reply (each item a big-endian u32 length and its

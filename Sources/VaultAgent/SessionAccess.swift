@@ -78,6 +78,16 @@ public final class SessionAccess: VaultAccess {
     /// Streams the session's overview index page by page (the agent decrypts nothing to answer);
     /// a listing that sees the index change between pages starts again (at most three times).
     public func forEachOverview(matching term: String?, _ body: (OverviewEntry) throws -> Void) throws {
+        try forEachOverviewRecord(matching: term) { e in
+            switch e {
+            case .record(let plain): try body(.item(try ItemOverview(record: plain)))
+            case .damaged(let id): try body(.damaged(rowID: id))
+            }
+        }
+    }
+
+    /// The same listing with each record lent in place from the page it came in.
+    public func forEachOverviewRecord(matching term: String?, _ body: (OverviewRecordEntry) throws -> Void) throws {
         for _ in 0..<3 {
             var from: Int? = 0
             var version: Int64?
@@ -93,7 +103,7 @@ public final class SessionAccess: VaultAccess {
                     pages.append(tail)
                     from = next
                 }
-                for page in pages { for o in try AgentCodec.overviews(inListingPage: page) { try body(.item(o)) } }
+                for page in pages { try AgentCodec.forEachRecord(inListingPage: page) { try body(.record($0)) } }
                 for id in damaged { try body(.damaged(rowID: id)) }
                 return
             }

@@ -119,7 +119,7 @@ public enum AuthorityDaemon {
     /// the exit code. Help goes to standard output; errors to standard error as
     /// `vault-authd: error: ...` (a usage error adds the usage line and a pointer to the help).
     /// `readers` makes the reader source from `--backend`, `--fprintd-state` and `--test-mode`.
-    public static func run(_ arguments: [String], environment: [String: String],
+    package static func run(_ arguments: [String], environment: [String: String],
                            readers: (ReaderSettings) -> any ReaderSource) -> Int32 {
         ProcessHardening.closeInheritedDescriptors()
         do {
@@ -159,7 +159,7 @@ public enum AuthorityDaemon {
             return 0
         } catch let e as VaultError {
             var text = "vault-authd: error: \(e.message)\n"
-            if e.exitCode == 2 { text += usage + "\n" }
+            if e.kind == .usage { text += usage + "\n" }
             if let h = e.hint { text += "vault-authd: hint: \(h)\n" }
             write(text, to: 2)
             return e.exitCode

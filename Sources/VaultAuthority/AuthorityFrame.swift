@@ -25,28 +25,21 @@ typealias AuthorityConnection = FramedConnection<AuthorityWire>
 public enum AuthorityCodec {
     /// A request as a frame; `tail` is the proof key of a `bind`.
     /// - Throws: `.usage` when the request is out of bounds or cannot be encoded.
-    public static func frame(_ request: AuthorityRequest, tail: [UInt8] = []) throws(VaultError) -> AuthorityFrame {
+    package static func frame(_ request: AuthorityRequest, tail: [UInt8] = []) throws(VaultError) -> AuthorityFrame {
         try request.validate()
-        guard let json = try? WireJSON.encode(request),
-              AuthorityFrame.headerBytes + json.count + tail.count <= AuthorityLimits.requestFrame else {
+        let encoded: AuthorityFrame?
+        do { encoded = try AuthorityFrame.encoding(request, tail: tail, limit: AuthorityLimits.requestFrame) } catch { throw error.vaultError }
+        guard let frame = encoded else {
             throw .usage("the request cannot be encoded for the key authority")
         }
-        return AuthorityFrame(json: Array(json), tail: tail)
+        return frame
     }
 
     /// Decodes a request frame.
     /// - Throws: `.usage` for malformed JSON, a missing field, a field of the wrong type or out of
     ///   bounds, a missing or misplaced key tail.
-    public static func request(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityRequest {
-        let request: AuthorityRequest
-        guard !JSONDepth.exceeds(frame.json) else { throw .usage("malformed request: nested too deeply") }
-        do {
-            request = try WireJSON.decode(AuthorityRequest.self, from: frame.json)
-        } catch let e as DecodingError {
-            throw .usage("malformed request: \(describe(e))")
-        } catch {
-            throw .usage("malformed request")
-        }
+    package static func request(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityRequest {
+        let request = try frame.request(AuthorityRequest.self)
         if request.carriesKey {
             guard frame.tail.count == AuthorityLimits.keyBytes else {
                 throw .usage("malformed request: bind, rekey and reregister carry a \(AuthorityLimits.keyBytes)-byte proof key")
@@ -60,9 +53,11 @@ public enum AuthorityCodec {
 
     /// A reply as a frame; `tail` is the key of `bound` and `key`. A reply that cannot be
     /// encoded or is over the limit becomes a `failed` reply saying so.
-    public static func frame(_ reply: AuthorityReply, tail: [UInt8] = []) -> AuthorityFrame {
-        if let json = try? WireJSON.encode(reply), AuthorityFrame.headerBytes + json.count + tail.count <= AuthorityLimits.replyFrame {
-            return AuthorityFrame(json: Array(json), tail: tail)
+    package static func frame(_ reply: AuthorityReply, tail: [UInt8] = []) -> AuthorityFrame {
+        do {
+            if let frame = try AuthorityFrame.encoding(reply, tail: tail, limit: AuthorityLimits.replyFrame) { return frame }
+        } catch {
+            return AuthorityFrame(json: (try? WireJSON.encode(AuthorityReply.failed(error: error.vaultError))) ?? [])
         }
         let error = VaultError.failure("the key authority's reply is over its limit of \(AuthorityLimits.replyFrame) bytes")
         return AuthorityFrame(json: (try? WireJSON.encode(AuthorityReply.failed(error: error))) ?? [])
@@ -70,28 +65,13 @@ public enum AuthorityCodec {
 
     /// Decodes a reply frame.
     /// - Throws: `.failure` when the reply is unreadable, or a key is missing or misplaced.
-    public static func reply(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityReply {
-        guard !JSONDepth.exceeds(frame.json), let reply = try? WireJSON.decode(AuthorityReply.self, from: frame.json) else {
+    package static func reply(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityReply {
+        guard let reply = frame.reply(AuthorityReply.self) else {
             throw .failure("vault-authd sent an unreadable reply", hint: "install matching versions of vault and vault-authd")
         }
         guard frame.tail.count == reply.tailBytes else {
             throw .failure("vault-authd sent a reply with a malformed key")
         }
         return reply
-    }
-
-    /// What is wrong, by the field's path (never the value).
-    static func describe(_ e: DecodingError) -> String {
-        func path(_ p: [any CodingKey]) -> String {
-            let keys = p.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.filter { $0 != "_0" }
-            return keys.isEmpty ? "the message" : "'" + keys.joined(separator: ".") + "'"
-        }
-        switch e {
-        case .typeMismatch(_, let c): return "\(path(c.codingPath)) has the wrong type"
-        case .valueNotFound(_, let c): return "\(path(c.codingPath)) is null"
-        case .keyNotFound(let k, let c): return "\(path(c.codingPath + [k])) is missing"
-        case .dataCorrupted(let c): return c.codingPath.isEmpty ? "not a JSON request" : "\(path(c.codingPath)) is invalid"
-        @unknown default: return "unreadable"
-        }
     }
 }

@@ -1,10 +1,10 @@
-public import VaultKit
+package import VaultKit
 
 /// One request to `vault-authd`, mirroring `KeyAuthority`. Encoded as JSON with one key, the
 /// request's kind, whose value holds its fields (`{"unlock":{"slot":{...},"rules":{...},...}}`).
 /// The caller is never named here: the daemon takes the uid from `SO_PEERCRED`. Keys travel only
 /// in the frame's binary tail: the proof key of a `bind`.
-public enum AuthorityRequest: Codable, Equatable, Sendable {
+package enum AuthorityRequest: Codable, Equatable, Sendable {
     /// Does a daemon answer, in which protocol version and mode (`pong`).
     case ping
     /// The caller's enrolled fingers (`fingers`).
@@ -76,7 +76,7 @@ public enum AuthorityRequest: Codable, Equatable, Sendable {
 
 /// Who cancels a running scan; the scan ends with the error this means, exactly as on the
 /// embedded path.
-public enum ScanCancelReason: String, Codable, Sendable, CaseIterable {
+package enum ScanCancelReason: String, Codable, Sendable, CaseIterable {
     /// The person pressed Ctrl-C: `.userCancel` (11).
     case user
     /// The person chose the passcode (Enter): `.passcodeNeeded("you chose the passcode")` (12),
@@ -86,7 +86,7 @@ public enum ScanCancelReason: String, Codable, Sendable, CaseIterable {
     case program
 
     /// The interruption the scan ends with.
-    public var interruption: ScanInterruption {
+    package var interruption: ScanInterruption {
         switch self {
         case .user: .userCancelled
         case .fallback: .fallbackRequested
@@ -96,7 +96,7 @@ public enum ScanCancelReason: String, Codable, Sendable, CaseIterable {
 }
 
 /// What the daemon tells the person at the reader while a request runs (streamed, not an answer).
-public enum ScanNotice: Codable, Equatable, Sendable {
+package enum ScanNotice: Codable, Equatable, Sendable {
     /// A scan starts now: touch the reader. `prompt` is the request's prompt.
     case touchReader(prompt: String)
     /// An enrolment starts on `reader`: `stages` touches.
@@ -110,7 +110,7 @@ public enum ScanNotice: Codable, Equatable, Sendable {
 
 /// One message from the daemon: zero or more streamed `event`/`notice` messages, then one final
 /// answer. Keys travel only in the frame's binary tail (`bound`, `key`).
-public enum AuthorityReply: Codable, Equatable, Sendable {
+package enum AuthorityReply: Codable, Equatable, Sendable {
     /// Streamed: a scan did not match, needs retrying, or locked fingerprint out.
     case event(event: AuthorityEvent)
     /// Streamed: touch the reader, enrolment progress.

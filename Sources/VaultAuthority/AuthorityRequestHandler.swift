@@ -5,12 +5,12 @@ internal import Foundation
 /// A final answer and its binary tail (a slot key), wiped when it goes.
 public final class AuthorityResponse {
     /// The reply.
-    public let reply: AuthorityReply
+    package let reply: AuthorityReply
     /// The 32-byte slot key of `bound` and `key`, empty otherwise.
     public var tail: [UInt8]
 
     /// A response of `reply` and `tail`.
-    public init(_ reply: AuthorityReply, tail: [UInt8] = []) {
+    package init(_ reply: AuthorityReply, tail: [UInt8] = []) {
         self.reply = reply
         self.tail = tail
     }
@@ -59,7 +59,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     /// A handler keeping its state in `stateFolder` (created 0700 when missing), scanning with
     /// `readers`, with the kernel's boot id.
     /// - Throws: `.io` when the folder cannot be made.
-    public convenience init(stateFolder: String, testMode: Bool, readers: any ReaderSource) throws {
+    package convenience init(stateFolder: String, testMode: Bool, readers: any ReaderSource) throws {
         try self.init(stateFolder: stateFolder, testMode: testMode, readers: readers, sealing: .filePermissions, reserve: nil)
     }
 
@@ -91,7 +91,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
 
     /// Answers one request of `session.uid`; `key` is the proof key of a `bind`. Streamed events
     /// and notices go through the session; what the request held is given back before this returns.
-    public func handle(_ request: AuthorityRequest, key: [UInt8], session: ScanSession) -> AuthorityResponse {
+    package func handle(_ request: AuthorityRequest, key: [UInt8], session: ScanSession) -> AuthorityResponse {
         defer { session.end() }
         do {
             try request.validate()

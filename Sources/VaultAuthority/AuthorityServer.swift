@@ -1,5 +1,6 @@
 internal import VaultKit
 internal import VaultSystem
+internal import VaultWire
 internal import Foundation
 
 /// Moves a value to the one thread that uses it next.
@@ -8,34 +9,61 @@ struct Handoff<T>: @unchecked Sendable {
 }
 
 /// What a running request has streamed and, once done, its answer; the connection's thread
-/// sends them, so only that thread ever writes to the socket.
+/// sends them, so only that thread ever writes to the socket. Each push wakes that thread through
+/// a pipe it polls beside the socket (one byte at most is ever unread in it), so an answer goes out
+/// the moment it is ready, not at the next tick.
 final class Outbox: @unchecked Sendable {
     private let condition = NSCondition()
     private var items: [AuthorityReply] = []
     private var final: AuthorityResponse?
+    private var signalled = false
+    private var wake: UnixPipe
+
+    /// An empty outbox with its wake pipe.
+    /// - Throws: ``SystemError`` for `pipe2` (out of descriptors).
+    init() throws(SystemError) {
+        wake = try UnixPipe()
+    }
+
+    /// The descriptor the connection's thread polls: readable once something is queued.
+    var wakeDescriptor: Int32 { wake.readEnd.rawValue }
 
     func push(_ reply: AuthorityReply) {
         condition.lock()
         items.append(reply)
-        condition.broadcast()
+        signal()
         condition.unlock()
     }
 
     func finish(_ response: AuthorityResponse) {
         condition.lock()
         final = response
-        condition.broadcast()
+        signal()
         condition.unlock()
+    }
+
+    /// Under the lock: wakes the waiting thread, once until it takes what is queued.
+    private func signal() {
+        condition.broadcast()
+        guard !signalled else { return }
+        signalled = true
+        try? wake.writeEnd.writeAll([1])
     }
 
     /// What is queued (and the answer once the request ended), waiting at most `seconds` for something.
     func take(waiting seconds: Double) -> ([AuthorityReply], AuthorityResponse?) {
         condition.lock()
         defer { condition.unlock() }
-        if items.isEmpty && final == nil { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
+        if items.isEmpty && final == nil && seconds > 0 { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
+        if signalled {
+            var byte: [UInt8] = [0]
+            let fd = wake.readEnd.rawValue
+            _ = try? byte.withUnsafeMutableBytes { try readSome(fd: fd, into: $0) }
+            signalled = false
+        }
         let out = items
         items.removeAll()
-        return (out, items.isEmpty ? final : nil)
+        return (out, final)
     }
 }
 
@@ -59,8 +87,8 @@ public final class AuthorityServer: @unchecked Sendable {
     public let requestDeadline: Double
     /// Seconds a peer has to take a reply.
     public let replyDeadline: Double
+    private let server: FrameServer<AuthorityWire>
     private let state = NSLock()
-    private var stopped = false
     private var connections = 0
     private var perUID: [UInt32: Int] = [:]
     private var withoutAccount = 0
@@ -73,14 +101,16 @@ public final class AuthorityServer: @unchecked Sendable {
         self.handler = handler
         self.requestDeadline = min(max(requestDeadline.isNaN ? AuthorityLimits.requestSeconds : requestDeadline, 0.05), AuthorityLimits.requestSeconds)
         self.replyDeadline = min(max(replyDeadline.isNaN ? AuthorityLimits.replySeconds : replyDeadline, 0.05), AuthorityLimits.replySeconds)
+        server = FrameServer(socketPath: socketPath, frameLimit: AuthorityLimits.requestFrame, chunkBytes: 16 << 10,
+                             replyDeadline: self.replyDeadline, threadName: "vault-authd connection")
     }
 
     /// Asks `run` to return (within half a second); connections end after their current request.
     public func stop() {
-        state.withLock { stopped = true }
+        server.stop()
     }
 
-    private var isStopped: Bool { state.withLock { stopped } }
+    private var isStopped: Bool { server.isStopped }
 
     /// How many connections are being served.
     public var connectionCount: Int { state.withLock { connections } }
@@ -105,78 +135,60 @@ public final class AuthorityServer: @unchecked Sendable {
         }
     }
 
-    /// The socket bound at `path`, 0666.
-    /// - Throws: `.io` naming it (another vault-authd answering there included).
-    private static func listen(_ path: String) throws -> UnixSocket {
-        do {
-            let listener = try UnixSocket.listen(path: path)
-            try FileSystem.setPermissions(path, 0o666)
-            return listener
-        } catch {
-            if (try? UnixSocket.connect(path: path)) != nil {
-                throw VaultError.io(path: path, "another vault-authd answers on this socket")
-            }
-            throw VaultError.io(path: path, error.reason)
-        }
-    }
-
     /// Binds the socket (0666 in a 0755 folder: any local user may connect) and serves until
-    /// stopped or until the socket file is removed.
+    /// stopped or until the socket file is removed or replaced.
     /// - Throws: `.io` for the folder or the socket (another vault-authd answering there included).
     public func run() throws {
         let folder = (socketPath as NSString).deletingLastPathComponent
         try Self.prepareFolder(folder)
-        let listener = try Self.listen(socketPath)
-        defer {
-            if (try? FileStatus.of(socketPath))?.kind == .socket { try? FileSystem.remove(socketPath) }
+        let listener: FrameServer<AuthorityWire>.Listener
+        do {
+            listener = try server.bind(permissions: 0o666)
+        } catch .anotherServerAnswers {
+            throw VaultError.io(path: socketPath, "another vault-authd answers on this socket")
+        } catch .failed(let error) {
+            throw VaultError.io(path: socketPath, error.reason)
         }
-        while !isStopped {
-            guard (try? FileStatus.of(socketPath))?.kind == .socket else {
-                throw VaultError.io(path: socketPath, "the socket file was removed")
+        let ending = server.serve(listener, checkEvery: 0.5, admit: admit,
+                                  connection: { [self] connection, peer in
+                                      serve(connection, uid: peer.uid, hasAccount: ScanSession.hasAccount(peer.uid))
+                                  })
+        if ending == .socketLost { throw VaultError.io(path: socketPath, "the socket file was removed or replaced") }
+    }
+
+    /// Admits a peer within the limits: 128 connections in all, 32 per uid with an account, 4 for
+    /// all the uids without one together.
+    private func admit(_ peer: PeerCredentials) -> Admission {
+        let account = ScanSession.hasAccount(peer.uid)
+        let admitted = state.withLock {
+            guard connections < AuthorityLimits.connections else { return false }
+            if account {
+                guard perUID[peer.uid, default: 0] < AuthorityLimits.connectionsPerUID else { return false }
+                perUID[peer.uid, default: 0] += 1
+            } else {
+                guard withoutAccount < AuthorityLimits.connectionsWithoutAccount else { return false }
+                withoutAccount += 1
             }
-            guard (try? Poll.isReadable(listener.rawValue, timeoutMilliseconds: 500)) == true else { continue }
-            guard let accepted = try? listener.accept() else {
-                // Out of descriptors, say: the waiting peer stays queued; try again shortly, without spinning.
-                MonotonicClock.sleep(seconds: 0.05)
-                continue
-            }
-            let connection = AuthorityConnection(accepted, limit: AuthorityLimits.requestFrame, chunkBytes: 16 << 10)
-            guard let peer = try? connection.socket.peerCredentials() else { continue }
-            let account = ScanSession.hasAccount(peer.uid)
-            let admitted = state.withLock {
-                guard connections < AuthorityLimits.connections else { return false }
+            connections += 1
+            return true
+        }
+        guard admitted else {
+            return .refuse(.systemCancel(account
+                ? "vault-authd serves at most \(AuthorityLimits.connectionsPerUID) connections per user and \(AuthorityLimits.connections) in all at once"
+                : "vault-authd serves at most \(AuthorityLimits.connectionsWithoutAccount) connections at once to all the uids "
+                    + "without an account together, and uid \(peer.uid) has none"))
+        }
+        return .admit(release: { [self] in
+            state.withLock {
+                connections -= 1
                 if account {
-                    guard perUID[peer.uid, default: 0] < AuthorityLimits.connectionsPerUID else { return false }
-                    perUID[peer.uid, default: 0] += 1
+                    perUID[peer.uid, default: 1] -= 1
+                    if perUID[peer.uid] == 0 { perUID[peer.uid] = nil }
                 } else {
-                    guard withoutAccount < AuthorityLimits.connectionsWithoutAccount else { return false }
-                    withoutAccount += 1
-                }
-                connections += 1
-                return true
-            }
-            guard admitted else {
-                refuse(connection, .systemCancel(account
-                    ? "vault-authd serves at most \(AuthorityLimits.connectionsPerUID) connections per user and \(AuthorityLimits.connections) in all at once"
-                    : "vault-authd serves at most \(AuthorityLimits.connectionsWithoutAccount) connections at once to all the uids "
-                        + "without an account together, and uid \(peer.uid) has none"))
-                continue
-            }
-            let thread = Thread { [self] in
-                serve(connection, uid: peer.uid, hasAccount: account)
-                state.withLock {
-                    connections -= 1
-                    if account {
-                        perUID[peer.uid, default: 1] -= 1
-                        if perUID[peer.uid] == 0 { perUID[peer.uid] = nil }
-                    } else {
-                        withoutAccount -= 1
-                    }
+                    withoutAccount -= 1
                 }
             }
-            thread.name = "vault-authd connection"
-            thread.start()
-        }
+        })
     }
 
     /// Sends one refusal and closes: the peer's unread input is dropped, never drained.
@@ -194,7 +206,6 @@ public final class AuthorityServer: @unchecked Sendable {
     /// One connection, on its own thread: requests one after the other until the peer closes,
     /// idles out, misses a deadline or sends a frame that is refused.
     private func serve(_ connection: AuthorityConnection, uid: UInt32, hasAccount: Bool) {
-        defer { connection.close() }
         while true {
             guard let frame = connection.nextRequest(requestDeadline: requestDeadline, idleSeconds: AuthorityLimits.connectionIdleSeconds,
                                                      replySeconds: replyDeadline, while: { !isStopped }) else { return }
@@ -217,7 +228,13 @@ public final class AuthorityServer: @unchecked Sendable {
     /// - Returns: whether the connection may go on.
     private func run(_ request: AuthorityRequest, frame: AuthorityFrame, uid: UInt32, hasAccount: Bool,
                      on connection: AuthorityConnection) -> Bool {
-        let outbox = Outbox()
+        let outbox: Outbox
+        do {
+            outbox = try Outbox()
+        } catch {
+            refuse(connection, .systemCancel("vault-authd is out of descriptors: \(error.reason)"))
+            return false
+        }
         let session = ScanSession(uid: uid, hasAccount: hasAccount, send: { outbox.push($0) })
         let handler = self.handler
         // The frame (and the key in its tail) lives until the request ends, then is wiped.
@@ -233,7 +250,7 @@ public final class AuthorityServer: @unchecked Sendable {
         var lastSent = MonotonicClock.seconds()
         var lastDrained = lastSent
         while true {
-            let (streamed, answer) = outbox.take(waiting: gone || violation != nil || stalled ? 0.05 : 0)
+            let (streamed, answer) = outbox.take(waiting: gone || violation != nil || stalled ? 1 : 0)
             for reply in streamed where !gone && !stalled {
                 if !send(AuthorityCodec.frame(reply), on: connection) {
                     gone = true
@@ -276,12 +293,18 @@ public final class AuthorityServer: @unchecked Sendable {
                     lastSent = now
                 }
             }
-            guard let readable = connection.isReadable(within: 10) else {
+            // Until the peer writes or the request has something to send; the 250 ms bound is for
+            // the keep-alive and the unread-output watch, not for the answer.
+            let events: [PollEvents]
+            do {
+                events = try Poll.wait([PollRequest(fd: connection.socket.rawValue, events: .readable),
+                                        PollRequest(fd: outbox.wakeDescriptor, events: .readable)], timeoutMilliseconds: 250)
+            } catch {
                 gone = true
                 session.cancel(.program)
                 continue
             }
-            guard readable else { continue }
+            guard !events[0].isEmpty else { continue }
             guard connection.receive() else {
                 gone = true
                 session.cancel(.program)

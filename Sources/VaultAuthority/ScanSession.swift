@@ -1,4 +1,4 @@
-public import VaultKit
+package import VaultKit
 internal import VaultSystem
 internal import Foundation
 
@@ -22,7 +22,7 @@ public final class ScanSession: @unchecked Sendable {
     /// A session of `uid` whose streamed messages go to `send` (called from any thread).
     /// `hasAccount` is what the user database said of `uid` when the connection came (looked up
     /// now when not given; a database that cannot be read counts as no account).
-    public init(uid: UInt32, hasAccount: Bool? = nil, send: @escaping @Sendable (AuthorityReply) -> Void = { _ in }) {
+    package init(uid: UInt32, hasAccount: Bool? = nil, send: @escaping @Sendable (AuthorityReply) -> Void = { _ in }) {
         self.uid = uid
         self.hasAccount = hasAccount ?? Self.hasAccount(uid)
         sink = send
@@ -43,7 +43,7 @@ public final class ScanSession: @unchecked Sendable {
 
     /// Cancels the running scan (and any later one of this request); the first reason wins.
     /// Callable from any thread.
-    public func cancel(_ reason: ScanCancelReason) {
+    package func cancel(_ reason: ScanCancelReason) {
         let call: (@Sendable (ScanCancelReason) -> Void)? = lock.withLock {
             guard self.reason == nil else { return nil }
             self.reason = reason
@@ -53,16 +53,16 @@ public final class ScanSession: @unchecked Sendable {
     }
 
     /// Why the request was cancelled, nil while it was not.
-    public var cancelReason: ScanCancelReason? { lock.withLock { reason } }
+    package var cancelReason: ScanCancelReason? { lock.withLock { reason } }
 
     /// Sends a streamed event or notice to the client.
-    public func notify(_ reply: AuthorityReply) {
+    package func notify(_ reply: AuthorityReply) {
         sink(reply)
     }
 
     /// Runs `body` (a blocking scan) with `onCancel` registered: a cancel arriving meanwhile, or
     /// one that came before, calls it once, from the cancelling thread.
-    public func whileCancellable<T>(onCancel: @escaping @Sendable (ScanCancelReason) -> Void, _ body: () throws -> T) rethrows -> T {
+    package func whileCancellable<T>(onCancel: @escaping @Sendable (ScanCancelReason) -> Void, _ body: () throws -> T) rethrows -> T {
         let early: ScanCancelReason? = lock.withLock {
             hook = onCancel
             return reason
@@ -89,14 +89,14 @@ public final class ScanSession: @unchecked Sendable {
 
 /// A reader opened for one request (the daemon's adapter of a FingerprintKit sensor, or a test's
 /// scripted reader). Cancellation reaches it through its session's `whileCancellable`.
-public protocol SessionReader: FingerprintReader {
+package protocol SessionReader: FingerprintReader {
     /// Whether listing the chip's prints needs the reader itself (match-on-chip readers): then
     /// it waits for the scan lease like a scan.
     var storesPrints: Bool { get }
 }
 
 /// Where the daemon's readers come from: FingerprintKit's (`LibfprintReaders`), or a test's.
-public protocol ReaderSource: Sendable {
+package protocol ReaderSource: Sendable {
     /// Opens the reader `prefer` names (else the first usable one) for the request of `session`;
     /// what it holds is given back through `session.onEnd`.
     /// - Throws: `VaultError.biometryNotAvailable` (15), `.systemCancel` (13, busy).

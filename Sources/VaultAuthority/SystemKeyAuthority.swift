@@ -47,12 +47,12 @@ public final class ScanControl: Sendable {
 
     /// A control; `watch` returns a reason once the person asked to stop (nil: go on), told
     /// what the running request is for.
-    public init(watch: (@Sendable (ScanPurpose) -> ScanCancelReason?)? = nil) {
+    package init(watch: (@Sendable (ScanPurpose) -> ScanCancelReason?)? = nil) {
         self.watch = watch
     }
 
     /// Cancels the running scan (the first reason wins); does nothing when none runs.
-    public func cancel(_ reason: ScanCancelReason) {
+    package func cancel(_ reason: ScanCancelReason) {
         state.withLock { s in
             if s.active && s.pending == nil { s.pending = reason }
         }
@@ -87,7 +87,7 @@ public final class SystemKeyAuthority: KeyAuthority {
     /// Cancels a running scan.
     public let control: ScanControl
     /// Shown the daemon's notices while a request runs (on the calling thread).
-    public var notices: (ScanNotice) -> Void
+    package var notices: (ScanNotice) -> Void
     /// Seconds to wait for the answer to a request that does not scan (one that lists a
     /// match-on-chip reader's prints may wait for the reader, 30 s at most).
     static let replySeconds: Double = AuthorityLimits.scanSeconds.upperBound + 10
@@ -95,7 +95,7 @@ public final class SystemKeyAuthority: KeyAuthority {
     static let cancelSeconds: Double = 5
 
     /// An authority over the daemon at `socketPath`, which must run as `daemon`.
-    public init(socketPath: String = SystemKeyAuthority.defaultSocketPath, daemon: DaemonIdentity = .standard,
+    package init(socketPath: String = SystemKeyAuthority.defaultSocketPath, daemon: DaemonIdentity = .standard,
                 scanTimeout: Double = AuthorityLimits.defaultScanSeconds, control: ScanControl = ScanControl(),
                 notices: @escaping (ScanNotice) -> Void = { _ in }) {
         self.socketPath = socketPath
@@ -106,7 +106,7 @@ public final class SystemKeyAuthority: KeyAuthority {
     }
 
     /// System.
-    public var kind: AuthorityKind { .system }
+    package var kind: AuthorityKind { .system }
 
     // MARK: finding the daemon
 
@@ -236,12 +236,12 @@ public final class SystemKeyAuthority: KeyAuthority {
     // MARK: KeyAuthority
 
     /// The enrolled fingers of this uid.
-    public func fingers() throws -> [EnrolledFinger] {
+    package func fingers() throws -> [EnrolledFinger] {
         try answer(try exchange(.fingers)) { if case .fingers(let f) = $0 { f } else { nil } }
     }
 
     /// The reader the daemon would use (`prefer` when present).
-    public func reader(prefer: SensorIdentity?) throws -> SensorIdentity {
+    package func reader(prefer: SensorIdentity?) throws -> SensorIdentity {
         try answer(try exchange(.reader(prefer: prefer))) { if case .reader(let s) = $0 { s } else { nil } }
     }
 
@@ -251,7 +251,7 @@ public final class SystemKeyAuthority: KeyAuthority {
     }
 
     /// A new binding; the proof key goes as the frame's tail and the slot key comes back as one.
-    public func bind(_ request: BindRequest, proofKey: borrowing SecretBytes) throws -> BindingGrant {
+    package func bind(_ request: BindRequest, proofKey: borrowing SecretBytes) throws -> BindingGrant {
         var key = proofKey.exposedBytes()
         defer { wipe(&key) }
         let response = try exchange(.bind(request: request), key: key)
@@ -260,7 +260,7 @@ public final class SystemKeyAuthority: KeyAuthority {
     }
 
     /// The daemon's live match for `slot`'s binding, then its key and the next one.
-    public func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> UnlockGrant {
+    package func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> UnlockGrant {
         let response = try exchange(.unlock(slot: slot, rules: rules, prompt: prompt, scanTimeout: scanTimeout), events: events)
         let next = try answer(response) { if case .key(let n) = $0 { .some(n) } else { nil } }
         let n = AuthorityLimits.keyBytes
@@ -271,7 +271,7 @@ public final class SystemKeyAuthority: KeyAuthority {
 
     /// The daemon's live match for `slot`'s binding (or a recent one), no key: its token over
     /// `nonce`, MAC'd under the proof keys only the daemon holds.
-    public func verify(_ slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> FreshMatchToken {
+    package func verify(_ slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> FreshMatchToken {
         try answer(try exchange(.verify(slot: slot, nonce: nonce, reuse: reuse, prompt: prompt, scanTimeout: scanTimeout), events: events)) {
             if case .verified(let token) = $0 { token } else { nil }
         }
@@ -279,13 +279,13 @@ public final class SystemKeyAuthority: KeyAuthority {
 
     /// Records a passcode unlock with a proof of the vault's key.
     @discardableResult
-    public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord {
+    package func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord {
         try answer(try exchange(.recordPasscodeUnlock(proof: proof))) { if case .recorded(let r) = $0 { r } else { nil } }
     }
 
     /// Hands the daemon the vault's next proof key (the frame's tail) under a proof it checks.
     @discardableResult
-    public func rekey(_ proof: AuthorityProof, proofKey: borrowing SecretBytes) throws -> PasscodeRecord {
+    package func rekey(_ proof: AuthorityProof, proofKey: borrowing SecretBytes) throws -> PasscodeRecord {
         var key = proofKey.exposedBytes()
         defer { wipe(&key) }
         return try answer(try exchange(.rekey(proof: proof), key: key)) { if case .recorded(let r) = $0 { r } else { nil } }
@@ -293,7 +293,7 @@ public final class SystemKeyAuthority: KeyAuthority {
 
     /// The daemon's live match of a confirmed print, then `proofKey` registered for `vaultID`.
     @discardableResult
-    public func reregister(vaultID: [UInt8], proofKey: borrowing SecretBytes, label: String?, prompt: String,
+    package func reregister(vaultID: [UInt8], proofKey: borrowing SecretBytes, label: String?, prompt: String,
                            events: (AuthorityEvent) -> Void) throws -> PasscodeRecord {
         var key = proofKey.exposedBytes()
         defer { wipe(&key) }
@@ -312,24 +312,24 @@ public final class SystemKeyAuthority: KeyAuthority {
     }
 
     /// Enrols a finger on the daemon's reader (progress in `notices`).
-    public func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?, label: String?) throws -> EnrolledFinger {
+    package func enroll(finger: String?, sensor: SensorIdentity?, proof: AuthorityProof?, label: String?) throws -> EnrolledFinger {
         try answer(try exchange(.enroll(finger: finger, sensor: sensor, proof: proof, label: label, scanTimeout: scanTimeout))) {
             if case .enrolled(let f) = $0 { f } else { nil }
         }
     }
 
     /// Removes a finger's prints.
-    public func unenroll(finger: String, proof: AuthorityProof?, label: String?) throws -> [EnrolledFinger] {
+    package func unenroll(finger: String, proof: AuthorityProof?, label: String?) throws -> [EnrolledFinger] {
         try answer(try exchange(.unenroll(finger: finger, proof: proof, label: label))) { if case .unenrolled(let f) = $0 { f } else { nil } }
     }
 
     /// Forgets every print and binding of this uid.
-    public func resetPrints(proof: AuthorityProof?) throws {
+    package func resetPrints(proof: AuthorityProof?) throws {
         try answer(try exchange(.resetPrints(proof: proof))) { if case .done = $0 { () } else { nil } }
     }
 
     /// The daemon's view of this uid for `vault status`.
-    public func status(slot: SlotReference?, sensor: SensorIdentity?, rules: PasscodeRules) throws -> AuthorityStatus {
+    package func status(slot: SlotReference?, sensor: SensorIdentity?, rules: PasscodeRules) throws -> AuthorityStatus {
         try answer(try exchange(.status(slot: slot, sensor: sensor, rules: rules))) { if case .status(let s) = $0 { s } else { nil } }
     }
 

@@ -2,12 +2,35 @@ import Foundation
 public import VaultKit
 public import VaultSystem
 
+/// Why a sink stopped writing: a write failed (a full disk, a closed pipe), or the guarded memory
+/// a secret's output was assembled in could not grow.
+public enum SinkFailure: Error, Sendable {
+    /// `write(2)` failed.
+    case write(SystemError)
+    /// Guarded memory ran out before the output was whole: nothing of it was written.
+    case outOfMemory
+
+    /// The reason, one lowercase line.
+    public var reason: String {
+        switch self {
+        case .write(let e): e.reason
+        case .outOfMemory: "out of guarded memory for the output"
+        }
+    }
+
+    /// Whether the reader closed its end (`EPIPE`): `vault export | head` is not an error of ours.
+    public var isBrokenPipe: Bool {
+        if case .write(let e) = self { return e.isBrokenPipe }
+        return false
+    }
+}
+
 /// Where a command writes text. Files in production, buffers in tests.
 public protocol TextSink: AnyObject {
     /// Writes `text` as is.
     func write(_ text: String)
     /// The first write that failed (a full disk, a closed pipe), or nil.
-    var failure: SystemError? { get }
+    var failure: SinkFailure? { get }
     /// Whether a person's terminal shows what is written (control characters are then escaped).
     var isTerminal: Bool { get }
     /// Writes a secret as is, from guarded memory (a terminal gets it with control characters
@@ -31,7 +54,7 @@ extension TextSink {
     }
 
     /// Sinks that cannot fail.
-    public var failure: SystemError? { nil }
+    public var failure: SinkFailure? { nil }
     /// Sinks that are not terminals.
     public var isTerminal: Bool { false }
 }
@@ -64,7 +87,7 @@ public final class FileSink: TextSink {
     let fd: Int32
     let label: String?
     /// The first write that failed, or nil while every byte went out.
-    public private(set) var failure: SystemError?
+    public private(set) var failure: SinkFailure?
 
     /// A sink writing to `fd`; errors name it `label` (default: "standard output" for 1,
     /// "standard error" for 2, else "fd N").
@@ -96,7 +119,7 @@ public final class FileSink: TextSink {
         do {
             try output.withUnsafeBytes { write(bytes: $0) }
         } catch {
-            failure = SystemError(call: "sodium_malloc", path: label, code: ENOMEM)
+            failure = .outOfMemory
         }
     }
 
@@ -108,7 +131,7 @@ public final class FileSink: TextSink {
         do {
             try writeAll(fd: fd, bytes: bytes, label: label)
         } catch {
-            failure = error
+            failure = .write(error)
         }
     }
 }
@@ -121,7 +144,7 @@ extension FileSink {
         do {
             try writeAll(fd: fd, bytes: bytes, label: label)
         } catch {
-            failure = error
+            failure = .write(error)
         }
     }
 }
@@ -283,9 +306,13 @@ public final class ControllingTerminal: Terminal {
     /// Reads a line with echo off; Ctrl-C while echo is off restores the terminal first.
     public func readSecret(prompt: String) throws -> SecretBytes? {
         guard isAvailable else { return nil }
+        // Ctrl-Z, then `fg`, once the prompt is out: echo is off again (TerminalSuspension) and
+        // the prompt shows again.
+        let shown = TerminalSuspension.continuations
         write(prompt)
         let fd = self.fd
-        guard let line = try TerminalMode.withEchoOff(fd, { try SecretLine.read(fd: fd) }) else { return nil }
+        let again = { [self] in write(prompt) }
+        guard let line = try TerminalMode.withEchoOff(fd, { try SecretLine.read(fd: fd, onContinue: again, since: shown) }) else { return nil }
         // The terminal echoed the newline (ECHONL): the prompt's line is closed.
         lineOpen = false
         return line
@@ -311,7 +338,10 @@ enum SecretLine {
     ///   and the read was interrupted), `.io` for a failed read, `.usage` for an overlong line.
     /// - Parameter stripCarriageReturn: drop one `\r` before the newline (a CRLF line), as for
     ///   passcodes; false keeps every byte.
-    static func read(fd: Int32, stripCarriageReturn: Bool = true) throws -> SecretBytes? {
+    /// - Parameter onContinue: called when the process was stopped (Ctrl-Z) and continued in the
+    ///   foreground while waiting (a prompt prints itself again).
+    ///   `since`: the continuation count when the prompt was written (default: now).
+    static func read(fd: Int32, stripCarriageReturn: Bool = true, onContinue: (() -> Void)? = nil, since: Int? = nil) throws -> SecretBytes? {
         let buffer = try SecretBytes(zeroed: limit)
         var count = 0
         var sawAny = false
@@ -320,9 +350,14 @@ enum SecretLine {
         // On a terminal, Ctrl-C pressed just before the read began must still end it: the
         // read waits in short polls that look at the flag the SIGINT handler set.
         let watchInterrupts = isTerminal(fd)
+        var continued = since ?? TerminalSuspension.continuations
         while true {
             if watchInterrupts {
                 if Interrupts.requested { throw VaultError.userCancel }
+                if TerminalSuspension.continuations != continued {
+                    continued = TerminalSuspension.continuations
+                    if count == 0 { onContinue?() }
+                }
                 if (try? Poll.isReadable(fd, timeoutMilliseconds: 100)) != true { continue }
             }
             let n: Int

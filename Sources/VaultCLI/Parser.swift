@@ -179,7 +179,12 @@ enum Parser {
         while let raw = rest.first {
             rest = rest.dropFirst()
             let arg = specs.first { $0.short != nil && $0.short == raw }?.name ?? raw
-            if arg == "--" { inv.trailing = Array(rest); break }
+            if arg == "--" {
+                // After `--` come a command to run (run, login) or, for every other verb,
+                // arguments only: `vault get -- -leading` reads an item whose name starts with '-'.
+                if command.takesCommand { inv.trailing = Array(rest) } else { inv.arguments += rest }
+                break
+            }
             if arg == "-h" { inv.set(GlobalOptions.help); continue }
             if arg.hasPrefix("--") || shortFlag(arg, specs) != nil {
                 var (name, inline) = split(arg)
@@ -199,6 +204,11 @@ enum Parser {
                     inv.flags.insert(name)
                 }
             } else if arg.hasPrefix("-") && arg.count > 1 {
+                if command.arguments.upperBound > 0 && !command.takesCommand {
+                    let near = suggestion(arg, among: specs.map(\.name)).map { "did you mean '\($0)'? " } ?? ""
+                    throw VaultError.usage("unknown option '\(arg)'",
+                                           hint: near + "a name that starts with '-' goes after '--': 'vault \(command.name) -- \(arg)'")
+                }
                 throw unknownOption(arg, known: specs.map(\.name), command: command.name)
             } else {
                 inv.arguments.append(arg)

@@ -211,7 +211,7 @@ public struct Item: Codable, Equatable, Sendable {
 /// they only ever make unlocking stricter than the passcode, which always works.
 public struct VaultSettings: Codable, Equatable, Sendable {
     /// The default policy of this vault's unlocks.
-    public var policy: AuthPolicy = .biometricsOrPasscode
+    package var policy: AuthPolicy = .biometricsOrPasscode
     /// Hours after a passcode unlock before the passcode is asked again (0 = never).
     public var passcodeIntervalHours: Int = 48
     /// Whether the first unlock after a reboot needs the passcode.
@@ -221,7 +221,7 @@ public struct VaultSettings: Codable, Equatable, Sendable {
     public init() {}
 
     /// The rules the key authority applies before a scan.
-    public var passcodeRules: PasscodeRules {
+    package var passcodeRules: PasscodeRules {
         PasscodeRules(afterReboot: passcodeAfterReboot, intervalHours: passcodeIntervalHours)
     }
 }

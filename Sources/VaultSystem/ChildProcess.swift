@@ -164,20 +164,6 @@ public struct ChildProcess: Sendable, Equatable {
         return ChildProcess(pid: pid)
     }
 
-    /// Replaces this process with the program at `path` (`execve`): `vault secret-service` becomes
-    /// `vault-secret-service`, so the service manager and the bus see the one process. Returns
-    /// only by throwing.
-    /// - Throws: ``SystemError`` for `execve` on the path (`ENOENT`, `EACCES`, `ENOEXEC`).
-    public static func replaceProcess(path: String, arguments: [String], environment: [String: String]) throws(SystemError) -> Never {
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        execve(path, argv, envp)
-        let code = errno
-        argv.forEach { free($0) }
-        envp.forEach { free($0) }
-        throw SystemError(call: "execve", path: path, code: code)
-    }
-
     /// ``spawn(_:)`` with the request's fields as arguments.
     /// - Throws: ``SystemError`` for `posix_spawn`.
     public static func spawn(path: String, arguments: [String], environment: [String: String],

@@ -7,7 +7,8 @@ import VaultSystem
 /// replies on the same socket. At most one reader is open; a `match` or `enroll` runs on a thread
 /// of its own so that a `cancel` can reach it. End of input cancels what runs and ends the process.
 final class ReaderServer: @unchecked Sendable {
-    private let wire = ReaderWire(fd: 0)
+    /// The link to vault: the socketpair on standard input (and output).
+    private let wire = ReaderWire(UnixSocket(owning: 0, path: "the reader link"))
     private var sensor: FingerprintSensor?
     private let lock = NSLock()
     private var running: FingerprintCancellation?

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultKit
+import VaultInterchange
 
 /// Schema 1 vaults (one sealed JSON record per item) made by the code before record format 2
 /// migrate at their first unlock, in one transaction.

@@ -243,9 +243,15 @@ func runInstall(_ args: [String], destdir: String) -> RunResult {
         #expect(first.status == 0, "\(first.stdout)\n\(first.stderr)")
         #expect(first.stdout.contains("staged under \(destdir)"), "\(first.stdout)")
         #expect(listing(destdir) == stagedFiles)
+        // Each binary is the built one stripped (what binutils' strip makes of it), and runs.
+        let strips = temporaryFolder("strip")
+        defer { removeFolder(of: strips + "/x") }
         for b in ["vault", "vault-agent", "vault-authd", "vault-reader", "vault-clipboard", "vault-secret-service"] {
-            #expect(FileManager.default.contentsEqual(atPath: destdir + "/opt/vault/bin/" + b, andPath: builtFolder + "/" + b), "\(b)")
+            let stripped = strips + "/" + b
+            #expect(spawn("/usr/bin/strip", ["-o", stripped, builtFolder + "/" + b], env: [:]).status == 0, "strip \(b)")
+            #expect(FileManager.default.contentsEqual(atPath: destdir + "/opt/vault/bin/" + b, andPath: stripped), "\(b)")
         }
+        #expect(spawn(destdir + "/opt/vault/bin/vault", ["--version"], env: [:]).status == 0, "the stripped vault runs")
         for (staged, source) in [("etc/systemd/system/vault-authd.service", "vault-authd.service"),
                                  ("etc/systemd/user/vault-agent.service", "vault-agent.service"),
                                  ("etc/systemd/user/vault-secret-service.service", "vault-secret-service.service"),

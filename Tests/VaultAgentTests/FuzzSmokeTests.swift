@@ -90,7 +90,7 @@ enum AgentFuzzTarget: String, CaseIterable {
         guard let request = try? AgentCodec.request(frame) else { return }
         _ = request.vault
         _ = request.isBulk
-        if case .unlock(_, _, _, let idle, let hard) = request {
+        if case .unlock(_, _, _, let idle, let hard, _) = request {
             for d in [idle, hard] {
                 let c = AgentLimits.clamp(d, fallback: 120)
                 guard AgentLimits.sessionDuration.contains(c) else { throw Self.frame.finding("clamp(\(d)) is \(c), out of range") }
@@ -281,7 +281,7 @@ final class HandlerFixture: @unchecked Sendable {
     let location: VaultLocation
     let key: [UInt8]
     let generation: Int64
-    let peer = Requester(uid: ProcessIdentity.uid, pid: 4242)
+    let peer = Requester(uid: ProcessIdentity.uid, pid: 4242, terminal: TerminalSession(sessionID: 4242, terminal: 34816))
     private let pristine: [UInt8]
 
     /// The fixture of this process, made on first use.

@@ -15,7 +15,7 @@ import VaultKit
         #expect(h.handle(.probe(vault: v.path), from: me) == .sessionOpen)
         guard case .status(let pid, let sessions) = h.handle(.status, from: me) else { Issue.record("status"); return }
         #expect(pid == 77)
-        #expect(sessions == [SessionStatus(vault: v.path, name: "default", idleLeft: 120, hardLeft: 3600)])
+        #expect(sessions == [SessionStatus(vault: v.path, name: "default", idleLeft: 120, hardLeft: 3600, scope: .terminal, servesCaller: true)])
 
         guard case .overview(let o) = h.handle(.overview(vault: v.path, name: "db"), from: me) else { Issue.record("overview"); return }
         #expect(o.item.username == "admin" && o.item.password == nil && o.hasPassword && o.hasTOTP)
@@ -76,10 +76,43 @@ import VaultKit
         guard case .audit(let last, _) = h.handle(.audit(vault: v.path, limit: 1), from: me) else { Issue.record("audit"); return }
         #expect(last.map(\.command) == ["export"])
 
-        #expect(h.handle(.lock(vault: v.path), from: me) == .locked(count: 1))
+        // Locked from elsewhere (another terminal session): the opener hears why, once.
+        #expect(h.handle(.lock(vault: v.path), from: Requester(uid: me.uid, pid: 9, terminal: TerminalSession(sessionID: 9, terminal: 0))) == .locked(count: 1))
         #expect(failureCode(h.handle(.probe(vault: v.path), from: me)) == 19)
         #expect(h.handle(.probe(vault: v.path), from: me) == .noSession)
         #expect(h.handle(.lock(vault: nil), from: me) == .locked(count: 0))
+    }
+
+    // Issue 25, item 4: a session serves the terminal session that opened it, unless `user`.
+    @Test func aTerminalScopedSessionServesOnlyItsOwnTerminalSession() throws {
+        let v = try TestVault()
+        let h = handler
+        v.open(in: h)
+        let sameTerminal = Requester(uid: me.uid, pid: 5151, terminal: testTerminal)
+        let otherTerminal = Requester(uid: me.uid, pid: 6161, terminal: TerminalSession(sessionID: 6000, terminal: 34817))
+        let background = Requester(uid: me.uid, pid: 7171, terminal: TerminalSession(sessionID: 7000, terminal: 0))
+        let unknown = Requester(uid: me.uid, pid: 0)
+        #expect(h.handle(.probe(vault: v.path), from: sameTerminal) == .sessionOpen)
+        for peer in [otherTerminal, background, unknown] {
+            #expect(h.handle(.probe(vault: v.path), from: peer) == .noSession)
+            #expect(h.respond(.releaseSecret(vault: v.path, name: "db", field: "password", command: "get"), from: peer).reply == .noSession)
+            #expect(h.respond(.list(vault: v.path), from: peer).reply == .noSession)
+            guard case .status(_, let sessions) = h.handle(.status, from: peer) else { Issue.record("status"); return }
+            #expect(sessions.map(\.servesCaller) == [false])
+        }
+        // A lock from another terminal leaves the opener a note; a lock from its own does not.
+        #expect(h.handle(.lock(vault: v.path), from: otherTerminal) == .locked(count: 1))
+        #expect(failureCode(h.handle(.probe(vault: v.path), from: me)) == 19)
+        v.open(in: h)
+        #expect(h.handle(.lock(vault: v.path), from: sameTerminal) == .locked(count: 1))
+        #expect(h.handle(.probe(vault: v.path), from: me) == .noSession)
+        // `user`: every process of the uid, as before.
+        let user = AgentRequest.unlock(root: v.location.root, name: v.location.name, generation: v.vault.generation,
+                                       idleSeconds: 120, hardLimitSeconds: 3600, scope: .user)
+        #expect(h.handle(user, key: v.key, from: me) == .sessionOpen)
+        for peer in [otherTerminal, background, unknown] { #expect(h.handle(.probe(vault: v.path), from: peer) == .sessionOpen) }
+        // An opener whose terminal session cannot be read gets no terminal-scoped session.
+        #expect(failureCode(h.handle(v.unlockRequest(), key: v.key, from: unknown)) == 2)
     }
 
     @Test func aVaultWithoutASessionGetsNoSession() throws {
@@ -157,7 +190,7 @@ import VaultKit
         let v = try TestVault()
         let h = handler
         v.open(in: h)
-        let peer = Requester(uid: me.uid, pid: 31337)
+        let peer = Requester(uid: me.uid, pid: 31337, terminal: testTerminal)
         let before = try v.vault.auditRecords().count
         guard let item = releasedItem(h.respond(.release(vault: v.path, name: "db", fields: ["password", "username", "totp"], command: "run"),
                                                 from: peer)) else { Issue.record("release"); return }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import VaultAgent
 import VaultKit
+import VaultWire
 
 /// `WireJSON`, the coder of the agent's, the authority's and the reader link's frames, against
 /// Foundation's: each reads what the other writes, to equal values, for every kind of message.
@@ -85,7 +86,7 @@ import VaultKit
                 _ = try WireJSON.decode(AgentRequest.self, from: Array(json.utf8))
                 return nil
             } catch let e as DecodingError {
-                return AgentCodec.describe(e)
+                return describeDecodingError(e)
             } catch { return "\(error)" }
         }
         #expect(path(#"{"probe":{"vault":7}}"#) == "'probe.vault' has the wrong type")

@@ -161,7 +161,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         let store = try boundVault(bootID: "boot-1", clock: clock)
         let stranger = ScriptedReader(identity: sensor, answer: nil)
         let authority = try authority(bootID: "boot-1", clock: clock, reader: stranger)
-        #expect(throws: VaultError.authenticationFailed("no match: retry limit exceeded")) { try context(authority).unlock(store) }
+        #expect(throws: VaultError.authenticationFailed("3 fingers did not match")) { try context(authority).unlock(store) }
         #expect(stranger.scans == 3)
         #expect(try failures(authority) == 3)
         // Two more: the fifth failure ends the evaluation with the lockout.
@@ -302,7 +302,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         reader.interruption = .retry(advice: "center your finger")
         var said: [String] = []
         let ctx = AuthContext(authority: authority, policy: .biometrics, readPasscode: { _ in nil }, say: { said.append($0) })
-        #expect(throws: VaultError.authenticationFailed("no match: retry limit exceeded")) { try ctx.unlock(store) }
+        #expect(throws: VaultError.authenticationFailed("3 fingers did not match")) { try ctx.unlock(store) }
         #expect(said.first == "vault: center your finger (2 tries left)")
         #expect(try failures(authority) == 0)
     }

@@ -6,6 +6,7 @@
 // `Fuzz/corpus/` and over seeded mutations of it, in-process, in a few seconds.
 import Foundation
 import VaultKit
+import VaultInterchange
 #if !VAULT_FUZZ_HARNESS
 import Testing
 #endif

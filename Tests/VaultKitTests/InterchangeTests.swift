@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultKit
+@testable import VaultInterchange
 import VaultOTP
 
 /// The pieces importers stand on: RFC 4180 CSV, the JSON element scanner, and one-time codes at

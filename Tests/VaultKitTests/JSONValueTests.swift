@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultKit
+@testable import VaultInterchange
 
 /// `JSONValue`, the strict reader of each element `vault import` reads: it agrees with Foundation's
 /// JSONSerialization on valid JSON and refuses what RFC 8259 refuses (and a key given twice).

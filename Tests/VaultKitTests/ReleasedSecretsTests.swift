@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultKit
+@testable import VaultInterchange
 
 /// Releases as bytes: `releaseSecrets` hands out a secrets record in guarded memory holding only
 /// the fields named, `releaseEachSecrets` lends every item's record in place, and what is built
@@ -159,6 +160,10 @@ import Testing
         let vault = try VaultStore.create(at: try root.location(), passcode: try secret("correct horse"), kdf: fastKDF).vault
         var odd = Item(name: "odd", notes: "", now: 3)
         odd.fields = [CustomField(name: "password", kind: .hidden, value: "custom, not the built-in"), CustomField(name: "empty", kind: .hidden, value: "")]
+        odd.origin = "keepass"
+        odd.userPrompt = "login:"
+        odd.passwordPrompt = "Password:"
+        odd.fingerprintLogin = false
         let items = [ReleasedSecretsTests.full, Item(name: "plain", now: 1), odd]
         for item in items { try vault.add(item) }
         var seen = 0
@@ -169,6 +174,10 @@ import Testing
             let out = try SecretOutput()
             JSONText.append(ExportJSON.object(overview, secrets), to: out)
             try out.withUnsafeBytes { #expect(String(decoding: $0, as: UTF8.self) == JSONText.text(VaultJSON.object(item)), "\(item.name)") }
+            // export's direct writer gives the same text, byte for byte.
+            let direct = try SecretOutput()
+            ExportJSON.write(overview, secrets, to: direct)
+            try direct.withUnsafeBytes { #expect(String(decoding: $0, as: UTF8.self) == JSONText.text(VaultJSON.object(item)), "\(item.name), written directly") }
             seen += 1
         }
         #expect(seen == items.count)

@@ -25,14 +25,21 @@ extension ItemCommands {
         PGPASSWORD=$(vault get prod-db --field password --no-input) psql ...
         """,
         run: { inv, ctx in
-            let request = try GetRequest(inv)
+            var request = try GetRequest(inv)
             // No touch is spent on a copy that cannot be made.
             if request.clip { try Clipboard.check(ctx.environment) }
             let vault = try openAccess(inv, ctx, purpose: "read '\(request.name)'")
             // A built-in secret field needs no overview to be checked first: a script's
-            // `get --field password` is one request to the agent, not two.
-            let plan = try request.direct ?? request.plan(for: try vault.overview(named: request.name))
-            try perform(plan, request, vault, inv, ctx)
+            // `get --field password` is one request to the agent, not two. A name that is not
+            // there is looked up afterwards: a unique substring match is taken (as `bw get`).
+            do {
+                let plan = try request.direct ?? request.plan(for: try vault.overview(named: request.name))
+                try perform(plan, request, vault, inv, ctx)
+            } catch VaultError.itemNotFound(let n) where n == request.name {
+                request.name = try ItemLookup.resolve(n, in: vault, ctx, substring: true)
+                let plan = try request.direct ?? request.plan(for: try vault.overview(named: request.name))
+                try perform(plan, request, vault, inv, ctx)
+            }
         })
 
     /// Carries out what `get` decided: releases what the plan names (and nothing else) and

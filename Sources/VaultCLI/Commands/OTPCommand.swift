@@ -22,7 +22,12 @@ enum OTPCommand {
         run: { inv, ctx in
             let name = try Item.normalize(name: inv.arguments[0])
             let vault = try openAccess(inv, ctx, purpose: "make a code for '\(name)'")
-            let code = try current(name, command: "otp", from: vault, inv, ctx)
+            let code: OTPCode
+            do {
+                code = try current(try ItemLookup.existing(name, in: vault), command: "otp", from: vault, inv, ctx)
+            } catch VaultError.failure(let message, nil) where message.hasSuffix("has no TOTP secret") {
+                throw VaultError.failure(message, hint: "add one with 'printf '%s\\n' \"$URI\" | vault edit \(name) --totp-stdin' (an otpauth:// URI or a base32 secret)")
+            }
             if inv.has(OTPOptions.json) {
                 var o: [String: Any] = ["code": code.code, "type": code.advancedURI == nil ? "totp" : "hotp"]
                 if let left = code.secondsRemaining { o["seconds_left"] = left }

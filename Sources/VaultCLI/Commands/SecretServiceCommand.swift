@@ -31,7 +31,7 @@ enum SecretServiceCommand {
             if let p = inv[Options.pinentry] { args += ["--pinentry", p] }
             let program = try servicePath()
             do {
-                try ChildProcess.replaceProcess(path: program, arguments: args, environment: ctx.environment)
+                try ProcessReplacement.exec(program, arguments: args, environment: ctx.environment)
             } catch {
                 throw VaultError.commandNotExecutable(program)
             }

@@ -12,11 +12,15 @@ public struct Requester: Codable, Equatable, Sendable {
     /// The requesting process's executable as the kernel links it (`/proc/PID/exe`), nil when
     /// it could not be read (a peer that is not dumpable, to an agent that is not root).
     public var executable: String?
+    /// The requesting process's terminal session (`/proc/PID/stat`, read with the executable),
+    /// nil when it could not be read: what a terminal-scoped unlock session compares.
+    public var terminal: TerminalSession?
     /// Creates a requester.
-    public init(uid: UInt32, pid: Int32, executable: String? = nil) {
+    public init(uid: UInt32, pid: Int32, executable: String? = nil, terminal: TerminalSession? = nil) {
         self.uid = uid
         self.pid = pid
         self.executable = executable
+        self.terminal = terminal
     }
     /// This process.
     public static var current: Requester {
@@ -25,13 +29,36 @@ public struct Requester: Codable, Equatable, Sendable {
     /// The peer of a socket: its credentials, and its executable read now (at connection time,
     /// before its pid could be reused).
     public static func peer(uid: UInt32, pid: Int32) -> Requester {
-        Requester(uid: uid, pid: pid, executable: try? ProcessIdentity.executable(of: pid))
+        Requester(uid: uid, pid: pid, executable: try? ProcessIdentity.executable(of: pid),
+                  terminal: TerminalSession(of: pid))
     }
 
     /// The audit record of releasing `field` of `item` to this requester, labelled `command`
     /// (what the caller says it is).
     func auditRecord(item: String, field: String, command: String) -> AuditRecord {
         AuditRecord(item: item, field: field, command: command, uid: uid, pid: pid, executable: executable)
+    }
+}
+
+/// A process's terminal session: what sudo's tty tickets and a terminal-scoped unlock session
+/// compare. Two processes share one when they are in the same session (`setsid`) with the same
+/// controlling terminal: the shell of one terminal window and what it started.
+public struct TerminalSession: Codable, Equatable, Hashable, Sendable {
+    /// The session id (the pid of the session's leader).
+    public var sessionID: Int32
+    /// The controlling terminal's device number (`tty_nr`), 0 when there is none.
+    public var terminal: Int32
+
+    /// A session.
+    public init(sessionID: Int32, terminal: Int32) {
+        self.sessionID = sessionID
+        self.terminal = terminal
+    }
+
+    /// The session of process `pid` as the kernel reports it, nil when it cannot be read.
+    public init?(of pid: Int32) {
+        guard let s = try? ProcessIdentity.terminalSession(of: pid) else { return nil }
+        self.init(sessionID: s.sessionID, terminal: s.terminal)
     }
 }
 
@@ -179,6 +206,9 @@ public protocol VaultAccess: AnyObject {
     /// Streams every row's overview (damaged rows reported as such), or with `term` only the
     /// items `OverviewMatcher` matches. No secret is opened.
     func forEachOverview(matching term: String?, _ body: (OverviewEntry) throws -> Void) throws
+    /// The same rows as `forEachOverview`, each overview's plaintext lent (valid during the call)
+    /// instead of decoded: a listing of names reads the name in place.
+    func forEachOverviewRecord(matching term: String?, _ body: (OverviewRecordEntry) throws -> Void) throws
     /// Streams every item with its secrets (export), each lent from guarded memory during the
     /// call: one audit record for the whole release, written before the first item; with any
     /// fingerprint-login item in the vault, only with `freshMatch`, a token for `.releaseAll`
@@ -214,12 +244,12 @@ extension VaultAccess {
 
     /// One item with the secrets named in `fields` as `String`s (the others withheld), audited
     /// as `releaseSecrets`: for the paths that still hand secrets out as text.
-    public func release(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> Item {
+    package func release(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> Item {
         try releaseSecrets(named: name, fields: fields, command: command, freshMatch: freshMatch).item()
     }
 
     /// Every item with its secrets as `String`s, streamed (tests, a Bitwarden export).
-    public func releaseEach(command: String, freshMatch: FreshMatchToken?, _ body: (ItemEntry) throws -> Void) throws {
+    package func releaseEach(command: String, freshMatch: FreshMatchToken?, _ body: (ItemEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, freshMatch: freshMatch) { try body($0.decoded()) }
     }
 
@@ -232,7 +262,7 @@ extension VaultAccess {
     public func releaseAll(command: String) throws -> [ItemEntry] { try releaseAll(command: command, freshMatch: nil) }
 
     /// Every item with its secrets, collected (tests and small vaults; export streams).
-    public func releaseAll(command: String, freshMatch: FreshMatchToken?) throws -> [ItemEntry] {
+    package func releaseAll(command: String, freshMatch: FreshMatchToken?) throws -> [ItemEntry] {
         var out: [ItemEntry] = []
         try releaseEach(command: command, freshMatch: freshMatch) { out.append($0) }
         return out
@@ -298,7 +328,7 @@ extension UnlockedVault: VaultAccess {
 
     /// One item with the secrets named in `fields` as `String`s (the others withheld, as the
     /// agent does), audited as released to `requester`.
-    public func release(named name: String, fields: [String], command: String, to requester: Requester,
+    package func release(named name: String, fields: [String], command: String, to requester: Requester,
                         freshMatch: FreshMatchToken? = nil) throws -> Item {
         try releaseSecrets(named: name, fields: fields, command: command, to: requester, freshMatch: freshMatch).item()
     }
@@ -309,7 +339,7 @@ extension UnlockedVault: VaultAccess {
     /// guarded memory) into a new secrets record in guarded memory. The secrets record is
     /// opened only when a secret is asked for; only what the item has is logged. Fingerprint
     /// login is checked here (`requireFreshMatch`), for every caller.
-    public func releaseSecrets(named name: String, fields: [String], command: String, to requester: Requester,
+    package func releaseSecrets(named name: String, fields: [String], command: String, to requester: Requester,
                                freshMatch: FreshMatchToken? = nil) throws -> ReleasedItem {
         let n = try Item.normalize(name: name)
         let row = try row(named: n)
@@ -338,7 +368,7 @@ extension UnlockedVault: VaultAccess {
 
     /// One secret in guarded memory, audited as released to `requester`: the secrets record is
     /// opened into guarded memory and the field's bytes copied from there into the result.
-    public func releaseSecret(named name: String, field: String, command: String, to requester: Requester,
+    package func releaseSecret(named name: String, field: String, command: String, to requester: Requester,
                               freshMatch: FreshMatchToken? = nil) throws -> SecretBytes {
         let overview = try overview(named: name).item
         guard overview.isSecretField(field), field != "all", field != "history" else {
@@ -364,13 +394,22 @@ extension UnlockedVault: VaultAccess {
         try forEachOverview(matcher: term.map(OverviewMatcher.init(term:)), body)
     }
 
+    /// Streams every row's overview record, or those `term` matches (checked, not decoded).
+    public func forEachOverviewRecord(matching term: String?, _ body: (OverviewRecordEntry) throws -> Void) throws {
+        let matcher = term.map(OverviewMatcher.init(term:))
+        try forEachOverviewRecord { e in
+            if let matcher, case .record(let plain) = e, !matcher.matches(plain) { return }
+            try body(e)
+        }
+    }
+
     /// Every item with its secrets, lent from guarded memory, one audit record for all of them.
     public func releaseEachSecrets(command: String, freshMatch: FreshMatchToken?, _ body: (ReleasedEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, to: .current, freshMatch: freshMatch, body)
     }
 
     /// Every item with its secrets as `String`s, audited as released to `requester` (tests).
-    public func releaseEach(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil, _ body: (ItemEntry) throws -> Void) throws {
+    package func releaseEach(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil, _ body: (ItemEntry) throws -> Void) throws {
         try releaseEachSecrets(command: command, to: requester, freshMatch: freshMatch) { try body($0.decoded()) }
     }
 
@@ -378,13 +417,9 @@ extension UnlockedVault: VaultAccess {
     /// secrets record is lent from the one guarded buffer it was opened into. A first pass over
     /// the overviews finds an item with fingerprint login on before anything is released: then
     /// `freshMatch` must be a token for `.releaseAll`.
-    public func releaseEachSecrets(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil,
+    package func releaseEachSecrets(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil,
                                    _ body: (ReleasedEntry) throws -> Void) throws {
-        var guarded: String?
-        try forEachOverview(matching: nil) { e in
-            if guarded == nil, case .item(let o) = e, o.item.fingerprintLogin { guarded = o.item.name }
-        }
-        if let guarded { try requireFreshMatch(freshMatch, for: .releaseAll, item: guarded) }
+        if let guarded = try firstFingerprintLoginItem() { try requireFreshMatch(freshMatch, for: .releaseAll, item: guarded) }
         try appendAudit(requester.auditRecord(item: "*", field: "all", command: command))
         try forEachItemSecrets(body)
     }

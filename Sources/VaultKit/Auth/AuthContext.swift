@@ -3,7 +3,7 @@ import VaultSystem
 
 /// Authentication policies (LocalAuthentication's deviceOwnerAuthenticationWithBiometrics and
 /// deviceOwnerAuthentication).
-public enum AuthPolicy: String, Codable, Sendable, CaseIterable {
+package enum AuthPolicy: String, Codable, Sendable, CaseIterable {
     /// Fingerprint only: never falls back to the passcode by itself.
     case biometrics
     /// Fingerprint, or the passcode when fingerprint cannot be used (the default).
@@ -11,7 +11,7 @@ public enum AuthPolicy: String, Codable, Sendable, CaseIterable {
 
     /// Parses a policy name as typed on the command line.
     /// - Throws: `.usage` naming the policies.
-    public static func parse(_ text: String) throws -> AuthPolicy {
+    package static func parse(_ text: String) throws -> AuthPolicy {
         guard let p = AuthPolicy(rawValue: text) else {
             throw VaultError.usage("unknown policy '\(text)'", hint: "policies: \(allCases.map(\.rawValue).joined(separator: ", "))")
         }
@@ -21,7 +21,7 @@ public enum AuthPolicy: String, Codable, Sendable, CaseIterable {
 
 /// How an unlocked vault was authenticated: it travels with the vault, so a command that just
 /// matched a finger does not ask for a second scan, nor one that took the passcode for another.
-public enum AuthOutcome: Equatable, Sendable {
+package enum AuthOutcome: Equatable, Sendable {
     /// A finger matched (at this time).
     case fingerprint(at: Int64)
     /// The passcode was given.
@@ -31,7 +31,7 @@ public enum AuthOutcome: Equatable, Sendable {
 }
 
 /// Sleeps `seconds` (the wait after wrong passcodes).
-public func sleepBeforePasscode(_ seconds: Int) {
+package func sleepBeforePasscode(_ seconds: Int) {
     MonotonicClock.sleep(seconds: Double(seconds))
 }
 
@@ -41,7 +41,7 @@ extension KeyAuthority {
     /// failures and the passcode clock), with a proof of the master key.
     /// - Parameter waiting: shown the wait in seconds, then it sleeps; tests pass their own.
     /// - Throws: `.passcodeNotSet`, `.authenticationFailed` (wrong passcode), `.corrupt`.
-    public func unlock(_ store: VaultStore, passcode: borrowing SecretBytes,
+    package func unlock(_ store: VaultStore, passcode: borrowing SecretBytes,
                        waiting: (Int) -> Void = sleepBeforePasscode) throws -> UnlockedVault {
         if try store.slot(.passcode) != nil {
             // The wait is the authority's to count; an authority that cannot answer (a full
@@ -65,7 +65,7 @@ extension KeyAuthority {
 
     /// The one recovery-key unlock; like a passcode unlock, it resets the lockout.
     /// - Throws: `.authenticationFailed` for a mistyped or wrong key.
-    public func unlock(_ store: VaultStore, recoveryKey: String) throws -> UnlockedVault {
+    package func unlock(_ store: VaultStore, recoveryKey: String) throws -> UnlockedVault {
         let vault = try store.unlock(recoveryKey: recoveryKey)
         recordUnlock(of: vault)
         vault.authentication = .recoveryKey
@@ -78,7 +78,7 @@ extension KeyAuthority {
     /// refuses); the lockout then simply stays. Why it was not recorded is kept in
     /// `vault.unrecorded` for the caller to say. - Returns: what was recorded, nil on a failure.
     @discardableResult
-    public func recordUnlock(of vault: UnlockedVault) -> PasscodeRecord? {
+    package func recordUnlock(of vault: UnlockedVault) -> PasscodeRecord? {
         do {
             let record = try vault.proven(.passcodeUnlock, by: self) { try recordPasscodeUnlock($0) }
             vault.unrecorded = nil
@@ -98,29 +98,29 @@ extension KeyAuthority {
 /// One evaluation of a policy for one vault: the authority's match (3 tries, the lockout, the
 /// reboot and 48 h rules) and the passcode fallback. Everything that asks the user goes through
 /// the closures given.
-public final class AuthContext {
+package final class AuthContext {
     /// The authority evaluated against.
-    public let authority: any KeyAuthority
+    package let authority: any KeyAuthority
     /// The policy evaluated.
-    public var policy: AuthPolicy
+    package var policy: AuthPolicy
     /// Returns the passcode, or nil when none can be read (no terminal and no descriptor).
     let readPasscode: (String) throws -> SecretBytes?
     /// Narration for the person (tries left, advice); never stdout.
     let say: (String) -> Void
     let clock: () -> Int64
     /// Shown at the fingerprint prompt (`--reason`).
-    public var reason: String?
+    package var reason: String?
     /// Whether the caller asked for the passcode straight away (`--passcode`, or `--passcode-fd`).
-    public var passcodeFirst = false
+    package var passcodeFirst = false
     /// How many passcodes one evaluation reads before a wrong one ends it (3 for a person at a
     /// terminal, 1 for a descriptor).
-    public var passcodeTries = 1
+    package var passcodeTries = 1
     /// Whether a scan that timed out falls back to the passcode under `biometrics-or-passcode`
     /// (a person at a terminal; a script gets exit 18).
-    public var timeoutFallsBack = false
+    package var timeoutFallsBack = false
 
     /// A context over the given authority and user interface.
-    public init(authority: any KeyAuthority, policy: AuthPolicy, readPasscode: @escaping (String) throws -> SecretBytes?,
+    package init(authority: any KeyAuthority, policy: AuthPolicy, readPasscode: @escaping (String) throws -> SecretBytes?,
                 say: @escaping (String) -> Void, clock: @escaping () -> Int64 = { unixNow() }) {
         self.authority = authority
         self.policy = policy
@@ -133,7 +133,7 @@ public final class AuthContext {
     /// - Throws: the `VaultError` that says why (10 retry limit or wrong passcode, 11 cancel,
     ///   12 passcode needed, 13 system cancel, 15 no reader, 16 not enrolled, 17 lockout,
     ///   18 timeout, 20 prints changed).
-    public func unlock(_ store: VaultStore) throws -> UnlockedVault {
+    package func unlock(_ store: VaultStore) throws -> UnlockedVault {
         if passcodeFirst { return try unlockWithPasscode(store, because: .passcodeNeeded("the passcode was chosen")) }
         // A vault bound to no prints opens with the passcode only: when none can be read, what
         // the caller needs to hear is that the vault is locked (exit 12), not how to enrol.
@@ -166,7 +166,7 @@ public final class AuthContext {
     }
 
     /// A passcode unlock; success resets the lockout and the reboot/48 h clock.
-    public func unlockWithPasscode(_ store: VaultStore, because why: VaultError) throws -> UnlockedVault {
+    package func unlockWithPasscode(_ store: VaultStore, because why: VaultError) throws -> UnlockedVault {
         var prompt = "passcode for vault '\(store.location.name)'"
         if !passcodeFirst && why != AuthContext.locked(store) {
             if case .passcodeNeeded(let m) = why { prompt = m + "; " + prompt } else { prompt = why.message + "; " + prompt }
@@ -221,9 +221,9 @@ public final class AuthContext {
                                        prompt: shown("touch the fingerprint reader to unlock vault '\(store.location.name)'"),
                                        events: { self.say($0.message) })
         } catch is RetryLimitExceeded {
-            let noMatch = VaultError.authenticationFailed("no match: retry limit exceeded")
+            let noMatch = VaultError.authenticationFailed("3 fingers did not match")
             if policy == .biometricsOrPasscode {
-                return try passcodeUnlock(store, prompt: "retry limit exceeded; passcode for vault '\(store.location.name)'", otherwise: noMatch)
+                return try passcodeUnlock(store, prompt: "3 fingers did not match; passcode for vault '\(store.location.name)'", otherwise: noMatch)
             }
             throw noMatch
         }
@@ -243,7 +243,7 @@ public final class AuthContext {
     /// word, so nothing is skipped on trust.
     /// - Throws: 15 no reader, 16 not enrolled, 17 lockout, 18 timeout, 10 no match after the
     ///   retry limit, 11 Ctrl-C, 20 prints changed since the vault was bound.
-    public func requireFreshMatch(_ store: VaultStore, nonce: [UInt8], unlocked: UnlockedVault? = nil, matchedAt: Int64? = nil,
+    package func requireFreshMatch(_ store: VaultStore, nonce: [UInt8], unlocked: UnlockedVault? = nil, matchedAt: Int64? = nil,
                                   reuse: Int = 0, prompt: String) throws -> FreshMatchToken {
         let (ref, _) = try fingerprintSlot(store)
         var since = matchedAt
@@ -257,7 +257,7 @@ public final class AuthContext {
             }
             return token
         } catch is RetryLimitExceeded {
-            throw VaultError.authenticationFailed("no match: retry limit exceeded")
+            throw VaultError.authenticationFailed("3 fingers did not match")
         }
     }
 

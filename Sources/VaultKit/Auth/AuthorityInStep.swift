@@ -94,7 +94,7 @@ extension UnlockedVault {
     /// refuses it (it holds an earlier generation's key: see above), it is brought in step and
     /// `body` runs once more with a new proof. Every request that carries a proof goes through here.
     /// - Throws: `.proofRefused` when the authority holds none of this vault's keys.
-    public func proven<R: ~Copyable>(_ purpose: ProofPurpose, by authority: any KeyAuthority, subject: [UInt8] = [],
+    package func proven<R: ~Copyable>(_ purpose: ProofPurpose, by authority: any KeyAuthority, subject: [UInt8] = [],
                           _ body: (AuthorityProof) throws -> R) throws -> R {
         do {
             return try body(try proof(purpose, for: authority, subject: subject))

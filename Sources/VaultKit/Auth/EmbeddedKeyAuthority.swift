@@ -8,15 +8,15 @@ import VaultSystem
 /// matches). Files are 0600 and replaced atomically. It runs the match itself, like the system
 /// authority, but its state is in the user's own files: it protects against a person at the
 /// reader, not against code running as the user.
-public final class EmbeddedKeyAuthority: KeyAuthority {
+package final class EmbeddedKeyAuthority: KeyAuthority {
     /// The state folder.
-    public let folder: String
+    package let folder: String
     /// The current boot id (injected by tests to simulate a reboot).
-    public let bootID: String
+    package let bootID: String
     private let clock: @Sendable () -> Int64
     private let secret: SecretBytes
     /// What protects the device secret at rest.
-    public let secretProtection: SecretProtection
+    package let secretProtection: SecretProtection
     private let openReaderFunction: ReaderOpener
     /// Space given back to a state write that finds the file system full.
     private let reserve: StateReserve?
@@ -35,16 +35,16 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
 
     /// What its bindings record: `.embedded` in the vault process, `.system` inside vault-authd
     /// (the binding then names the authority a client must ask, not the code that answers).
-    public let kind: AuthorityKind
+    package let kind: AuthorityKind
 
     /// `$XDG_STATE_HOME/vault`, else `~/.local/state/vault`.
-    public static func defaultFolder(environment: [String: String]) -> String {
+    package static func defaultFolder(environment: [String: String]) -> String {
         if let s = environment["XDG_STATE_HOME"], s.hasPrefix("/") { return s + "/vault" }
         return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/vault"
     }
 
     /// The kernel's boot id.
-    public static func currentBootID() -> String {
+    package static func currentBootID() -> String {
         (try? ProcessIdentity.bootID()) ?? "unknown"
     }
 
@@ -57,7 +57,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// authority this one answers as (vault-authd hosts it as `.system`).
     /// - Throws: `.tpmUnavailable`, `.tpmForeign`, `.tpmPolicyFailed` for a TPM-sealed secret
     ///   that cannot be unsealed; `.io`, `.corrupt`.
-    public init(folder: String, bootID: String = EmbeddedKeyAuthority.currentBootID(),
+    package init(folder: String, bootID: String = EmbeddedKeyAuthority.currentBootID(),
                 clock: @escaping @Sendable () -> Int64 = { unixNow() },
                 challenges: ChallengeBook = .processWide,
                 sealing: DeviceSecretSealing = .filePermissions,
@@ -283,7 +283,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     // MARK: challenges and proofs
 
     /// A fresh challenge.
-    public func challenge() throws -> [UInt8] {
+    package func challenge() throws -> [UInt8] {
         challenges.issue(now: clock())
     }
 
@@ -352,10 +352,10 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     // MARK: prints and domain state
 
     /// The reader this authority would use, opened and kept open.
-    public func reader(prefer: SensorIdentity?) throws -> SensorIdentity { try reader(prefer).identity }
+    package func reader(prefer: SensorIdentity?) throws -> SensorIdentity { try reader(prefer).identity }
 
     /// The enrolled fingers.
-    public func fingers() throws -> [EnrolledFinger] {
+    package func fingers() throws -> [EnrolledFinger] {
         try printsState().prints.map(EmbeddedKeyAuthority.shown)
     }
 
@@ -435,7 +435,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     }
 
     /// A new binding of `request.slot` to the reader's current prints (see `KeyAuthority.bind`).
-    public func bind(_ request: BindRequest, proofKey: borrowing SecretBytes) throws -> BindingGrant {
+    package func bind(_ request: BindRequest, proofKey: borrowing SecretBytes) throws -> BindingGrant {
         let slot = request.slot
         let proofBytes = proofKey.exposedBytes()
         let subject = try BindRequest.subject(slot: slot, proofKey: proofKey, confirm: request.confirm)
@@ -537,7 +537,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// A live match for `slot`'s binding, then the key the slot is sealed with and a new one to
     /// re-seal it with. Naming a key drops the keys made before it, so a key captured in one
     /// unlock opens nothing once a later unlock re-sealed the slot.
-    public func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> UnlockGrant {
+    package func unlock(_ slot: SlotReference, rules: PasscodeRules, prompt: String, events: (AuthorityEvent) -> Void) throws -> UnlockGrant {
         let state = try printsState()
         let b = try binding(slot, in: state)
         let key = try liveKey(b, slot)
@@ -571,7 +571,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
 
     /// A live match for `slot`'s binding (or one at most `reuse` seconds old), no key: the
     /// token over the vault's `nonce`.
-    public func verify(_ slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> FreshMatchToken {
+    package func verify(_ slot: SlotReference, nonce: [UInt8], reuse: Int, prompt: String, events: (AuthorityEvent) -> Void) throws -> FreshMatchToken {
         guard nonce.count == 32 else { throw VaultError.usage("a fresh match is verified over a 32-byte nonce") }
         let state = try printsState()
         let b = try binding(slot, in: state)
@@ -665,7 +665,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
 
     /// Takes `proofKey` as the proven vault's next key (see `KeyAuthority.rekey`).
     @discardableResult
-    public func rekey(_ proof: AuthorityProof, proofKey: borrowing SecretBytes) throws -> PasscodeRecord {
+    package func rekey(_ proof: AuthorityProof, proofKey: borrowing SecretBytes) throws -> PasscodeRecord {
         let bytes = proofKey.exposedBytes()
         let subject = try AuthorityProofMAC.keySubject(proofKey)
         return try withStateLock {
@@ -680,7 +680,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// Registers `proofKey` for the known vault `vaultID` after a live match of a confirmed print
     /// (see `KeyAuthority.reregister`).
     @discardableResult
-    public func reregister(vaultID: [UInt8], proofKey: borrowing SecretBytes, label: String?, prompt: String,
+    package func reregister(vaultID: [UInt8], proofKey: borrowing SecretBytes, label: String?, prompt: String,
                            events: (AuthorityEvent) -> Void) throws -> PasscodeRecord {
         let bytes = proofKey.exposedBytes()
         let state = try printsState()
@@ -707,7 +707,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// Restarts the vault's passcode clock and, for an owner vault, resets the lockout and
     /// restarts every vault's clocks, for a valid proof.
     @discardableResult
-    public func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord {
+    package func recordPasscodeUnlock(_ proof: AuthorityProof) throws -> PasscodeRecord {
         var state = try printsState()
         let pendingBefore = (state.vaults ?? []).first { $0.vaultID == proof.vaultID }?.pendingProofKey
         guard let i = try provenVault(proof, .passcodeUnlock, in: &state) else {
@@ -742,7 +742,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     }
 
     /// How long to wait after the wrong passcodes counted for this vault.
-    public func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int {
+    package func beginPasscodeAttempt(vaultID: [UInt8]) throws -> Int {
         let key = hexString(vaultID), now = clock()
         let r = try record()
         let failures = r.passcodeFailures?[key] ?? 0
@@ -751,7 +751,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     }
 
     /// Counts a wrong passcode.
-    public func recordPasscodeFailure(vaultID: [UInt8]) throws {
+    package func recordPasscodeFailure(vaultID: [UInt8]) throws {
         let key = hexString(vaultID), now = clock()
         try updateRecord { r in
             var f = r.passcodeFailures ?? [:], t = r.lastPasscodeAttempt ?? [:]
@@ -767,11 +767,11 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     // MARK: enrolment
 
     /// The fingers tried, in order, when none is named.
-    public static let fingerOrder = ["right-index", "left-index", "right-thumb", "left-thumb", "right-middle", "left-middle", "right-ring"]
+    package static let fingerOrder = ["right-index", "left-index", "right-thumb", "left-thumb", "right-middle", "left-middle", "right-ring"]
 
     /// Enrols a finger on the reader: with an owner vault's proof once there is one; the first
     /// finger (no owner vault yet) is enrolled unconfirmed.
-    public func enroll(finger requested: String?, sensor: SensorIdentity?, proof: AuthorityProof?, label: String?) throws -> EnrolledFinger {
+    package func enroll(finger requested: String?, sensor: SensorIdentity?, proof: AuthorityProof?, label: String?) throws -> EnrolledFinger {
         var before = try printsState()
         let by = try requireOwner(proof, .enroll, subject: AuthorityProofMAC.fingerSubject(requested), in: &before, what: "enrolling a finger")
         let reader = try reader(sensor ?? preferredSensor(before))
@@ -800,7 +800,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
 
     /// Removes a finger's prints (from the chip too, when the reader is present): with an owner
     /// vault's proof once there is one.
-    public func unenroll(finger: String, proof: AuthorityProof?, label: String?) throws -> [EnrolledFinger] {
+    package func unenroll(finger: String, proof: AuthorityProof?, label: String?) throws -> [EnrolledFinger] {
         let gone: [StoredPrint] = try withStateLock {
             var state = try printsState()
             let by = try requireOwner(proof, .unenroll, subject: AuthorityProofMAC.fingerSubject(finger), in: &state, what: "removing a finger")
@@ -825,7 +825,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// came from another machine), so that the next authority over `folder` makes a new one. Every
     /// print and binding sealed under the old secret goes with it: what `vault enroll` does after
     /// the owner gave a passcode (`resetIfDamaged`).
-    public static func setAsideSealedSecret(in folder: String) throws {
+    package static func setAsideSealedSecret(in folder: String) throws {
         try DeviceSecretFile.setAside(folder)
     }
 
@@ -833,7 +833,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     /// vaults stay. A readable state needs an owner vault's proof (once there is one); a damaged
     /// one can be reset by the owner of any vault (its passcode was given in this process), and
     /// nothing of it survives.
-    public func resetPrints(proof: AuthorityProof?) throws {
+    package func resetPrints(proof: AuthorityProof?) throws {
         try withStateLock {
             guard var state = try? printsState() else {
                 try write(PrintsState(epoch: randomBytes(16), prints: [], bindings: [], vaults: []))
@@ -852,7 +852,7 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
     // MARK: status
 
     /// The view for `vault status`.
-    public func status(slot: SlotReference?, sensor: SensorIdentity?, rules: PasscodeRules) throws -> AuthorityStatus {
+    package func status(slot: SlotReference?, sensor: SensorIdentity?, rules: PasscodeRules) throws -> AuthorityStatus {
         let r = try record()
         var s = AuthorityStatus(kind: kind, fingers: [], printsError: nil, failedMatches: r.failedMatches, threshold: lockoutThreshold,
                                 sensor: nil, domainState: nil, bindingCurrent: nil, passcodeDue: nil, passcodeAfterRebootDue: false,
@@ -886,22 +886,22 @@ public final class EmbeddedKeyAuthority: KeyAuthority {
 /// The single-use challenges an authority handed out, each accepted once within 5 minutes. At
 /// most `capacity` are outstanding (the oldest goes first), so a caller asking in a loop cannot
 /// grow it without bound.
-public final class ChallengeBook: Sendable {
+package final class ChallengeBook: Sendable {
     /// The book of this process (the embedded authority: every instance in one command shares it).
-    public static let processWide = ChallengeBook()
+    package static let processWide = ChallengeBook()
     /// Seconds a challenge stays valid.
-    public static let lifetime: Int64 = 300
+    package static let lifetime: Int64 = 300
     /// Challenges outstanding at most.
-    public let capacity: Int
+    package let capacity: Int
     private let issued = Mutex<[[UInt8]: Int64]>([:])
 
     /// An empty book holding at most `capacity` challenges.
-    public init(capacity: Int = 256) {
+    package init(capacity: Int = 256) {
         self.capacity = max(1, capacity)
     }
 
     /// A fresh 32-byte challenge, recorded at `now`.
-    public func issue(now: Int64) -> [UInt8] {
+    package func issue(now: Int64) -> [UInt8] {
         let c = randomBytes(32)
         issued.withLock { issued in
             issued = issued.filter { now - $0.value < ChallengeBook.lifetime }
@@ -914,7 +914,7 @@ public final class ChallengeBook: Sendable {
     }
 
     /// Whether `challenge` was issued here less than 5 minutes before `now`; it is used up either way.
-    public func consume(_ challenge: [UInt8], now: Int64) -> Bool {
+    package func consume(_ challenge: [UInt8], now: Int64) -> Bool {
         issued.withLock { issued in
             guard let t = issued.removeValue(forKey: challenge) else { return false }
             return now - t < ChallengeBook.lifetime

@@ -4,7 +4,7 @@ extension AuthorityStatus {
     /// over a new folder: no fingers and no failures; a slot asked about is not bound; the
     /// reboot and interval rules of `rules` are due (no passcode unlock was ever recorded). There
     /// is no domain state: there are no prints to describe.
-    public static func empty(kind: AuthorityKind, slot: SlotReference?, rules: PasscodeRules, sensor: SensorIdentity?,
+    package static func empty(kind: AuthorityKind, slot: SlotReference?, rules: PasscodeRules, sensor: SensorIdentity?,
                              secrets: SecretProtection?) -> AuthorityStatus {
         AuthorityStatus(kind: kind, fingers: [], printsError: nil, failedMatches: 0, threshold: lockoutThreshold, sensor: sensor,
                         domainState: nil, bindingCurrent: slot == nil ? nil : false,

@@ -5,14 +5,14 @@ extension UnlockedVault {
     /// Enrols a finger through `authority` with this vault's proof. Once any vault is bound,
     /// enrolling needs a bound vault's proof: a vault not bound yet is bound first.
     /// - Parameter finger: nil picks the first free finger in the usual order.
-    public func enroll(finger: String?, through authority: any KeyAuthority) throws -> EnrolledFinger {
+    package func enroll(finger: String?, through authority: any KeyAuthority) throws -> EnrolledFinger {
         try proven(.enroll, by: authority, subject: AuthorityProofMAC.fingerSubject(finger)) {
             try authority.enroll(finger: finger, sensor: nil, proof: $0, label: store.location.name)
         }
     }
 
     /// `vault enroll`: enrols, then rotates this vault so it is bound to the new set of prints.
-    public func enrollAndRotate(finger: String?, through authority: any KeyAuthority, passcode: borrowing SecretBytes,
+    package func enrollAndRotate(finger: String?, through authority: any KeyAuthority, passcode: borrowing SecretBytes,
                                 progress: (Int, Int) -> Void = { _, _ in }) throws -> (EnrolledFinger, RotationResult) {
         let done = try enroll(finger: finger, through: authority)
         // A finger enrolled before any vault was bound is this owner's own: confirmed here.
@@ -24,7 +24,7 @@ extension UnlockedVault {
 
     /// `vault unenroll`: removes the finger's prints, then rotates this vault onto what remains.
     /// - Throws: `.failure` when the finger is not enrolled.
-    public func unenrollAndRotate(finger: String, through authority: any KeyAuthority, passcode: borrowing SecretBytes,
+    package func unenrollAndRotate(finger: String, through authority: any KeyAuthority, passcode: borrowing SecretBytes,
                                   progress: (Int, Int) -> Void = { _, _ in }) throws -> RotationResult {
         let gone = try proven(.unenroll, by: authority, subject: AuthorityProofMAC.fingerSubject(finger)) {
             try authority.unenroll(finger: finger, proof: $0, label: store.location.name)
@@ -47,7 +47,7 @@ extension KeyAuthority {
 
     /// For an owner who just proved a passcode: a damaged prints state is reset (it could never
     /// yield a match again, and would block enrolment forever). - Returns: why it was reset, or nil.
-    public func resetIfDamaged() throws -> String? {
+    package func resetIfDamaged() throws -> String? {
         do {
             _ = try fingers()
             return nil

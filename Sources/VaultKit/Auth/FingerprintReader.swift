@@ -1,5 +1,5 @@
 /// Why a scan did not produce a match or non-match.
-public enum ScanInterruption: Error, Equatable, Sendable {
+package enum ScanInterruption: Error, Equatable, Sendable {
     /// The scan failed in a way worth retrying; `advice` says how ("center your finger").
     case retry(advice: String)
     /// The scan timed out (`--scan-timeout`).
@@ -18,7 +18,7 @@ public enum ScanInterruption: Error, Equatable, Sendable {
     case failed(String)
 
     /// The vault error a scan ending this way means (exit codes of DESIGN.md).
-    public var vaultError: VaultError {
+    package var vaultError: VaultError {
         switch self {
         case .retry(let advice): .failure("the scan did not work: \(advice)")
         case .timedOut: .appCancel("no finger within the scan timeout")
@@ -34,7 +34,7 @@ public enum ScanInterruption: Error, Equatable, Sendable {
 
 /// An open fingerprint reader as the key authority needs it. VaultCLI adapts FingerprintKit's
 /// sensor to this (and shows the prompts and progress), so VaultKit stays free of libfprint.
-public protocol FingerprintReader: AnyObject {
+package protocol FingerprintReader: AnyObject {
     /// Which sensor this is.
     var identity: SensorIdentity { get }
     /// The prints stored on the chip (match-on-chip readers), else empty.
@@ -52,4 +52,4 @@ public protocol FingerprintReader: AnyObject {
 /// Opens the reader the caller prefers (the one a vault is bound to, or the prints were enrolled
 /// on), else the one selected by the user, else the first usable one.
 /// - Throws: `VaultError.biometryNotAvailable` / `.systemCancel`.
-public typealias ReaderOpener = (SensorIdentity?) throws -> any FingerprintReader
+package typealias ReaderOpener = (SensorIdentity?) throws -> any FingerprintReader

@@ -1,38 +1,38 @@
 import Foundation
 
 /// A reader as the vault sees it: which sensor it is.
-public struct SensorIdentity: Codable, Equatable, Hashable, Sendable {
+package struct SensorIdentity: Codable, Equatable, Hashable, Sendable {
     /// libfprint driver name.
-    public var driver: String
+    package var driver: String
     /// libfprint device id.
-    public var deviceID: String
+    package var deviceID: String
     /// Creates an identity.
-    public init(driver: String, deviceID: String) {
+    package init(driver: String, deviceID: String) {
         self.driver = driver
         self.deviceID = deviceID
     }
     /// `driver/device-id`, as bound into fingerprint slots.
-    public var canonical: String { driver + "/" + deviceID }
+    package var canonical: String { driver + "/" + deviceID }
 }
 
 /// One enrolled finger as the authority shows it: which finger, on which reader, since when.
 /// The biometric data itself never leaves the authority.
-public struct EnrolledFinger: Codable, Equatable, Sendable {
+package struct EnrolledFinger: Codable, Equatable, Sendable {
     /// Which finger (`right-index`...).
-    public var finger: String
+    package var finger: String
     /// The reader it was enrolled on.
-    public var sensor: SensorIdentity
+    package var sensor: SensorIdentity
     /// When it was enrolled (seconds since 1970).
-    public var enrolled: Int64
+    package var enrolled: Int64
     /// Whether the owner stands behind it: enrolled with the proof of an owner vault, or confirmed
     /// explicitly at a binding. False for a print enrolled with no proof (before any vault was
     /// bound) that no binding confirmed yet: no vault binds to it until it is confirmed or removed.
-    public var confirmed: Bool
+    package var confirmed: Bool
     /// The vault whose proof enrolled it, as that vault's client named it (shown, not trusted);
     /// nil when no vault's proof did.
-    public var enrolledBy: String?
+    package var enrolledBy: String?
     /// Creates a record.
-    public init(finger: String, sensor: SensorIdentity, enrolled: Int64, confirmed: Bool = true, enrolledBy: String? = nil) {
+    package init(finger: String, sensor: SensorIdentity, enrolled: Int64, confirmed: Bool = true, enrolledBy: String? = nil) {
         self.finger = finger
         self.sensor = sensor
         self.enrolled = enrolled
@@ -44,9 +44,9 @@ public struct EnrolledFinger: Codable, Equatable, Sendable {
 /// One change of the enrolled prints, as the authority recorded it: shown to the owner before a
 /// vault is bound to the prints it produced ("left-thumb was enrolled on 2026-12-01 18:14 by a
 /// request that no vault of yours signed").
-public struct PrintChange: Codable, Equatable, Sendable {
+package struct PrintChange: Codable, Equatable, Sendable {
     /// What happened.
-    public enum Kind: String, Codable, Sendable {
+    package enum Kind: String, Codable, Sendable {
         /// A finger was enrolled through the authority.
         case enrolled
         /// A finger was removed through the authority.
@@ -57,16 +57,16 @@ public struct PrintChange: Codable, Equatable, Sendable {
         case outside
     }
     /// What happened.
-    public var kind: Kind
+    package var kind: Kind
     /// Which finger (empty for a reset).
-    public var finger: String
+    package var finger: String
     /// When (seconds since 1970).
-    public var time: Int64
+    package var time: Int64
     /// The vault whose valid proof made the change, as its client named it; nil when no vault of
     /// this user signed it.
-    public var by: String?
+    package var by: String?
     /// Creates a change.
-    public init(kind: Kind, finger: String, time: Int64, by: String?) {
+    package init(kind: Kind, finger: String, time: Int64, by: String?) {
         self.kind = kind
         self.finger = finger
         self.time = time
@@ -74,7 +74,7 @@ public struct PrintChange: Codable, Equatable, Sendable {
     }
 
     /// The sentence shown to the person, without the `vault:` prefix.
-    public var sentence: String {
+    package var sentence: String {
         let when = PrintChange.format(time)
         let who = by.map { "by vault '\($0)'" } ?? "by a request that no vault of yours signed"
         switch kind {
@@ -96,29 +96,29 @@ public struct PrintChange: Codable, Equatable, Sendable {
 }
 
 /// BLAKE2b-256 over the sorted enrolled prints, the enrolment epoch and (match-on-chip) the chip's list.
-public struct DomainState: Codable, Equatable, Sendable {
+package struct DomainState: Codable, Equatable, Sendable {
     /// The 32 bytes.
-    public let bytes: [UInt8]
+    package let bytes: [UInt8]
     /// Creates a state from its bytes.
-    public init(bytes: [UInt8]) { self.bytes = bytes }
+    package init(bytes: [UInt8]) { self.bytes = bytes }
     /// Lower-case hex, as `vault status --json` shows it.
-    public var hex: String { hexString(bytes) }
+    package var hex: String { hexString(bytes) }
 }
 
 /// The passcode rules of a vault the authority applies before a scan: the first unlock after a
 /// reboot and any unlock after `intervalHours` without a passcode unlock need the passcode.
-public struct PasscodeRules: Codable, Equatable, Sendable {
+package struct PasscodeRules: Codable, Equatable, Sendable {
     /// Whether the first unlock after a reboot needs the passcode.
-    public var afterReboot: Bool
+    package var afterReboot: Bool
     /// Hours after a passcode unlock before the passcode is needed again (0: never).
-    public var intervalHours: Int
+    package var intervalHours: Int
     /// Creates rules.
-    public init(afterReboot: Bool = true, intervalHours: Int = 48) {
+    package init(afterReboot: Bool = true, intervalHours: Int = 48) {
         self.afterReboot = afterReboot
         self.intervalHours = intervalHours
     }
     /// The stricter of two rule sets: a request can tighten what was registered, never loosen it.
-    public func stricter(_ other: PasscodeRules) -> PasscodeRules {
+    package func stricter(_ other: PasscodeRules) -> PasscodeRules {
         let interval = [intervalHours, other.intervalHours].filter { $0 > 0 }.min() ?? 0
         return PasscodeRules(afterReboot: afterReboot || other.afterReboot, intervalHours: interval)
     }
@@ -127,15 +127,15 @@ public struct PasscodeRules: Codable, Equatable, Sendable {
 /// What the holder of a vault master key shows the authority: a keyed BLAKE2b, under a key derived
 /// from the master key and registered when the vault was bound, over a fresh challenge of the
 /// authority and the purpose. A bare request cannot reset a lockout or enrol a finger.
-public struct AuthorityProof: Codable, Equatable, Sendable {
+package struct AuthorityProof: Codable, Equatable, Sendable {
     /// The vault whose key proves it.
-    public var vaultID: [UInt8]
+    package var vaultID: [UInt8]
     /// The authority's challenge (single use).
-    public var challenge: [UInt8]
+    package var challenge: [UInt8]
     /// The MAC (over the purpose, the vault id, the challenge and what the request asks for).
-    public var mac: [UInt8]
+    package var mac: [UInt8]
     /// Creates a proof.
-    public init(vaultID: [UInt8], challenge: [UInt8], mac: [UInt8]) {
+    package init(vaultID: [UInt8], challenge: [UInt8], mac: [UInt8]) {
         self.vaultID = vaultID
         self.challenge = challenge
         self.mac = mac
@@ -171,7 +171,7 @@ public struct FreshMatchToken: Codable, Equatable, Sendable {
 }
 
 /// What a proof is for (bound into its MAC, so a proof for one purpose serves no other).
-public enum ProofPurpose: String, Codable, Sendable {
+package enum ProofPurpose: String, Codable, Sendable {
     /// A passcode or recovery-key unlock: resets the lockout, restarts the passcode clock.
     case passcodeUnlock = "passcode-unlock"
     /// Enrolling a finger.
@@ -187,16 +187,16 @@ public enum ProofPurpose: String, Codable, Sendable {
 }
 
 /// Which vault slot a request is about: the vault and its fingerprint slot's id.
-public struct SlotReference: Codable, Equatable, Sendable {
+package struct SlotReference: Codable, Equatable, Sendable {
     /// The vault id.
-    public var vaultID: [UInt8]
+    package var vaultID: [UInt8]
     /// The fingerprint slot's id (slot ids never repeat within a vault).
-    public var slotID: Int64
+    package var slotID: Int64
     /// Which of the binding's keys the slot is sealed with now (`FingerprintBinding.keyID`; nil:
     /// the binding's first key, in slots made before keys rolled).
-    public var keyID: String?
+    package var keyID: String?
     /// Creates a reference.
-    public init(vaultID: [UInt8], slotID: Int64, keyID: String? = nil) {
+    package init(vaultID: [UInt8], slotID: Int64, keyID: String? = nil) {
         self.vaultID = vaultID
         self.slotID = slotID
         self.keyID = keyID
@@ -204,23 +204,23 @@ public struct SlotReference: Codable, Equatable, Sendable {
 }
 
 /// What a binding asks of the authority besides the proof key (which travels apart, as a secret).
-public struct BindRequest: Codable, Equatable, Sendable {
+package struct BindRequest: Codable, Equatable, Sendable {
     /// The slot to bind.
-    public var slot: SlotReference
+    package var slot: SlotReference
     /// The reader (nil: the authority's choice).
-    public var sensor: SensorIdentity?
+    package var sensor: SensorIdentity?
     /// The vault's passcode rules.
-    public var rules: PasscodeRules
+    package var rules: PasscodeRules
     /// A proof of this vault's registered key (purpose `bind`, subject ``subject(proofKey:)``):
     /// needed for every binding of a vault the authority knows; nil for a vault it never bound.
-    public var proof: AuthorityProof?
+    package var proof: AuthorityProof?
     /// Fingers enrolled without a vault's proof (or changed outside vault) that the caller
     /// confirms explicitly: only an owner vault's binding can confirm.
-    public var confirm: [String]
+    package var confirm: [String]
     /// The vault's name as this user calls it (shown in the history of changes, not trusted).
-    public var label: String?
+    package var label: String?
     /// Creates a request.
-    public init(slot: SlotReference, sensor: SensorIdentity?, rules: PasscodeRules, proof: AuthorityProof? = nil,
+    package init(slot: SlotReference, sensor: SensorIdentity?, rules: PasscodeRules, proof: AuthorityProof? = nil,
                 confirm: [String] = [], label: String? = nil) {
         self.slot = slot
         self.sensor = sensor
@@ -232,7 +232,7 @@ public struct BindRequest: Codable, Equatable, Sendable {
 
     /// What the proof of a binding covers: the slot, the proof key registered next and the
     /// fingers confirmed, so a proof made for one binding serves no other.
-    public static func subject(slot: SlotReference, proofKey: borrowing SecretBytes, confirm: [String]) throws -> [UInt8] {
+    package static func subject(slot: SlotReference, proofKey: borrowing SecretBytes, confirm: [String]) throws -> [UInt8] {
         var w = ByteWriter(label: "vault-bind-subject-v1")
         w.append(slot.slotID)
         w.append(try KeyedHash.hash(proofKey.exposedBytes(), key: [], outputLength: 32))
@@ -242,7 +242,7 @@ public struct BindRequest: Codable, Equatable, Sendable {
 }
 
 /// What a passcode (or recovery-key) unlock recorded with the authority.
-public enum PasscodeRecord: String, Codable, Sendable {
+package enum PasscodeRecord: String, Codable, Sendable {
     /// The authority knows no such vault: nothing was recorded.
     case notBound = "not-bound"
     /// This vault's own passcode clock restarted; it is not one of the vaults that manage the
@@ -255,43 +255,43 @@ public enum PasscodeRecord: String, Codable, Sendable {
 /// The keys of one fingerprint unlock: the key the slot is sealed with now, and the key (with
 /// its parameters) the caller re-seals the slot with at once, so a key seen in one unlock opens
 /// nothing after the next one.
-public final class UnlockGrant {
+package final class UnlockGrant {
     /// The key that opens the slot as it is.
-    public let kek: SecretBytes
+    package let kek: SecretBytes
     /// The slot's next key, nil when the authority could not make one now (the slot stays as it is).
-    public let next: NextSlotKey?
+    package let next: NextSlotKey?
     /// A grant of `kek`, and of `next`.
-    public init(kek: consuming SecretBytes, next: NextSlotKey?) {
+    package init(kek: consuming SecretBytes, next: NextSlotKey?) {
         self.kek = kek
         self.next = next
     }
 }
 
 /// The key a fingerprint slot is re-sealed with after an unlock, and the slot's new parameters.
-public final class NextSlotKey {
+package final class NextSlotKey {
     /// The key.
-    public let kek: SecretBytes
+    package let kek: SecretBytes
     /// The parameters (the new key's id).
-    public let binding: FingerprintBinding
+    package let binding: FingerprintBinding
     /// A next key.
-    public init(kek: consuming SecretBytes, binding: FingerprintBinding) {
+    package init(kek: consuming SecretBytes, binding: FingerprintBinding) {
         self.kek = kek
         self.binding = binding
     }
 }
 
 /// A new binding: the key of the fingerprint slot about to be written, and its public parameters.
-public struct BindingGrant: ~Copyable {
+package struct BindingGrant: ~Copyable {
     /// The slot's key-encryption key.
-    public let kek: SecretBytes
+    package let kek: SecretBytes
     /// The parameters stored in the slot (reader and domain state at binding time).
-    public let binding: FingerprintBinding
+    package let binding: FingerprintBinding
     /// What changed in the prints since this vault was last bound (shown to the person).
-    public let changes: [PrintChange]
+    package let changes: [PrintChange]
     /// Whether the vault is one of the vaults that manage the fingerprints (an owner vault).
-    public let owner: Bool
+    package let owner: Bool
     /// A grant of `kek` for a slot with `binding` (an authority over a socket builds it from the reply).
-    public init(kek: consuming SecretBytes, binding: FingerprintBinding, changes: [PrintChange] = [], owner: Bool = true) {
+    package init(kek: consuming SecretBytes, binding: FingerprintBinding, changes: [PrintChange] = [], owner: Bool = true) {
         self.kek = kek
         self.binding = binding
         self.changes = changes
@@ -300,7 +300,7 @@ public struct BindingGrant: ~Copyable {
 }
 
 /// Narration the authority sends while it works (the CLI shows it; a daemon streams it).
-public enum AuthorityEvent: Codable, Equatable, Sendable {
+package enum AuthorityEvent: Codable, Equatable, Sendable {
     /// A scan did not match; `triesLeft` more this evaluation.
     case noMatch(triesLeft: Int)
     /// A scan failed in a way worth retrying ("center your finger").
@@ -309,7 +309,7 @@ public enum AuthorityEvent: Codable, Equatable, Sendable {
     case lockedOut
 
     /// The line shown to the person, with the `vault:` prefix.
-    public var message: String {
+    package var message: String {
         func tries(_ n: Int) -> String { "\(n) \(n == 1 ? "try" : "tries") left" }
         switch self {
         case .noMatch(let left): return left > 0 ? "vault: no match, \(tries(left))" : "vault: no match"
@@ -320,14 +320,14 @@ public enum AuthorityEvent: Codable, Equatable, Sendable {
 }
 
 /// Which kind of authority is in use, and what it protects against (for `status` and `doctor`).
-public enum AuthorityKind: String, Codable, Sendable {
+package enum AuthorityKind: String, Codable, Sendable {
     /// In the vault process, state in the user's files.
     case embedded
     /// The system daemon `vault-authd`, state out of the user's reach.
     case system
 
     /// One sentence on what it protects against.
-    public var protection: String {
+    package var protection: String {
         switch self {
         case .embedded:
             "protects against a person at the reader, not against code running as you (the state is in your files)"
@@ -338,38 +338,38 @@ public enum AuthorityKind: String, Codable, Sendable {
 }
 
 /// The authority's view for `vault status`.
-public struct AuthorityStatus: Codable, Equatable, Sendable {
+package struct AuthorityStatus: Codable, Equatable, Sendable {
     /// Embedded or system.
-    public var kind: AuthorityKind
+    package var kind: AuthorityKind
     /// The enrolled fingers.
-    public var fingers: [EnrolledFinger]
+    package var fingers: [EnrolledFinger]
     /// Why the prints could not be read, when they could not.
-    public var printsError: String?
+    package var printsError: String?
     /// Consecutive failed matches.
-    public var failedMatches: Int
+    package var failedMatches: Int
     /// The failures that lock fingerprint out.
-    public var threshold: Int
+    package var threshold: Int
     /// The reader the domain state was computed for.
-    public var sensor: SensorIdentity?
+    package var sensor: SensorIdentity?
     /// The current domain state of that reader.
-    public var domainState: DomainState?
+    package var domainState: DomainState?
     /// Whether the slot asked about is bound to the current prints (nil: no slot asked about).
-    public var bindingCurrent: Bool?
+    package var bindingCurrent: Bool?
     /// When the passcode is next needed by the 48 h rule (seconds since 1970), nil when never.
-    public var passcodeDue: Int64?
+    package var passcodeDue: Int64?
     /// Whether the reboot rule already asks for the passcode.
-    public var passcodeAfterRebootDue: Bool
+    package var passcodeAfterRebootDue: Bool
     /// What protects the authority's device secret at rest (nil: an authority that does not say).
-    public var secrets: SecretProtection? = nil
+    package var secrets: SecretProtection? = nil
     /// The system authority's reader backend and why it is in use ("fprintd (it owns
     /// net.reactivated.Fprint on the system bus)"); nil for the embedded authority.
-    public var readerBackend: String? = nil
+    package var readerBackend: String? = nil
     /// The fingers the reader backend itself keeps for this user (fprintd's, vault's names), which
     /// `vault enroll --finger F` takes without a scan; nil when the backend keeps none.
-    public var backendFingers: [String]? = nil
+    package var backendFingers: [String]? = nil
     /// Whether the vault of the slot asked about is an owner vault (nil: none asked about, or
     /// the authority does not know it).
-    public var owner: Bool? = nil
+    package var owner: Bool? = nil
 }
 
 /// The seam that holds the device secret, the enrolled prints, the bindings and the lockout
@@ -377,7 +377,7 @@ public struct AuthorityStatus: Codable, Equatable, Sendable {
 /// match, or for a brand-new binding; counters are reset only with a proof of the vault master key.
 /// The embedded authority implements it in-process; `vault-authd` implements the same requests
 /// over a socket, so nothing here assumes shared memory with the caller.
-public protocol KeyAuthority: AnyObject {
+package protocol KeyAuthority: AnyObject {
     /// Embedded or system.
     var kind: AuthorityKind { get }
     /// The enrolled fingers.
@@ -451,34 +451,34 @@ public protocol KeyAuthority: AnyObject {
 }
 
 /// The failed matches that lock fingerprint out.
-public let lockoutThreshold = 5
+package let lockoutThreshold = 5
 
 /// The tries one evaluation allows.
-public let triesPerEvaluation = 3
+package let triesPerEvaluation = 3
 
 /// The wait before a passcode attempt after `failures` wrong ones in a row: none for the first
 /// three, then 1, 2, 4, 8, 16 and at most 30 seconds.
-public func passcodeDelay(afterFailures failures: Int) -> Int {
+package func passcodeDelay(afterFailures failures: Int) -> Int {
     failures < 3 ? 0 : min(1 << min(failures - 3, 5), 30)
 }
 
 /// Thrown by `KeyAuthority.unlock` and `verify` when three scans did not match: the caller decides
 /// whether the passcode follows (policy) or the evaluation fails (10).
-public struct RetryLimitExceeded: Error, Equatable, Sendable {
+package struct RetryLimitExceeded: Error, Equatable, Sendable {
     /// Creates the error.
-    public init() {}
+    package init() {}
 }
 
 extension UnlockedVault {
     /// The key the authority checks proofs with: registered at binding time, derived from the
     /// master key, useless for opening anything.
-    public func proofKey() throws -> SecretBytes {
+    package func proofKey() throws -> SecretBytes {
         try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/authority-proof")
     }
 
     /// A proof that this process holds the vault's master key, for `purpose` and `subject`
     /// (what the request asks for), over `challenge`.
-    public func proof(_ purpose: ProofPurpose, challenge: [UInt8], subject: [UInt8] = []) throws -> AuthorityProof {
+    package func proof(_ purpose: ProofPurpose, challenge: [UInt8], subject: [UInt8] = []) throws -> AuthorityProof {
         try proof(purpose, challenge: challenge, subject: subject, key: try proofKey())
     }
 
@@ -489,16 +489,16 @@ extension UnlockedVault {
     }
 
     /// A fresh proof from `authority` for `purpose` and `subject`.
-    public func proof(_ purpose: ProofPurpose, for authority: any KeyAuthority, subject: [UInt8] = []) throws -> AuthorityProof {
+    package func proof(_ purpose: ProofPurpose, for authority: any KeyAuthority, subject: [UInt8] = []) throws -> AuthorityProof {
         try proof(purpose, challenge: try authority.challenge(), subject: subject)
     }
 }
 
 /// The proof's MAC, shared by the prover and every authority.
-public enum AuthorityProofMAC {
+package enum AuthorityProofMAC {
     /// BLAKE2b-256 keyed with the proof key over the purpose, the vault id, the challenge and
     /// the subject (the finger enrolled or removed, the slot bound: see `BindRequest.subject`).
-    public static func mac(key: borrowing SecretBytes, purpose: ProofPurpose, vaultID: [UInt8], challenge: [UInt8],
+    package static func mac(key: borrowing SecretBytes, purpose: ProofPurpose, vaultID: [UInt8], challenge: [UInt8],
                            subject: [UInt8] = []) throws -> [UInt8] {
         var w = ByteWriter(label: "vault-authority-proof-v2")
         w.append(purpose.rawValue)
@@ -509,16 +509,16 @@ public enum AuthorityProofMAC {
     }
 
     /// Whether `proof` is a valid MAC for `purpose` and `subject` under `key` (constant time).
-    public static func check(_ proof: AuthorityProof, purpose: ProofPurpose, subject: [UInt8] = [], key: borrowing SecretBytes) throws -> Bool {
+    package static func check(_ proof: AuthorityProof, purpose: ProofPurpose, subject: [UInt8] = [], key: borrowing SecretBytes) throws -> Bool {
         constantTimeEqual(try mac(key: key, purpose: purpose, vaultID: proof.vaultID, challenge: proof.challenge, subject: subject), proof.mac)
     }
 
     /// The subject of an enrolment or removal proof: the finger's name (empty: the authority's choice).
-    public static func fingerSubject(_ finger: String?) -> [UInt8] { Array((finger ?? "").utf8) }
+    package static func fingerSubject(_ finger: String?) -> [UInt8] { Array((finger ?? "").utf8) }
 
     /// The subject of a `rekey` proof: the hash of the proof key handed over, so a proof made
     /// for one key registers no other.
-    public static func keySubject(_ proofKey: borrowing SecretBytes) throws -> [UInt8] {
+    package static func keySubject(_ proofKey: borrowing SecretBytes) throws -> [UInt8] {
         var w = ByteWriter(label: "vault-rekey-subject-v1")
         w.append(try KeyedHash.hash(proofKey.exposedBytes(), key: [], outputLength: 32))
         return w.bytes
@@ -528,10 +528,10 @@ public enum AuthorityProofMAC {
 /// The fresh-match token's MAC, shared by every authority (which makes it) and the vault (which
 /// checks it), in the style of `AuthorityProofMAC` under another label, so neither MAC can pass
 /// for the other.
-public enum FreshMatchMAC {
+package enum FreshMatchMAC {
     /// BLAKE2b-256 keyed with the proof key over the vault id, the vault's nonce and the age of
     /// the match reused (-1 for a scan made for this request).
-    public static func mac(key: borrowing SecretBytes, vaultID: [UInt8], nonce: [UInt8], reusedAge: Int64?) throws -> [UInt8] {
+    package static func mac(key: borrowing SecretBytes, vaultID: [UInt8], nonce: [UInt8], reusedAge: Int64?) throws -> [UInt8] {
         var w = ByteWriter(label: "vault-fresh-match-v1")
         w.append(vaultID)
         w.append(nonce)
@@ -540,7 +540,7 @@ public enum FreshMatchMAC {
     }
 
     /// The token an authority hands out after its match: one MAC per distinct proof key in `keys`.
-    public static func token(vaultID: [UInt8], nonce: [UInt8], reusedAge: Int64?, keys: [[UInt8]]) throws -> FreshMatchToken {
+    package static func token(vaultID: [UInt8], nonce: [UInt8], reusedAge: Int64?, keys: [[UInt8]]) throws -> FreshMatchToken {
         var macs: [[UInt8]] = []
         for k in keys {
             let mac = try mac(key: try SecretBytes(copying: k), vaultID: vaultID, nonce: nonce, reusedAge: reusedAge)
@@ -550,7 +550,7 @@ public enum FreshMatchMAC {
     }
 
     /// Whether one of `token`'s MACs is the MAC under `key` (each compared in constant time).
-    public static func check(_ token: FreshMatchToken, key: borrowing SecretBytes) throws -> Bool {
+    package static func check(_ token: FreshMatchToken, key: borrowing SecretBytes) throws -> Bool {
         let mine = try mac(key: key, vaultID: token.vaultID, nonce: token.nonce, reusedAge: token.reusedAge)
         var found = false
         for m in token.macs.prefix(FreshMatchToken.maximumMACs) where constantTimeEqual(mine, m) { found = true }

@@ -8,17 +8,17 @@ import VaultSystem
 /// quota is full (`ENOSPC`, `EDQUOT`) gives back a piece of it and is tried once more; a later
 /// ``replenish()`` that finds room makes it whole again. `vault-authd` keeps one (`STATE/reserve`);
 /// the embedded authority, whose state is in the user's own files, has none.
-public final class StateReserve: Sendable {
+package final class StateReserve: Sendable {
     /// The size kept back by default: 1 MiB.
-    public static let defaultSize = 1 << 20
+    package static let defaultSize = 1 << 20
     /// The smallest piece a full write gets back: 64 KiB (a lockout record is under 8 KiB). Given
     /// back a piece at a time, the reserve outlasts a user who fills the disk again after each one.
-    public static let piece = 64 << 10
+    package static let piece = 64 << 10
 
     /// The reserve's file.
-    public let path: String
+    package let path: String
     /// Its size when whole.
-    public let size: Int
+    package let size: Int
     private let folder: String
     private let log: @Sendable (String) -> Void
     /// Whether a piece was given back since the reserve was last whole (for the log).
@@ -26,7 +26,7 @@ public final class StateReserve: Sendable {
 
     /// A reserve of `size` bytes in the file `path` (in the state folder: the same file system),
     /// not made yet; `log` gets one line each time a piece is given back or it is whole again.
-    public init(path: String, size: Int = StateReserve.defaultSize, log: @escaping @Sendable (String) -> Void = { _ in }) {
+    package init(path: String, size: Int = StateReserve.defaultSize, log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.path = path
         self.size = max(StateReserve.piece, size)
         let slash = path.lastIndex(of: "/")
@@ -35,7 +35,7 @@ public final class StateReserve: Sendable {
     }
 
     /// The bytes held now (0 when the file is missing).
-    public var held: Int {
+    package var held: Int {
         guard let status = try? FileStatus.of(path), status.kind == .regular else { return 0 }
         return Int(status.size)
     }
@@ -45,7 +45,7 @@ public final class StateReserve: Sendable {
     /// be made now is made by a later call.
     /// - Returns: whether the reserve is whole.
     @discardableResult
-    public func replenish() -> Bool {
+    package func replenish() -> Bool {
         depleted.withLock { depleted in
             let have = held
             if have >= size { return true }
@@ -66,7 +66,7 @@ public final class StateReserve: Sendable {
     /// file frees one; cutting it does not).
     /// - Returns: the bytes given back; 0 when there was no reserve left.
     @discardableResult
-    public func release(for bytes: Int, writing what: String) -> Int {
+    package func release(for bytes: Int, writing what: String) -> Int {
         depleted.withLock { depleted in
             let fd: FileDescriptor
             do throws(SystemError) { fd = try FileDescriptor.open(path, .writeOnly, options: [.noFollow]) } catch {
@@ -102,7 +102,7 @@ public final class StateReserve: Sendable {
     /// Writes `bytes` to `path` atomically (VaultSystem's `AtomicFile`); when the file system
     /// is full, gives back a piece of the reserve and writes once more.
     /// - Throws: `.io` naming `path` (a full disk with no reserve left says so).
-    public func write(_ bytes: [UInt8], to path: String) throws {
+    package func write(_ bytes: [UInt8], to path: String) throws {
         do throws(SystemError) {
             do throws(SystemError) { try VaultSystem.AtomicFile.write(bytes, to: path) } catch where error.isFull {
                 guard release(for: bytes.count, writing: path) > 0 else { throw error }
@@ -117,7 +117,7 @@ public final class StateReserve: Sendable {
     /// because the file system is full, gives back a piece of the reserve and runs it once more.
     /// `body` must be safe to run twice.
     /// - Throws: what `body` throws.
-    public func retryingWhenFull<R>(_ what: String, _ body: () throws -> R) throws -> R {
+    package func retryingWhenFull<R>(_ what: String, _ body: () throws -> R) throws -> R {
         do { return try body() } catch where StateReserve.isFull(error) {
             guard release(for: 0, writing: what) > 0 else { throw error }
             return try body()

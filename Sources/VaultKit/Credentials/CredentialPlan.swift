@@ -2,7 +2,7 @@
 /// `DockerCredentialRules` from the items' overviews (no secrets) and the request, so the rules
 /// are testable without a vault. The helper carries it out through `VaultAccess`; every password it
 /// reads to do so (to answer, or to compare with the one it was given) is a release, and so audited.
-public indirect enum CredentialPlan: Equatable, Sendable {
+package indirect enum CredentialPlan: Equatable, Sendable {
     /// Nothing to read or change.
     case none
     /// Release this item and answer with its login, whatever it holds (docker's `get`).
@@ -29,37 +29,37 @@ public indirect enum CredentialPlan: Equatable, Sendable {
 /// kept as custom fields of the item: `password_expiry_utc` (text: matching reads it from the
 /// overview) and `oauth_refresh_token` (hidden: a secret, released by name with the password).
 /// A store replaces both (one the new credential lacks is removed).
-public struct CredentialExtras: Equatable, Sendable {
+package struct CredentialExtras: Equatable, Sendable {
     /// The custom field of the expiry.
-    public static let expiryField = "password_expiry_utc"
+    package static let expiryField = "password_expiry_utc"
     /// The custom field of the refresh token.
-    public static let refreshTokenField = "oauth_refresh_token"
+    package static let refreshTokenField = "oauth_refresh_token"
 
     /// `password_expiry_utc`, seconds since 1970.
-    public var passwordExpiry: Int64?
+    package var passwordExpiry: Int64?
     /// `oauth_refresh_token`.
-    public var oauthRefreshToken: String?
+    package var oauthRefreshToken: String?
 
     /// The extras given.
-    public init(passwordExpiry: Int64? = nil, oauthRefreshToken: String? = nil) {
+    package init(passwordExpiry: Int64? = nil, oauthRefreshToken: String? = nil) {
         self.passwordExpiry = passwordExpiry
         self.oauthRefreshToken = oauthRefreshToken
     }
 
     /// The custom fields that hold them.
-    public var fields: [CustomField] {
+    package var fields: [CustomField] {
         (passwordExpiry.map { [CustomField(name: Self.expiryField, kind: .text, value: String($0))] } ?? [])
             + (oauthRefreshToken.map { [CustomField(name: Self.refreshTokenField, kind: .hidden, value: $0)] } ?? [])
     }
 
     /// Sets both on `item` (an absent one removed).
-    public func apply(to item: inout Item) {
+    package func apply(to item: inout Item) {
         item.fields.removeAll { $0.name == Self.expiryField || $0.name == Self.refreshTokenField }
         item.fields += fields
     }
 
     /// Sets both in `change` (an absent one removed).
-    public func apply(to change: inout ItemChange) {
+    package func apply(to change: inout ItemChange) {
         change.removeFields += [Self.expiryField, Self.refreshTokenField]
         change.setFields += fields
     }
@@ -67,13 +67,13 @@ public struct CredentialExtras: Equatable, Sendable {
 
 extension Item {
     /// git's `password_expiry_utc` (its custom field), nil without one or when it is no number.
-    public var passwordExpiry: Int64? {
+    package var passwordExpiry: Int64? {
         get { customField(CredentialExtras.expiryField).flatMap { Int64($0.value) } }
         set { CredentialExtras(passwordExpiry: newValue, oauthRefreshToken: oauthRefreshToken).apply(to: &self) }
     }
 
     /// git's `oauth_refresh_token` (its hidden custom field), nil without one or while withheld.
-    public var oauthRefreshToken: String? {
+    package var oauthRefreshToken: String? {
         get { customField(CredentialExtras.refreshTokenField).flatMap { $0.value.isEmpty ? nil : $0.value } }
         set { CredentialExtras(passwordExpiry: passwordExpiry, oauthRefreshToken: newValue).apply(to: &self) }
     }
@@ -82,7 +82,7 @@ extension Item {
 extension Item {
     /// A name for a new helper-made item: `base`, or else the first of `base 2`, `base 3`, ...
     /// that is not in `taken`.
-    public static func freeName(_ base: String, taken: Set<String>) -> String {
+    package static func freeName(_ base: String, taken: Set<String>) -> String {
         if !taken.contains(base) { return base }
         var n = 2
         while taken.contains("\(base) \(n)") { n += 1 }

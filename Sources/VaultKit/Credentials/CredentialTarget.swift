@@ -3,20 +3,20 @@ import Foundation
 /// A credential's place reduced to what the credential helpers compare: the scheme in lower case,
 /// `host[:port]` in lower case without the scheme's default port (443 for https, 80 for http), and
 /// the path without surrounding slashes.
-public struct CredentialTarget: Equatable, Sendable {
+package struct CredentialTarget: Equatable, Sendable {
     /// The scheme, lower case (`https`, `ssh`, ...).
-    public var scheme: String
+    package var scheme: String
     /// `host[:port]`, lower case, without the scheme's default port.
-    public var host: String
+    package var host: String
     /// The path without leading or trailing slashes; empty for none.
-    public var path: String
+    package var path: String
     /// The user named in the URL (`https://me@host`), percent-decoded.
-    public var username: String?
+    package var username: String?
     /// The password named in the URL, percent-decoded (git's `url=` may carry one).
-    public var password: String?
+    package var password: String?
 
     /// A place from its parts, normalised as described on the type.
-    public init(scheme: String, host: String, path: String) {
+    package init(scheme: String, host: String, path: String) {
         self.scheme = scheme.lowercased()
         self.host = CredentialTarget.normalize(host: host, scheme: self.scheme)
         self.path = CredentialTarget.trimSlashes(path)
@@ -26,7 +26,7 @@ public struct CredentialTarget: Equatable, Sendable {
     /// fragment are dropped. A URL without `scheme://` takes `defaultScheme`, or is refused (nil)
     /// when that is nil; a scheme with characters other than letters, digits, `+`, `-` and `.` is
     /// refused too.
-    public init?(url raw: String, defaultScheme: String?) {
+    package init?(url raw: String, defaultScheme: String?) {
         var rest = Substring(raw.trimmingCharacters(in: .whitespacesAndNewlines))
         let scheme: String
         if let r = rest.range(of: "://") {
@@ -59,7 +59,7 @@ public struct CredentialTarget: Equatable, Sendable {
     }
 
     /// Whether both name the same place: scheme, host and path (the user in the URL does not count).
-    public func samePlace(_ other: CredentialTarget?) -> Bool {
+    package func samePlace(_ other: CredentialTarget?) -> Bool {
         guard let other else { return false }
         return scheme == other.scheme && host == other.host && path == other.path
     }
@@ -67,7 +67,7 @@ public struct CredentialTarget: Equatable, Sendable {
     /// `scheme://host[/path]`: the URL a helper-made item keeps. Characters that would read back
     /// as something else are percent-encoded (`%`, white space, `?` and `#`; in the host also `/`
     /// and `@`), so `init(url:)` of it names this same place.
-    public var url: String {
+    package var url: String {
         func encoded(_ s: String, _ special: String) -> String {
             let allowed = CharacterSet.whitespacesAndNewlines.union(CharacterSet(charactersIn: special)).inverted
             return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
@@ -77,7 +77,7 @@ public struct CredentialTarget: Equatable, Sendable {
 
     /// A readable part of an item name: `host[/path]`, with `scheme:` in front when it is not https,
     /// made a valid item name part by `namePart(_:limit:)`, at most 200 characters.
-    public var label: String {
+    package var label: String {
         CredentialTarget.namePart((scheme == "https" ? "" : scheme + ":") + host + (path.isEmpty ? "" : "/" + path), limit: 200)
     }
 

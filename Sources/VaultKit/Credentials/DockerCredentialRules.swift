@@ -1,7 +1,7 @@
 import Foundation
 
 /// The actions of docker's credential helper protocol (docker-credential-helpers).
-public enum DockerCredentialAction: String, CaseIterable, Sendable {
+package enum DockerCredentialAction: String, CaseIterable, Sendable {
     /// Keep the JSON credential on standard input.
     case store
     /// Answer with the credential for the server URL on standard input.
@@ -16,7 +16,7 @@ public enum DockerCredentialAction: String, CaseIterable, Sendable {
 
 /// A failure of docker's helper protocol: the helper prints `message` as one line on standard
 /// output (where docker reads a helper's errors) and exits 1.
-public enum DockerCredentialError: Error, Equatable, Sendable {
+package enum DockerCredentialError: Error, Equatable, Sendable {
     /// No credentials for the server; docker takes this exact message for "no such entry".
     case notFound
     /// Standard input named no server.
@@ -31,7 +31,7 @@ public enum DockerCredentialError: Error, Equatable, Sendable {
     /// The text of the line. For the first three it is the protocol's own wording, from
     /// docker-credential-helpers' `credentials` package (`isProtocolText`); the others are vault's
     /// messages, which the helper prints as `vault: error: ...`.
-    public var message: String {
+    package var message: String {
         switch self {
         case .notFound: "credentials not found in native keychain"
         case .missingServerURL: "no credentials server URL"
@@ -43,7 +43,7 @@ public enum DockerCredentialError: Error, Equatable, Sendable {
     }
 
     /// Whether `message` is the protocol's wording, printed as is.
-    public var isProtocolText: Bool {
+    package var isProtocolText: Bool {
         switch self {
         case .notFound, .missingServerURL, .missingUsername: true
         case .malformed, .unknownAction: false
@@ -52,22 +52,22 @@ public enum DockerCredentialError: Error, Equatable, Sendable {
 }
 
 /// A credential docker hands to `store`: `{"ServerURL": ..., "Username": ..., "Secret": ...}`.
-public struct DockerCredential: Equatable, Sendable {
+package struct DockerCredential: Equatable, Sendable {
     /// The server URL as docker wrote it: what the item keeps and `list` gives back.
-    public var serverURL: String
+    package var serverURL: String
     /// The server, normalised for comparing.
-    public var server: CredentialTarget
+    package var server: CredentialTarget
     /// The username (never empty).
-    public var username: String
+    package var username: String
     /// The secret (empty when docker sent none).
-    public var secret: String
+    package var secret: String
 
     /// Parses docker's JSON object. Field names match regardless of case, as Go's encoding/json
     /// reads them; a missing `Secret` is empty.
     /// - Throws: `.malformed` (not a JSON object, a field that is not a string, a server URL
     ///   `DockerCredentialRules.server(_:)` refuses), `.missingServerURL`, `.missingUsername`, in
     ///   that order of checking.
-    public init(json bytes: [UInt8]) throws(DockerCredentialError) {
+    package init(json bytes: [UInt8]) throws(DockerCredentialError) {
         guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
             throw .malformed("standard input is not a JSON object with ServerURL, Username and Secret")
         }
@@ -89,12 +89,12 @@ public struct DockerCredential: Equatable, Sendable {
 /// Which items are docker's, which serve a server, and what `store`, `get`, `erase` and `list`
 /// do (`vault docker-credential`). Only items the docker helper made (origin `docker`) take part:
 /// a login a person saved is neither listed, nor given, nor changed.
-public enum DockerCredentialRules {
+package enum DockerCredentialRules {
     /// The `origin` of the items the docker helper makes.
-    public static let origin = "docker"
+    package static let origin = "docker"
 
     /// The item audit records name as the releasing command.
-    public static let auditCommand = "docker-credential"
+    package static let auditCommand = "docker-credential"
 
     /// A server URL as docker writes it (`https://index.docker.io/v1/`, `registry:5000`,
     /// `ghcr.io`), normalised: https when it has no scheme (`host` or `//host`, as
@@ -102,7 +102,7 @@ public enum DockerCredentialRules {
     /// slashes dropped, lower case.
     /// - Throws: `.malformed` when it names no host, or a scheme other than https and http (a
     ///   registry speaks no other, and the reference helpers refuse them too).
-    public static func server(_ raw: String) throws(DockerCredentialError) -> CredentialTarget {
+    package static func server(_ raw: String) throws(DockerCredentialError) -> CredentialTarget {
         guard let t = place(raw) else { throw .malformed("not a server URL: \(raw)") }
         guard t.scheme == "https" || t.scheme == "http" else {
             throw .malformed("not a registry URL: \(raw) (the scheme must be https or http)")
@@ -124,7 +124,7 @@ public enum DockerCredentialRules {
     /// The server URL `get` and `erase` read: all of standard input, surrounding white space
     /// trimmed; returns it as written and normalised.
     /// - Throws: `.missingServerURL` when it is empty, `.malformed` when `server(_:)` refuses it.
-    public static func serverURL(input bytes: [UInt8]) throws(DockerCredentialError) -> (text: String, server: CredentialTarget) {
+    package static func serverURL(input bytes: [UInt8]) throws(DockerCredentialError) -> (text: String, server: CredentialTarget) {
         let raw = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard !raw.isEmpty else { throw .missingServerURL }
         return (raw, try server(raw))
@@ -132,7 +132,7 @@ public enum DockerCredentialRules {
 
     /// The docker items with a URL naming the same place as `server` (scheme, host and path,
     /// as `CredentialTarget` normalises them), in the order of `items`.
-    public static func items(serving server: CredentialTarget, in items: [Item]) -> [Item] {
+    package static func items(serving server: CredentialTarget, in items: [Item]) -> [Item] {
         items.filter { i in
             i.origin == origin && i.urls.contains { server.samePlace(place($0)) }
         }
@@ -141,7 +141,7 @@ public enum DockerCredentialRules {
     /// `store`: the first docker item for the server takes the new username, secret and URL as
     /// docker wrote it; otherwise a new item `docker/LABEL` (a free variant of that name) is added,
     /// tagged and marked `docker`.
-    public static func store(_ credential: DockerCredential, items: [Item], now: Int64 = unixNow()) -> CredentialPlan {
+    package static func store(_ credential: DockerCredential, items: [Item], now: Int64 = unixNow()) -> CredentialPlan {
         if let mine = self.items(serving: credential.server, in: items).first {
             var change = ItemChange()
             change.username = credential.username
@@ -156,7 +156,7 @@ public enum DockerCredentialRules {
 
     /// `get`: the most recently modified docker item for the server, `.release(name)`.
     /// - Throws: `.notFound` when there is none.
-    public static func get(_ server: CredentialTarget, items: [Item]) throws(DockerCredentialError) -> CredentialPlan {
+    package static func get(_ server: CredentialTarget, items: [Item]) throws(DockerCredentialError) -> CredentialPlan {
         guard let newest = self.items(serving: server, in: items).max(by: { $0.modified < $1.modified }) else {
             throw .notFound
         }
@@ -165,7 +165,7 @@ public enum DockerCredentialRules {
 
     /// `erase`: every docker item for the server goes, `.remove(names)`.
     /// - Throws: `.notFound` when there is none.
-    public static func erase(_ server: CredentialTarget, items: [Item]) throws(DockerCredentialError) -> CredentialPlan {
+    package static func erase(_ server: CredentialTarget, items: [Item]) throws(DockerCredentialError) -> CredentialPlan {
         let mine = self.items(serving: server, in: items)
         guard !mine.isEmpty else { throw .notFound }
         return .remove(mine.map(\.name))
@@ -173,7 +173,7 @@ public enum DockerCredentialRules {
 
     /// `list`: each docker item's first URL (as docker wrote it) with its username (empty for
     /// none); of two items with the same URL, the later in `items` is listed.
-    public static func list(_ items: [Item]) -> [String: String] {
+    package static func list(_ items: [Item]) -> [String: String] {
         var listing: [String: String] = [:]
         for item in items where item.origin == origin {
             if let url = item.urls.first { listing[url] = item.username ?? "" }

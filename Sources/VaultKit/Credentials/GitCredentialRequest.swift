@@ -2,25 +2,25 @@
 /// `key=value` lines up to a blank line or the end of input. Unknown keys (`capability[]`,
 /// `wwwauth[]`, ...) and lines without `=` are ignored; `password_expiry_utc` (git 2.40) and
 /// `oauth_refresh_token` (git 2.41) are kept with the credential.
-public struct GitCredentialRequest: Equatable, Sendable {
+package struct GitCredentialRequest: Equatable, Sendable {
     /// `protocol=`: the scheme (`https`, `ssh`, ...).
-    public var scheme: String?
+    package var scheme: String?
     /// `host=`: `host[:port]`.
-    public var host: String?
+    package var host: String?
     /// `path=`: git sends it for https only with `credential.useHttpPath`.
-    public var path: String?
+    package var path: String?
     /// `username=`.
-    public var username: String?
+    package var username: String?
     /// `password=`.
-    public var password: String?
+    package var password: String?
     /// `password_expiry_utc=`: when the password expires, seconds since 1970 (a value that is
     /// not a number is ignored, as git ignores it).
-    public var passwordExpiry: Int64?
+    package var passwordExpiry: Int64?
     /// `oauth_refresh_token=`.
-    public var oauthRefreshToken: String?
+    package var oauthRefreshToken: String?
 
     /// A request with the given keys.
-    public init(scheme: String? = nil, host: String? = nil, path: String? = nil,
+    package init(scheme: String? = nil, host: String? = nil, path: String? = nil,
                 username: String? = nil, password: String? = nil) {
         self.scheme = scheme
         self.host = host
@@ -31,7 +31,7 @@ public struct GitCredentialRequest: Equatable, Sendable {
 
     /// Parses git's format. A later key replaces an earlier one; `url=` stands for its parts and,
     /// as in git, first clears every key that came before it.
-    public init(parsing bytes: [UInt8]) {
+    package init(parsing bytes: [UInt8]) {
         for line in bytes.split(separator: 10, omittingEmptySubsequences: true) {
             guard let eq = line.firstIndex(of: UInt8(ascii: "=")) else { continue }
             let key = String(decoding: line[line.startIndex..<eq], as: UTF8.self)
@@ -59,17 +59,17 @@ public struct GitCredentialRequest: Equatable, Sendable {
     }
 
     /// Where the credential is used; nil without a protocol (nothing can match then).
-    public var target: CredentialTarget? {
+    package var target: CredentialTarget? {
         guard let scheme, !scheme.isEmpty else { return nil }
         return CredentialTarget(scheme: scheme, host: host ?? "", path: path ?? "")
     }
 
     /// Whether git's line format can carry `value` (no newline, no NUL).
-    public static func canCarry(_ value: String) -> Bool { !value.contains("\n") && !value.contains("\0") }
+    package static func canCarry(_ value: String) -> Bool { !value.contains("\n") && !value.contains("\0") }
 }
 
 /// The actions git asks a helper for. gitcredentials(7): a helper ignores any other, silently.
-public enum GitCredentialAction: String, CaseIterable, Sendable {
+package enum GitCredentialAction: String, CaseIterable, Sendable {
     /// Answer with a stored login for the request.
     case get
     /// Keep the login git just used successfully.

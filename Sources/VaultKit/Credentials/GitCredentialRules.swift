@@ -5,20 +5,20 @@
 /// trailing `.git` does not count); when the request names a user, the item's username must be
 /// that user. Items people made answer git too; items another helper made (docker) never do, and
 /// the helper changes or erases only the items it made itself (origin `git`).
-public enum GitCredentialRules {
+package enum GitCredentialRules {
     /// The `origin` of the items the git helper makes.
-    public static let origin = "git"
+    package static let origin = "git"
 
     /// The item audit records name as the releasing command: `git-credential` for `get`, else
     /// `git-credential store` / `git-credential erase`.
-    public static func auditCommand(_ action: GitCredentialAction) -> String {
+    package static func auditCommand(_ action: GitCredentialAction) -> String {
         action == .get ? "git-credential" : "git-credential \(action.rawValue)"
     }
 
     /// Whether `action` can do anything for `request` at all. It cannot without a protocol, nor
     /// for `store` without a password git's format can carry; the helper then ends at once,
     /// without opening the vault (so it needs no key and prompts for nothing).
-    public static func needsVault(_ action: GitCredentialAction, _ request: GitCredentialRequest) -> Bool {
+    package static func needsVault(_ action: GitCredentialAction, _ request: GitCredentialRequest) -> Bool {
         guard request.target != nil else { return false }
         if action == .store { return storablePassword(request) != nil }
         return true
@@ -26,7 +26,7 @@ public enum GitCredentialRules {
 
     /// Whether the item URL `item` serves the request's place `request`: same scheme and host,
     /// and the same path when `item` names one (a trailing `.git` is not significant).
-    public static func serves(_ item: CredentialTarget, _ request: CredentialTarget) -> Bool {
+    package static func serves(_ item: CredentialTarget, _ request: CredentialTarget) -> Bool {
         func bare(_ p: String) -> String { p.hasSuffix(".git") ? String(p.dropLast(4)) : p }
         return item.scheme == request.scheme && item.host == request.host
             && (item.path.isEmpty || bare(item.path) == bare(request.path))
@@ -34,14 +34,14 @@ public enum GitCredentialRules {
 
     /// The URL of `item` that serves `request` best (one naming a path first), or nil. Item URLs
     /// without a scheme are read as https.
-    public static func servingURL(of item: Item, for request: CredentialTarget) -> CredentialTarget? {
+    package static func servingURL(of item: Item, for request: CredentialTarget) -> CredentialTarget? {
         let serving = item.urls.compactMap { CredentialTarget(url: $0, defaultScheme: "https") }.filter { serves($0, request) }
         return serving.first { !$0.path.isEmpty } ?? serving.first
     }
 
     /// The items made by one of `origins` (nil: made by a person) that serve `request`, each with
     /// the URL that does, in the order of `items`. Nothing serves a request without a protocol.
-    public static func candidates(for request: GitCredentialRequest, in items: [Item],
+    package static func candidates(for request: GitCredentialRequest, in items: [Item],
                                   origins: Set<String?>) -> [(item: Item, url: CredentialTarget)] {
         guard let target = request.target else { return [] }
         return items.compactMap { item in
@@ -54,7 +54,7 @@ public enum GitCredentialRules {
     /// `get`: the items that may answer, best first: one whose serving URL names a path before a
     /// host-wide one, then the most recently modified. An item whose password expired
     /// (`password_expiry_utc` at or before `now`) never answers. `.releaseFirst(names)`, or `.none`.
-    public static func get(_ request: GitCredentialRequest, items: [Item], now: Int64 = unixNow()) -> CredentialPlan {
+    package static func get(_ request: GitCredentialRequest, items: [Item], now: Int64 = unixNow()) -> CredentialPlan {
         let found = candidates(for: request, in: items, origins: [nil, origin])
             .filter { ($0.item.passwordExpiry ?? Int64.max) > now }.sorted { a, b in
             let pa = a.url.path.isEmpty ? 0 : 1, pb = b.url.path.isEmpty ? 0 : 1
@@ -66,7 +66,7 @@ public enum GitCredentialRules {
     /// The answer git reads for a released item: `username=U` (when it has one), `password=P`,
     /// and `password_expiry_utc=N` and `oauth_refresh_token=T` when the item keeps them; nil when
     /// it has no password, or a value git's format cannot carry.
-    public static func answer(from item: Item) -> String? {
+    package static func answer(from item: Item) -> String? {
         guard let password = item.password, GitCredentialRequest.canCarry(password),
               GitCredentialRequest.canCarry(item.username ?? ""),
               GitCredentialRequest.canCarry(item.oauthRefreshToken ?? "") else { return nil }
@@ -83,7 +83,7 @@ public enum GitCredentialRules {
     /// record, never a String. nil when it has no password, or a value git's format cannot carry
     /// (a newline or a NUL byte anywhere in it).
     /// - Throws: `CryptoError.outOfMemory`.
-    public static func answer(from released: ReleasedItem) throws -> SecretOutput? {
+    package static func answer(from released: ReleasedItem) throws -> SecretOutput? {
         let item = released.overview.item
         guard GitCredentialRequest.canCarry(item.username ?? "") else { return nil }
         func carries(_ v: UnsafeRawBufferPointer) -> Bool { !v.contains(0x0A) && !v.contains(0) }
@@ -114,7 +114,7 @@ public enum GitCredentialRules {
     /// the new password, expiry and refresh token; failing that, a new item `git/LABEL (USER)` (a
     /// free variant of that name) is added, tagged and marked `git`, keeping the request's URL
     /// without the user. `.none` without a place or a storable password.
-    public static func store(_ request: GitCredentialRequest, items: [Item], now: Int64 = unixNow()) -> CredentialPlan {
+    package static func store(_ request: GitCredentialRequest, items: [Item], now: Int64 = unixNow()) -> CredentialPlan {
         guard let password = storablePassword(request), let target = request.target,
               GitCredentialRequest.canCarry(request.oauthRefreshToken ?? "") else { return .none }
         let extras = CredentialExtras(passwordExpiry: request.passwordExpiry, oauthRefreshToken: request.oauthRefreshToken)
@@ -145,7 +145,7 @@ public enum GitCredentialRules {
     /// that host go too (and without a username, every user's). With a password in the request,
     /// only those whose password is that one (the plan compares first). Items a person made are
     /// never erased. `.none` when nothing is to go.
-    public static func erase(_ request: GitCredentialRequest, items: [Item]) -> CredentialPlan {
+    package static func erase(_ request: GitCredentialRequest, items: [Item]) -> CredentialPlan {
         guard let target = request.target else { return .none }
         let anyPath = target.path.isEmpty
         let mine = items.filter { item in
@@ -161,7 +161,7 @@ public enum GitCredentialRules {
     }
 
     /// The plan for `action`.
-    public static func plan(_ action: GitCredentialAction, _ request: GitCredentialRequest, items: [Item],
+    package static func plan(_ action: GitCredentialAction, _ request: GitCredentialRequest, items: [Item],
                             now: Int64 = unixNow()) -> CredentialPlan {
         switch action {
         case .get: get(request, items: items, now: now)

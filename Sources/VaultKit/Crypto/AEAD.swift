@@ -1,16 +1,16 @@
 internal import CSodium
 
 /// XChaCha20-Poly1305-IETF: 32-byte key, 24-byte random nonce, 16-byte tag.
-public enum AEAD {
+package enum AEAD {
     /// Key length in bytes.
-    public static let keyLength = 32
+    package static let keyLength = 32
     /// Nonce length in bytes; random nonces of this size never collide in practice.
-    public static let nonceLength = 24
+    package static let nonceLength = 24
     /// Tag length in bytes.
-    public static let tagLength = 16
+    package static let tagLength = 16
 
     /// Seals `plaintext` under `key` with a fresh random nonce. Returns (nonce, ciphertext||tag).
-    public static func seal(_ plaintext: UnsafeRawBufferPointer, key: borrowing SecretBytes, associatedData: [UInt8]) throws -> (nonce: [UInt8], ciphertext: [UInt8]) {
+    package static func seal(_ plaintext: UnsafeRawBufferPointer, key: borrowing SecretBytes, associatedData: [UInt8]) throws -> (nonce: [UInt8], ciphertext: [UInt8]) {
         let nonce = randomBytes(nonceLength)
         return (nonce, try seal(plaintext, key: key, nonce: nonce, associatedData: associatedData))
     }
@@ -41,7 +41,7 @@ public enum AEAD {
 
     /// Opens `ciphertext` (ciphertext||tag) into guarded memory.
     /// - Throws: `CryptoError.authenticationFailed` if the key, nonce, data or associated data differ.
-    public static func open(_ ciphertext: [UInt8], key: borrowing SecretBytes, nonce: [UInt8], associatedData: [UInt8]) throws -> SecretBytes {
+    package static func open(_ ciphertext: [UInt8], key: borrowing SecretBytes, nonce: [UInt8], associatedData: [UInt8]) throws -> SecretBytes {
         guard ciphertext.count >= tagLength else { throw CryptoError.authenticationFailed }
         let out = try SecretBytes(zeroed: ciphertext.count - tagLength)
         _ = try open(ciphertext, key: key, nonce: nonce, associatedData: associatedData, into: out)
@@ -51,7 +51,7 @@ public enum AEAD {
     /// Opens into the start of an existing guarded buffer (reused across many records, to spare a
     /// guarded allocation each); returns the plaintext length.
     /// - Throws: `CryptoError.authenticationFailed`, or `.badLength` when `buffer` is too small.
-    public static func open(_ ciphertext: [UInt8], key: borrowing SecretBytes, nonce: [UInt8], associatedData: [UInt8],
+    package static func open(_ ciphertext: [UInt8], key: borrowing SecretBytes, nonce: [UInt8], associatedData: [UInt8],
                             into out: borrowing SecretBytes) throws -> Int {
         guard key.count == keyLength else { throw CryptoError.badLength("key") }
         guard nonce.count == nonceLength else { throw CryptoError.badLength("nonce") }

@@ -1,9 +1,9 @@
 internal import CSodium
 
 /// BLAKE2b (`crypto_generichash`), keyed or not.
-public enum KeyedHash {
+package enum KeyedHash {
     /// BLAKE2b of `message` with an optional key (empty = unkeyed), `outputLength` 16...64 bytes.
-    public static func hash(_ message: [UInt8], key: [UInt8], outputLength: Int = 32) throws -> [UInt8] {
+    package static func hash(_ message: [UInt8], key: [UInt8], outputLength: Int = 32) throws -> [UInt8] {
         _ = Sodium.ready
         var out = [UInt8](repeating: 0, count: outputLength)
         let rc = out.withUnsafeMutableBufferPointer { o in
@@ -15,7 +15,7 @@ public enum KeyedHash {
     }
 
     /// BLAKE2b keyed with a secret key (the key stays in guarded memory).
-    public static func hash(_ message: [UInt8], key: borrowing SecretBytes, outputLength: Int = 32) throws -> [UInt8] {
+    package static func hash(_ message: [UInt8], key: borrowing SecretBytes, outputLength: Int = 32) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: outputLength)
         let rc = key.withUnsafeBytes { k in
             out.withUnsafeMutableBufferPointer { o in
@@ -28,7 +28,7 @@ public enum KeyedHash {
     }
 
     /// Derives a 32-byte subkey in guarded memory: BLAKE2b-256 keyed by `key` over `context`.
-    public static func deriveKey(from key: borrowing SecretBytes, context: String) throws -> SecretBytes {
+    package static func deriveKey(from key: borrowing SecretBytes, context: String) throws -> SecretBytes {
         let out = try SecretBytes(zeroed: 32)
         let msg = Array(context.utf8)
         let rc = key.withUnsafeBytes { k in

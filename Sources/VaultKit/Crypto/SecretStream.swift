@@ -2,13 +2,13 @@ internal import CSodium
 
 /// libsodium's `crypto_secretstream_xchacha20poly1305`: a sequence of authenticated chunks
 /// under one key, the last marked final, so a truncated, reordered or altered stream fails.
-public final class SecretStreamPush {
+package final class SecretStreamPush {
     private let state: UnsafeMutablePointer<crypto_secretstream_xchacha20poly1305_state>
     /// The stream header the reader needs first (24 bytes, public).
-    public private(set) var header: [UInt8]
+    package private(set) var header: [UInt8]
 
     /// A stream under `key` (32 bytes).
-    public init(key: borrowing SecretBytes) throws {
+    package init(key: borrowing SecretBytes) throws {
         state = UnsafeMutablePointer<crypto_secretstream_xchacha20poly1305_state>.allocate(capacity: 1)
         state.initialize(to: crypto_secretstream_xchacha20poly1305_state())
         header = []
@@ -26,7 +26,7 @@ public final class SecretStreamPush {
     }
 
     /// Seals one chunk (`final` marks the last).
-    public func push(_ plaintext: UnsafeRawBufferPointer, associatedData: [UInt8] = [], final: Bool) throws -> [UInt8] {
+    package func push(_ plaintext: UnsafeRawBufferPointer, associatedData: [UInt8] = [], final: Bool) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: plaintext.count + Int(crypto_secretstream_xchacha20poly1305_ABYTES))
         var written: UInt64 = 0
         let tag = UInt8(final ? crypto_secretstream_xchacha20poly1305_TAG_FINAL : crypto_secretstream_xchacha20poly1305_TAG_MESSAGE)
@@ -37,16 +37,16 @@ public final class SecretStreamPush {
     }
 
     /// Bytes a chunk of `n` plaintext bytes takes.
-    public static func sealedLength(_ n: Int) -> Int { n + Int(crypto_secretstream_xchacha20poly1305_ABYTES) }
+    package static func sealedLength(_ n: Int) -> Int { n + Int(crypto_secretstream_xchacha20poly1305_ABYTES) }
 }
 
 /// The reading side of `SecretStreamPush`.
-public final class SecretStreamPull {
+package final class SecretStreamPull {
     private let state: UnsafeMutablePointer<crypto_secretstream_xchacha20poly1305_state>
 
     /// A reader of the stream with `header` under `key`.
     /// - Throws: `.authenticationFailed` for a bad header.
-    public init(key: borrowing SecretBytes, header: [UInt8]) throws {
+    package init(key: borrowing SecretBytes, header: [UInt8]) throws {
         state = UnsafeMutablePointer<crypto_secretstream_xchacha20poly1305_state>.allocate(capacity: 1)
         state.initialize(to: crypto_secretstream_xchacha20poly1305_state())
         guard key.count == Int(crypto_secretstream_xchacha20poly1305_KEYBYTES) else { throw CryptoError.badLength("secretstream key") }
@@ -64,7 +64,7 @@ public final class SecretStreamPull {
 
     /// Opens one chunk into `out` (appended); returns whether it was the final one.
     /// - Throws: `.authenticationFailed` for a wrong key or altered chunk.
-    public func pull(_ chunk: ArraySlice<UInt8>, associatedData: [UInt8] = [], into out: inout [UInt8]) throws -> Bool {
+    package func pull(_ chunk: ArraySlice<UInt8>, associatedData: [UInt8] = [], into out: inout [UInt8]) throws -> Bool {
         let abytes = Int(crypto_secretstream_xchacha20poly1305_ABYTES)
         guard chunk.count >= abytes else { throw CryptoError.authenticationFailed }
         var plain = [UInt8](repeating: 0, count: chunk.count - abytes)

@@ -17,7 +17,7 @@ enum Sodium {
 }
 
 /// Errors raised by the crypto layer. They never carry secret material.
-public enum CryptoError: Error, Equatable, Sendable {
+package enum CryptoError: Error, Equatable, Sendable {
     /// A libsodium call returned an error (the operation name says which).
     case failed(String)
     /// An authenticated decryption failed: wrong key, or the data was altered.
@@ -30,7 +30,7 @@ public enum CryptoError: Error, Equatable, Sendable {
 
 extension CryptoError {
     /// The vault error a crypto failure that reached a command means: never a debug dump.
-    public var vaultError: VaultError {
+    package var vaultError: VaultError {
         switch self {
         case .failed(let op):
             .failure("the cryptographic operation \(op) failed", hint: "argon2id needs the memory its slot asks for; close other programs or check 'ulimit -v'")

@@ -5,7 +5,7 @@
 
 extension PasswordGenerator {
     /// The EFF large word list, in its order (`abacus` ... `zoom`).
-    public static let effLargeWordList: [String] = effLargeText.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+    package static let effLargeWordList: [String] = effLargeText.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
 
     private static let effLargeText = """
     abacus abdomen abdominal abide abiding ability ablaze able abnormal abrasion abrasive abreast

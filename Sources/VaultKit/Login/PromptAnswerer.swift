@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// The decisions of `vault login NAME -- COMMAND`, without any terminal: fed the program's output
 /// chunk by chunk (and whether its terminal echoes input), it says what to type now.
@@ -8,9 +8,9 @@ public import Foundation
 /// screen; a program that leaves echo on past ``echoGrace`` seconds does not get it (``Answer/gaveUp``).
 /// Prompts are matched against the output since the last answer, so one split across reads
 /// still matches and an answered one never matches again.
-public struct PromptAnswerer {
+package struct PromptAnswerer {
     /// What to do now.
-    public enum Answer: Equatable, Sendable {
+    package enum Answer: Equatable, Sendable {
         /// Type nothing.
         case nothing
         /// Type the username and a newline.
@@ -22,25 +22,25 @@ public struct PromptAnswerer {
     }
 
     /// Matches a username prompt at the end of the output: `login:`, `Username:` (case-insensitive).
-    public static let defaultUserPattern = #"(login|username)[^\n:]*:\s*$"#
+    package static let defaultUserPattern = #"(login|username)[^\n:]*:\s*$"#
     /// Matches a password prompt at the end of the output: `Password:`, `Enter passphrase for key:`.
-    public static let defaultPasswordPattern = #"(password|passphrase)[^\n]*:\s*$"#
+    package static let defaultPasswordPattern = #"(password|passphrase)[^\n]*:\s*$"#
     /// How long to wait, after a password prompt, for the program to turn echo off.
-    public static let defaultEchoGrace: Double = 3
+    package static let defaultEchoGrace: Double = 3
     /// Output kept for matching, in bytes.
-    public static let window = 4096
+    package static let window = 4096
     /// How long after the program's first output prompts are answered at all: the login is the
     /// program's authentication step, not anything it prints later.
-    public static let defaultAuthenticationWindow: Double = 60
+    package static let defaultAuthenticationWindow: Double = 60
 
     /// The username prompt.
-    public let userPrompt: NSRegularExpression
+    package let userPrompt: NSRegularExpression
     /// The password prompt.
-    public let passwordPrompt: NSRegularExpression
+    package let passwordPrompt: NSRegularExpression
     /// Whether there is a username to type (without one, its prompt is passed over).
-    public let hasUsername: Bool
+    package let hasUsername: Bool
     /// Seconds to wait for echo off after the password prompt.
-    public let echoGrace: Double
+    package let echoGrace: Double
 
     private var recent: [UInt8] = []
     private var userAnswered = false
@@ -49,10 +49,10 @@ public struct PromptAnswerer {
     private var started: Double?
     private var ended = false
     /// Seconds after the first output during which prompts are answered.
-    public let authenticationWindow: Double
+    package let authenticationWindow: Double
 
     /// An answerer for these prompts.
-    public init(userPrompt: NSRegularExpression, passwordPrompt: NSRegularExpression, hasUsername: Bool,
+    package init(userPrompt: NSRegularExpression, passwordPrompt: NSRegularExpression, hasUsername: Bool,
                 echoGrace: Double = PromptAnswerer.defaultEchoGrace,
                 authenticationWindow: Double = PromptAnswerer.defaultAuthenticationWindow) {
         self.userPrompt = userPrompt
@@ -63,18 +63,18 @@ public struct PromptAnswerer {
     }
 
     /// Whether anything was typed (or the password question settled by the program's echo).
-    public private(set) var typedAnything = false
+    package private(set) var typedAnything = false
 
     /// The program's terminal went raw (not canonical) with no password prompt pending: its
     /// authentication step is over (an interactive session started), and nothing is typed from
     /// now on, whatever it prints.
-    public mutating func terminalWentRaw() {
+    package mutating func terminalWentRaw() {
         guard passwordPromptSeen == nil else { return }
         endAuthentication()
     }
 
     /// Whether the authentication step is over (nothing more will be typed).
-    public var isAuthenticationOver: Bool { ended }
+    package var isAuthenticationOver: Bool { ended }
 
     private mutating func endAuthentication() {
         ended = true
@@ -86,7 +86,7 @@ public struct PromptAnswerer {
 
     /// Compiles a prompt pattern, matched case-insensitively.
     /// - Throws: `VaultError.usage` naming `option` when `pattern` is not a regular expression.
-    public static func compile(_ pattern: String, option: String) throws -> NSRegularExpression {
+    package static func compile(_ pattern: String, option: String) throws -> NSRegularExpression {
         do { return try NSRegularExpression(pattern: pattern, options: [.caseInsensitive]) } catch {
             throw VaultError.usage("\(option): '\(pattern)' is not a regular expression")
         }
@@ -94,14 +94,14 @@ public struct PromptAnswerer {
 
     /// Whether the password question is settled (typed, or given up): until then input from a
     /// pipe is held back, so the program cannot take it for the password.
-    public var isPasswordSettled: Bool { passwordSettled }
+    package var isPasswordSettled: Bool { passwordSettled }
 
     /// Whether a password prompt waits for echo to go off (time matters: check often).
-    public var isWaitingForEchoOff: Bool { passwordPromptSeen != nil && !passwordSettled }
+    package var isWaitingForEchoOff: Bool { passwordPromptSeen != nil && !passwordSettled }
 
     /// The program wrote `chunk`; `echoOn` is its terminal's echo setting now, `now` a time in
     /// seconds (any monotonic origin).
-    public mutating func programWrote(_ chunk: some Sequence<UInt8>, echoOn: Bool, now: Double) -> Answer {
+    package mutating func programWrote(_ chunk: some Sequence<UInt8>, echoOn: Bool, now: Double) -> Answer {
         if started == nil { started = now }
         if !ended, let started, now - started > authenticationWindow, passwordPromptSeen == nil { endAuthentication() }
         if ended { return .nothing }
@@ -126,7 +126,7 @@ public struct PromptAnswerer {
 
     /// Time passed (or echo changed) without new output: the password once echo is off after its
     /// prompt, or ``Answer/gaveUp`` after ``echoGrace`` seconds with echo still on.
-    public mutating func tick(echoOn: Bool, now: Double) -> Answer {
+    package mutating func tick(echoOn: Bool, now: Double) -> Answer {
         guard let since = passwordPromptSeen, !passwordSettled else { return .nothing }
         if !echoOn {
             passwordSettled = true

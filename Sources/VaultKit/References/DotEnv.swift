@@ -2,11 +2,11 @@
 /// python-dotenv and `op run`): `KEY=VALUE` lines, an optional `export ` in front, blank lines
 /// and `#` comments, values unquoted (trimmed; ` #` starts a comment), in single quotes (taken
 /// literally) or in double quotes (`\n`, `\t`, `\"`, `\\` and `\$` escapes; may span lines).
-public enum DotEnv {
+package enum DotEnv {
     /// The variables, in order (a later line for the same key replaces an earlier one).
     /// - Throws: `.usage` naming the line: no `=`, a key that is not a variable name, an
     ///   unterminated quote, text after a closing quote.
-    public static func parse(_ text: String) throws -> [(key: String, value: String)] {
+    package static func parse(_ text: String) throws -> [(key: String, value: String)] {
         var result: [(key: String, value: String)] = []
         let chars = Array(text.replacingOccurrences(of: "\r\n", with: "\n"))
         var i = 0, line = 1
@@ -76,7 +76,7 @@ public enum DotEnv {
     }
 
     /// Letters, digits and `_`, not starting with a digit.
-    public static func isVariableName(_ s: String) -> Bool {
+    package static func isVariableName(_ s: String) -> Bool {
         guard let first = s.unicodeScalars.first, first.isASCIILetter || first == "_" else { return false }
         return s.unicodeScalars.allSatisfy { $0.isASCIILetter || $0 == "_" || ("0"..."9").contains($0) }
     }

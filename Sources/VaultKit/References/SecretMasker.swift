@@ -1,7 +1,7 @@
 /// Resolved secret values in one block of guarded memory (`SecretBytes`), each reachable by
 /// its reference. What `vault read`, `run` and `inject` resolve lives here until it is written
 /// out, and `SecretMasker` looks for these bytes in a child's output.
-public final class SecretValues {
+package final class SecretValues {
     private let storage: SecretBytes
     private let ranges: [String: Range<Int>]
     /// The ranges of the values that are secrets (released fields): what masking looks for.
@@ -9,7 +9,7 @@ public final class SecretValues {
 
     /// One value as it was resolved: ordinary bytes (a username, or a value already decoded into
     /// a String), or a secret released into guarded memory (`VaultAccess.releaseSecret`).
-    public enum Part {
+    package enum Part {
         /// Bytes in ordinary memory (wiped once copied).
         case bytes([UInt8])
         /// A secret in guarded memory, never a String on its way here.
@@ -19,7 +19,7 @@ public final class SecretValues {
     /// Copies `values` into one block of guarded memory: the bytes (then wiped) and the guarded
     /// secrets (guarded memory to guarded memory). `secret` says which values are masked in
     /// `vault run`'s output.
-    public convenience init(_ values: [(key: String, part: Part, secret: Bool)]) throws {
+    package convenience init(_ values: [(key: String, part: Part, secret: Bool)]) throws {
         var flat: [(key: String, bytes: [UInt8], secret: Bool)] = []
         var boxes: [String: SecretBox] = [:]
         for v in values {
@@ -42,7 +42,7 @@ public final class SecretValues {
 
     /// Copies `values` into guarded memory and wipes the arrays given. `secret` says which
     /// values are secrets (masked in `vault run`'s output); the others (a username, a URL) are not.
-    public init(_ values: inout [(key: String, bytes: [UInt8], secret: Bool)]) throws {
+    package init(_ values: inout [(key: String, bytes: [UInt8], secret: Bool)]) throws {
         var offset = 0
         var ranges: [String: Range<Int>] = [:]
         var secretRanges: [Range<Int>] = []
@@ -69,10 +69,10 @@ public final class SecretValues {
     }
 
     /// Whether `reference` was resolved.
-    public func contains(_ reference: String) -> Bool { ranges[reference] != nil }
+    package func contains(_ reference: String) -> Bool { ranges[reference] != nil }
 
     /// Lends the value of `reference` (empty when it was not resolved).
-    public func withValue<R>(_ reference: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    package func withValue<R>(_ reference: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try storage.withUnsafeBytes { all in
             guard let r = ranges[reference], !r.isEmpty else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
             return try body(UnsafeRawBufferPointer(rebasing: all[r]))
@@ -81,7 +81,7 @@ public final class SecretValues {
 
     /// The value of `reference` as a `String`: for a child's environment, which is text
     /// (`ChildProcess` wipes its copy after the spawn).
-    public func string(_ reference: String) -> String {
+    package func string(_ reference: String) -> String {
         withValue(reference) { String(decoding: $0, as: UTF8.self) }
     }
 
@@ -89,15 +89,15 @@ public final class SecretValues {
     func withAllBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try storage.withUnsafeBytes(body) }
 
     /// The length of the longest secret (0 without any).
-    public var longestSecret: Int { secretRanges.first?.count ?? 0 }
+    package var longestSecret: Int { secretRanges.first?.count ?? 0 }
 }
 
 /// A `SecretBytes` in a box, so it can sit in arrays and dictionaries (it is `~Copyable`).
-public final class SecretBox {
+package final class SecretBox {
     /// The secret.
-    public let bytes: SecretBytes
+    package let bytes: SecretBytes
     /// Boxes `bytes`.
-    public init(_ bytes: consuming SecretBytes) { self.bytes = bytes }
+    package init(_ bytes: consuming SecretBytes) { self.bytes = bytes }
 }
 
 /// Replaces every secret of a `SecretValues` in a stream of bytes by `<concealed by vault>`,
@@ -105,26 +105,26 @@ public final class SecretBox {
 /// length minus one byte (a tail that could still be the start of a secret) until more comes or
 /// the stream ends (`finish`). At one position the longest secret wins. It cannot see a secret
 /// that the program transformed (encoded, split by other output, printed reversed).
-public final class SecretMasker {
+package final class SecretMasker {
     /// What a secret is replaced by.
-    public static let replacement: [UInt8] = Array("<concealed by vault>".utf8)
+    package static let replacement: [UInt8] = Array("<concealed by vault>".utf8)
 
     private let values: SecretValues
     private var held: [UInt8] = []
 
     /// A masker for the secrets in `values`.
-    public init(_ values: SecretValues) { self.values = values }
+    package init(_ values: SecretValues) { self.values = values }
 
     deinit { wipeHeld() }
 
     /// At most how many bytes are held back at any time.
-    public var maximumHeld: Int { max(0, values.longestSecret - 1) }
+    package var maximumHeld: Int { max(0, values.longestSecret - 1) }
 
     /// Takes the next bytes of the stream; returns what can be written now.
-    public func feed(_ bytes: UnsafeRawBufferPointer) -> [UInt8] { process(bytes, final: false) }
+    package func feed(_ bytes: UnsafeRawBufferPointer) -> [UInt8] { process(bytes, final: false) }
 
     /// The end of the stream: returns everything still held, masked.
-    public func finish() -> [UInt8] { process(UnsafeRawBufferPointer(start: nil, count: 0), final: true) }
+    package func finish() -> [UInt8] { process(UnsafeRawBufferPointer(start: nil, count: 0), final: true) }
 
     private func wipeHeld() {
         for i in held.indices { held[i] = 0 }

@@ -4,27 +4,27 @@ import Foundation
 /// environment, `--env-file`) and `vault inject` (`{{ vault://... }}`) resolve. Each part is
 /// percent-decoded after the split, so an item name with `/` is written `%2F` and a space `%20`
 /// (or a literal space: only `/` and `%` must be encoded).
-public struct SecretReference: Hashable, Sendable, CustomStringConvertible {
+package struct SecretReference: Hashable, Sendable, CustomStringConvertible {
     /// The vault named in the reference; nil means the command's vault (`--vault`, `VAULT_NAME`).
-    public var vault: String?
+    package var vault: String?
     /// The item's name, normalised (`Item.normalize`).
-    public var item: String
+    package var item: String
     /// The field as written (`ReferenceField`: built-in names in any case, custom fields exactly).
-    public var field: String
+    package var field: String
     /// The reference as written (what errors name).
-    public var text: String
+    package var text: String
 
     /// The scheme every reference starts with.
-    public static let scheme = "vault://"
+    package static let scheme = "vault://"
 
     /// Whether `text` is meant as a reference (starts with `vault://`), well formed or not.
-    public static func looksLikeReference(_ text: String) -> Bool { text.hasPrefix(scheme) }
+    package static func looksLikeReference(_ text: String) -> Bool { text.hasPrefix(scheme) }
 
     /// Parses a reference.
     /// - Throws: `.usage` naming the reference when it is not `vault://[VAULT/]ITEM/FIELD` with
     ///   non-empty parts, a part is not valid percent-encoding, the item name is refused by
     ///   `Item.normalize`, or the vault name is not one `VaultLocation` accepts.
-    public init(parsing text: String) throws {
+    package init(parsing text: String) throws {
         guard text.hasPrefix(SecretReference.scheme) else {
             throw VaultError.usage("'\(text)' is not a secret reference", hint: "write vault://[VAULT/]ITEM/FIELD")
         }
@@ -52,20 +52,20 @@ public struct SecretReference: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The reference as written.
-    public var description: String { text }
+    package var description: String { text }
 }
 
 /// The fields a reference can name, and the one place their values are looked up.
-public enum ReferenceField {
+package enum ReferenceField {
     /// The built-in field names (matched in any case); any other name is a custom field's.
-    public static let builtIn = ["password", "username", "url", "notes", "totp-uri", "otp"]
+    package static let builtIn = ["password", "username", "url", "notes", "totp-uri", "otp"]
 
     /// How `field` of an item is read: the item field released for it (nil when the value is no
     /// secret and comes from the overview: no release, no audit record) and its value.
     ///
     /// This is the one lookup every reference goes through (`read`, `run`, `inject`); for `otp`
     /// the TOTP secret is what is released, and the resolver hands out its current code.
-    public static func lookup(_ field: String) -> ReferenceField.Reader {
+    package static func lookup(_ field: String) -> ReferenceField.Reader {
         switch field.lowercased() {
         // The TOTP secret is released; the resolver turns it into the current code (VaultOTP).
         case "otp": Reader(builtIn: "totp") { $0.totp }
@@ -81,24 +81,24 @@ public enum ReferenceField {
     }
 
     /// One field's reader (see `lookup(_:)`).
-    public struct Reader: Sendable {
+    package struct Reader: Sendable {
         /// Whether the field is a built-in one (else a custom field of that name).
-        public let isBuiltIn: Bool
+        package let isBuiltIn: Bool
         /// The field of `VaultAccess.release` that hands the value of this item (its overview)
         /// out, and is audited; nil when the overview has the value.
-        public let released: @Sendable (Item) -> String?
+        package let released: @Sendable (Item) -> String?
         /// The value in a (released) item, nil when the item has none.
-        public let value: @Sendable (Item) throws -> String?
+        package let value: @Sendable (Item) throws -> String?
 
         /// A reader of a field: which item field its release names, and how the value is read.
-        public init(isBuiltIn: Bool, released: @escaping @Sendable (Item) -> String?, value: @escaping @Sendable (Item) throws -> String?) {
+        package init(isBuiltIn: Bool, released: @escaping @Sendable (Item) -> String?, value: @escaping @Sendable (Item) throws -> String?) {
             self.isBuiltIn = isBuiltIn
             self.released = released
             self.value = value
         }
 
         /// A built-in field's reader, released as `released` (nil: read from the overview).
-        public init(builtIn released: String?, value: @escaping @Sendable (Item) throws -> String?) {
+        package init(builtIn released: String?, value: @escaping @Sendable (Item) throws -> String?) {
             self.init(isBuiltIn: true, released: { _ in released }, value: value)
         }
     }
@@ -106,9 +106,9 @@ public enum ReferenceField {
 
 /// A template of `vault inject`: text with `{{ vault://... }}` placeholders (white space inside
 /// the braces optional). Text outside the placeholders is kept byte for byte.
-public struct SecretTemplate: Sendable {
+package struct SecretTemplate: Sendable {
     /// One piece of the template, in order.
-    public enum Piece: Sendable, Equatable {
+    package enum Piece: Sendable, Equatable {
         /// Bytes copied as they are.
         case text([UInt8])
         /// A placeholder.
@@ -116,10 +116,10 @@ public struct SecretTemplate: Sendable {
     }
 
     /// The pieces, in order.
-    public let pieces: [Piece]
+    package let pieces: [Piece]
 
     /// Every distinct reference, in order of first use.
-    public var references: [SecretReference] {
+    package var references: [SecretReference] {
         var seen = Set<SecretReference>()
         return pieces.compactMap { if case .reference(let r) = $0, seen.insert(r).inserted { r } else { nil } }
     }
@@ -128,7 +128,7 @@ public struct SecretTemplate: Sendable {
     /// so templates of other tools (Helm, Jinja) pass through untouched.
     /// - Throws: `.usage` for a placeholder that is never closed (`}}`) or holds a malformed
     ///   reference, naming its line.
-    public init(parsing bytes: [UInt8]) throws {
+    package init(parsing bytes: [UInt8]) throws {
         var pieces: [Piece] = []
         var text: [UInt8] = []
         var i = 0

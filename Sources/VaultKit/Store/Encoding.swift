@@ -32,7 +32,7 @@ struct ByteWriter {
 }
 
 /// Lower-case hexadecimal.
-public func hexString(_ bytes: [UInt8]) -> String {
+package func hexString(_ bytes: [UInt8]) -> String {
     let digits = Array("0123456789abcdef")
     var s = ""
     s.reserveCapacity(bytes.count * 2)
@@ -41,7 +41,7 @@ public func hexString(_ bytes: [UInt8]) -> String {
 }
 
 /// Parses hexadecimal (either case); nil when malformed.
-public func bytesFromHex(_ s: String) -> [UInt8]? {
+package func bytesFromHex(_ s: String) -> [UInt8]? {
     let chars = Array(s.utf8)
     guard chars.count % 2 == 0 else { return nil }
     var out: [UInt8] = []

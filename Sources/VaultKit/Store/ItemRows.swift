@@ -224,6 +224,24 @@ extension UnlockedVault {
         }
     }
 
+    /// The name of the first item with fingerprint login on, nil when none (export's check before
+    /// it releases anything): every overview opened and checked as `forEachOverview` checks it,
+    /// only the first such item's name decoded.
+    /// - Throws: `.corrupt` for an overview that does not decode, as `forEachOverview`.
+    func firstFingerprintLoginItem() throws -> String? {
+        var found: String?
+        try forEachOverviewRecord { e in
+            guard case .record(let plain) = e else { return }
+            do throws(RecordFormatError) {
+                try OverviewRecord.check(plain)
+                if found == nil, try OverviewRecord.fingerprintLoginIsOn(plain) { found = try OverviewRecord.name(of: plain) }
+            } catch {
+                throw VaultError.corrupt("an item's overview record is unreadable (\(error.reason))")
+            }
+        }
+        return found
+    }
+
     /// Streams every row's overview, decoded, as read (no secrets record is opened); with a
     /// matcher, only the overviews it matches are decoded and passed on.
     public func forEachOverview(matcher: OverviewMatcher?, _ body: (OverviewEntry) throws -> Void) throws {
@@ -334,7 +352,7 @@ extension UnlockedVault {
     /// update comes here: one that turns the item's fingerprint login off is written only with
     /// `freshMatch`, a token for `.fingerprintLoginSwitch` of this item (`requireFreshMatch`).
     /// - Throws: `.itemNotFound`, `.alreadyExists` when the new name is taken, `.freshMatchNeeded`.
-    public func update(_ name: String, now: Int64 = unixNow(), freshMatch: FreshMatchToken? = nil,
+    package func update(_ name: String, now: Int64 = unixNow(), freshMatch: FreshMatchToken? = nil,
                        _ change: (inout Item) throws -> Void) throws {
         let n = try Item.normalize(name: name)
         try writeTransaction {
@@ -372,24 +390,33 @@ extension UnlockedVault {
     /// first existing name aborts the whole import (nothing is written). Returns how many.
     @discardableResult
     public func add(replace: Bool, from next: () throws -> Item?) throws -> Int {
-        // name_mac is UNIQUE: the insert itself finds an existing name (replaced, or nothing
-        // changed and the import refused), with no lookup of its own per item.
+        // name_mac is UNIQUE: the insert itself finds an existing name, with no lookup or set of
+        // names of its own per item. A name met twice in the import is told from one already in
+        // the vault by its row: rows this import wrote have rowids above every row before it
+        // (vault never writes a rowid of its own, so SQLite gives each new row max(rowid) + 1).
+        // With `replace` the upsert replaces only rows from before the import, and moves the row
+        // it replaced above them too.
         let insert = try db.prepare(replace
-            ? "INSERT OR REPLACE INTO items(\(ItemRow.columns)) VALUES(?,?,?,?,?,?,?)"
+            ? """
+              INSERT INTO items(\(ItemRow.columns)) VALUES(?1,?2,?3,?4,?5,?6,?7) ON CONFLICT(name_mac) DO UPDATE SET
+              rowid=(SELECT max(rowid) + 1 FROM items), id=excluded.id, generation=excluded.generation, overview_nonce=excluded.overview_nonce, overview=excluded.overview,
+              secrets_nonce=excluded.secrets_nonce, secrets=excluded.secrets WHERE items.rowid <= ?8
+              """
             : "INSERT INTO items(\(ItemRow.columns)) VALUES(?,?,?,?,?,?,?) ON CONFLICT(name_mac) DO NOTHING")
         return try withLargePageCache {
             try writeTransaction {
-                // The name MACs written so far, as four words: hashing a 32-byte array element by
-                // element cost 5% of a 100k import.
-                var seen = Set<NameMACKey>()
+                let before = try db.query("SELECT coalesce(max(rowid), 0) FROM items").first?.first?.int ?? 0
                 var count = 0
                 while var item = try next() {
                     item.name = try Item.normalize(name: item.name)
                     let sealed = try seal(item, id: randomBytes(16))
-                    guard seen.insert(NameMACKey(sealed.nameMAC)).inserted else { throw VaultError.usage("'\(item.name)' appears twice in the import") }
-                    try insert.bind(sealed.values)
+                    try insert.bind(replace ? sealed.values + [.integer(before)] : sealed.values)
                     _ = try insert.next()
-                    if !replace, db.changes == 0 { throw VaultError.alreadyExists(item.name) }
+                    if db.changes == 0 {
+                        let earlier = try db.query("SELECT rowid FROM items WHERE name_mac=?", [.blob(sealed.nameMAC)]).first?.first?.int ?? 0
+                        if earlier > before { throw VaultError.usage("'\(item.name)' appears twice in the import") }
+                        throw VaultError.alreadyExists(item.name)
+                    }
                     count += 1
                 }
                 return count
@@ -430,27 +457,5 @@ extension UnlockedVault {
             }
             return n
         }
-    }
-}
-
-/// A 32-byte name MAC as a cheap `Hashable` key.
-private struct NameMACKey: Hashable {
-    let words: (UInt64, UInt64, UInt64, UInt64)
-
-    init(_ mac: [UInt8]) {
-        precondition(mac.count == 32, "a name MAC is 32 bytes")
-        words = mac.withUnsafeBytes { b in
-            (b.loadUnaligned(fromByteOffset: 0, as: UInt64.self), b.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
-             b.loadUnaligned(fromByteOffset: 16, as: UInt64.self), b.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
-        }
-    }
-
-    static func == (a: Self, b: Self) -> Bool { a.words == b.words }
-
-    func hash(into h: inout Hasher) {
-        h.combine(words.0)
-        h.combine(words.1)
-        h.combine(words.2)
-        h.combine(words.3)
     }
 }

@@ -125,6 +125,12 @@ struct RecordReader {
         return s
     }
 
+    /// Refuses what `text` refuses, making no String of ASCII.
+    static func checkText(_ value: UnsafeRawBufferPointer) throws(RecordFormatError) {
+        if value.allSatisfy({ $0 < 0x80 }) { return }
+        _ = try text(value)
+    }
+
     static func int64(_ value: UnsafeRawBufferPointer) throws(RecordFormatError) -> Int64 {
         guard value.count == 8 else { throw RecordFormatError(reason: "a time of \(value.count) bytes") }
         var u: UInt64 = 0
@@ -233,6 +239,42 @@ enum OverviewRecord {
         item.fingerprintLogin = f & fingerprintLogin != 0
         return ItemOverview(item: item, hasPassword: f & hasPassword != 0, hasTOTP: f & hasTOTP != 0,
                             hasNotes: f & hasNotes != 0, historyCount: history)
+    }
+
+    /// Checks an overview's plaintext as `decode` does, building nothing (a listing of names
+    /// reads the name in place and refuses what `decode` refuses, with the same reasons).
+    static func check(_ record: UnsafeRawBufferPointer) throws(RecordFormatError) {
+        var r = try RecordReader(record, kind: .overview)
+        var sawName = false, sawFlags = false
+        while let (t, v) = try r.next(repeatable: repeatable) {
+            switch t {
+            case name: try RecordReader.checkText(v); sawName = true
+            case type:
+                guard v.count == 1, Int(v[0]) < types.count else { throw RecordFormatError(reason: "an unknown item type") }
+            case username, url, tag, origin, userPrompt, passwordPrompt: try RecordReader.checkText(v)
+            case created, modified:
+                guard v.count == 8 else { throw RecordFormatError(reason: "a time of \(v.count) bytes") }
+            case flags:
+                guard v.count == 1 else { throw RecordFormatError(reason: "bad flags") }
+                sawFlags = true
+            case field:
+                guard v.count >= 1, Int(v[0]) < kinds.count else { throw RecordFormatError(reason: "an unknown custom field kind") }
+                try RecordReader.checkText(try RecordReader.named(v, skipping: 1).value)
+            case historyCount:
+                guard v.count == 4 else { throw RecordFormatError(reason: "a bad history count") }
+            default: throw RecordFormatError(reason: "unknown overview field \(t)")
+            }
+        }
+        guard sawName, sawFlags else { throw RecordFormatError(reason: "an overview without a name or flags") }
+    }
+
+    /// Whether an overview's plaintext (checked) has fingerprint login on: its flags, in place.
+    static func fingerprintLoginIsOn(_ record: UnsafeRawBufferPointer) throws(RecordFormatError) -> Bool {
+        var r = try RecordReader(record, kind: .overview)
+        while let (t, v) = try r.next(repeatable: repeatable), t <= flags {
+            if t == flags { return v.count == 1 && v[0] & fingerprintLogin != 0 }
+        }
+        return false
     }
 
     /// Only the name of an overview's plaintext (a rotation re-indexes names without decoding the rest).
@@ -384,6 +426,18 @@ extension ItemOverview {
     public init(record: UnsafeRawBufferPointer) throws {
         do {
             self = try OverviewRecord.decode(record)
+        } catch {
+            throw VaultError.corrupt("an overview record is unreadable (\(error.reason))")
+        }
+    }
+
+    /// The name of an overview record's plaintext, the whole record checked as `init(record:)`
+    /// checks it but nothing else built (a listing of names).
+    /// - Throws: `.corrupt`, as `init(record:)`, for a malformed record.
+    public static func checkedName(ofRecord record: UnsafeRawBufferPointer) throws -> String {
+        do {
+            try OverviewRecord.check(record)
+            return try OverviewRecord.name(of: record)
         } catch {
             throw VaultError.corrupt("an overview record is unreadable (\(error.reason))")
         }

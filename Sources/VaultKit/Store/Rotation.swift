@@ -1,7 +1,7 @@
 import Foundation
 
 /// What a rotation does with the recovery slot.
-public enum RecoveryRotation: Sendable {
+package enum RecoveryRotation: Sendable {
     /// Re-wrap the slot for the same recovery key (only its public key is needed).
     case keep
     /// Make a new recovery key; the old one stops working.
@@ -9,18 +9,18 @@ public enum RecoveryRotation: Sendable {
 }
 
 /// The result of a rotation.
-public struct RotationResult {
+package struct RotationResult {
     /// The vault under its new master key.
-    public let vault: UnlockedVault
+    package let vault: UnlockedVault
     /// Items re-sealed.
-    public let items: Int
+    package let items: Int
     /// The new recovery key, when it was replaced (to be shown once).
-    public let recoveryKey: String?
+    package let recoveryKey: String?
     /// Whether a fingerprint slot was bound (false: no reader or no prints).
-    public let fingerprintBound: Bool
+    package let fingerprintBound: Bool
     /// Why the key authority could not be told the new proof key before the commit (nil: it
     /// was, or it does not know the vault). It is brought in step at the next proof all the same.
-    public let authorityNotTold: String?
+    package let authorityNotTold: String?
 }
 
 extension UnlockedVault {
@@ -41,7 +41,7 @@ extension UnlockedVault {
     /// - Throws: `.corrupt` naming damaged rows (nothing is changed: a damaged row cannot be
     ///   re-sealed and would be lost), `.keysRotated` when another rotation committed or another
     ///   process changed a slot (the passcode) since this vault was unlocked, or any store error.
-    public func rotate(passcode: borrowing SecretBytes, kdf: KDFParameters?, recovery: RecoveryRotation,
+    package func rotate(passcode: borrowing SecretBytes, kdf: KDFParameters?, recovery: RecoveryRotation,
                        authority: (any KeyAuthority)?, sensor: SensorIdentity? = nil, confirm: [String] = [],
                        report: BindingReport = BindingReport(),
                        progress: (Int, Int) -> Void = { _, _ in }) throws -> RotationResult {

@@ -4,7 +4,7 @@ import VaultSystem
 /// The kinds of key slot. Each kind has a sealer (what writes a slot: it needs no secret of the
 /// slot's own for the recovery kind, only its public key) and an opener (what unwraps one), as
 /// age has recipients and identities.
-public enum SlotKind: String, Codable, CaseIterable, Sendable {
+package enum SlotKind: String, Codable, CaseIterable, Sendable {
     /// Argon2id of the passcode.
     case passcode
     /// Sealed to the recovery key's X25519 public key.
@@ -14,21 +14,21 @@ public enum SlotKind: String, Codable, CaseIterable, Sendable {
 }
 
 /// One key slot: the master key wrapped under a key-encryption key of some kind.
-public struct KeySlot: Sendable, Equatable {
+package struct KeySlot: Sendable, Equatable {
     /// Row id, bound into the associated data.
-    public var id: Int64
+    package var id: Int64
     /// What opens it.
-    public var kind: SlotKind
+    package var kind: SlotKind
     /// The key generation the slot belongs to.
-    public var generation: Int64
+    package var generation: Int64
     /// Public parameters (JSON): KDF parameters, the recovery public key, or the fingerprint binding.
-    public var params: [UInt8]
+    package var params: [UInt8]
     var nonce: [UInt8]
     var wrapped: [UInt8]
 
     /// The fingerprint binding of a fingerprint slot.
     /// - Throws: `.corrupt` when the parameters are unreadable.
-    public func fingerprintBinding() throws -> FingerprintBinding {
+    package func fingerprintBinding() throws -> FingerprintBinding {
         guard kind == .fingerprint, let b = try? JSONDecoder().decode(FingerprintBinding.self, from: Data(params)) else {
             throw VaultError.corrupt("the fingerprint slot's binding is unreadable")
         }
@@ -38,7 +38,7 @@ public struct KeySlot: Sendable, Equatable {
     /// The Argon2id parameters of a passcode slot, refused outside the accepted range before any
     /// derivation runs (tampered parameters must not run "forever" or take all memory).
     /// - Throws: `.corrupt`.
-    public func passcodeParameters() throws -> KDFParameters {
+    package func passcodeParameters() throws -> KDFParameters {
         guard kind == .passcode, let p = try? JSONDecoder().decode(KDFParameters.self, from: Data(params)) else {
             throw VaultError.corrupt("the passcode slot's parameters are unreadable")
         }
@@ -50,19 +50,19 @@ public struct KeySlot: Sendable, Equatable {
 }
 
 /// The public parameters of a fingerprint slot, bound into its associated data.
-public struct FingerprintBinding: Codable, Equatable, Sendable {
+package struct FingerprintBinding: Codable, Equatable, Sendable {
     /// The reader the vault was bound on.
-    public var sensor: SensorIdentity
+    package var sensor: SensorIdentity
     /// The domain state (hex) at binding time.
-    public var domainState: String
+    package var domainState: String
     /// The kind of key authority that holds the binding (absent in slots made before there was a
     /// choice: the embedded one).
-    public var authority: AuthorityKind?
+    package var authority: AuthorityKind?
     /// Which of the binding's keys seals the slot (hex; each fingerprint unlock re-seals the slot
     /// with a new one). Absent in slots made before keys rolled: the binding's first key.
-    public var keyID: String?
+    package var keyID: String?
     /// Creates a binding.
-    public init(sensor: SensorIdentity, domainState: DomainState, authority: AuthorityKind? = nil, keyID: String? = nil) {
+    package init(sensor: SensorIdentity, domainState: DomainState, authority: AuthorityKind? = nil, keyID: String? = nil) {
         self.sensor = sensor
         self.domainState = domainState.hex
         self.authority = authority
@@ -70,7 +70,7 @@ public struct FingerprintBinding: Codable, Equatable, Sendable {
     }
 
     /// The authority that holds it.
-    public var authorityKind: AuthorityKind { authority ?? .embedded }
+    package var authorityKind: AuthorityKind { authority ?? .embedded }
 }
 
 /// The public parameters of a recovery slot.
@@ -81,14 +81,14 @@ struct RecoveryParams: Codable {
 }
 
 /// A slot's parameters and wrapped key, as a sealer makes them.
-public struct SealedSlot: Sendable {
+package struct SealedSlot: Sendable {
     let params: [UInt8]
     let nonce: [UInt8]
     let wrapped: [UInt8]
 }
 
 /// Writes a slot of one kind. `associatedData(params)` is the slot's AD over its parameters.
-public protocol SlotSealer {
+package protocol SlotSealer {
     /// The kind written.
     var kind: SlotKind { get }
     /// Wraps `masterKey` into slot `slotID`.
@@ -96,7 +96,7 @@ public protocol SlotSealer {
 }
 
 /// Opens slots of one kind.
-public protocol SlotOpener {
+package protocol SlotOpener {
     /// The kind opened.
     var kind: SlotKind { get }
     /// Unwraps the master key, or throws `CryptoError` when this opener does not open `slot`.
@@ -120,7 +120,7 @@ struct PasscodeSlotParameters: Codable {
 }
 
 /// The TPM half of a passcode slot (docs/format.md, "Passcode on the TPM").
-public struct PasscodeTPMParameters: Codable, Equatable, Sendable {
+package struct PasscodeTPMParameters: Codable, Equatable, Sendable {
     /// Format of this record.
     var v = 1
     /// 16 random bytes, bound into the authValue.
@@ -132,7 +132,7 @@ public struct PasscodeTPMParameters: Codable, Equatable, Sendable {
 extension KeySlot {
     /// The TPM half of a passcode slot, nil when the passcode is not on the TPM.
     /// - Throws: `.corrupt` when the parameters are unreadable.
-    public func passcodeTPM() throws -> PasscodeTPMParameters? {
+    package func passcodeTPM() throws -> PasscodeTPMParameters? {
         guard kind == .passcode, let p = try? JSONDecoder().decode(PasscodeSlotParameters.self, from: Data(params)) else {
             throw VaultError.corrupt("the passcode slot's parameters are unreadable")
         }
@@ -142,7 +142,7 @@ extension KeySlot {
     }
 
     /// Whether the passcode of this slot needs the TPM.
-    public var passcodeIsOnTPM: Bool { (try? passcodeTPM()) != nil }
+    package var passcodeIsOnTPM: Bool { (try? passcodeTPM()) != nil }
 }
 
 /// The passcode-on-TPM derivation: Argon2id output `A`; authValue = BLAKE2b-256(key = A,
@@ -201,13 +201,13 @@ enum PasscodeTPM {
 }
 
 /// Where a new passcode slot puts its passcode: Argon2id alone, or Argon2id and the TPM.
-public struct PasscodeTPMTarget: Sendable {
+package struct PasscodeTPMTarget: Sendable {
     /// The TPM that rate-limits the passcode.
-    public var device: TPMDevice
+    package var device: TPMDevice
     /// The vault's id (bound into the derivation).
-    public var vaultID: [UInt8]
+    package var vaultID: [UInt8]
     /// Creates a target.
-    public init(device: TPMDevice, vaultID: [UInt8]) {
+    package init(device: TPMDevice, vaultID: [UInt8]) {
         self.device = device
         self.vaultID = vaultID
     }
@@ -215,15 +215,15 @@ public struct PasscodeTPMTarget: Sendable {
 
 /// A passcode slot: Argon2id under fresh parameters (and, with a TPM target, an object the TPM
 /// unseals only for an authValue from the passcode).
-public final class PasscodeSealer: SlotSealer {
-    public var kind: SlotKind { .passcode }
+package final class PasscodeSealer: SlotSealer {
+    package var kind: SlotKind { .passcode }
     let kek: SecretBytes
     let parameters: KDFParameters
     let tpm: PasscodeTPMParameters?
 
     /// Derives the key now (the expensive part, and the TPM sealing), so a transaction does not wait for it.
     /// - Throws: `TPMFailure`'s vault errors when the TPM cannot seal.
-    public init(passcode: borrowing SecretBytes, parameters: KDFParameters, tpm target: PasscodeTPMTarget? = nil) throws {
+    package init(passcode: borrowing SecretBytes, parameters: KDFParameters, tpm target: PasscodeTPMTarget? = nil) throws {
         let a = try PasswordKDF.deriveKey(password: passcode, parameters: parameters)
         self.parameters = parameters
         guard let target else {
@@ -243,7 +243,7 @@ public final class PasscodeSealer: SlotSealer {
         kek = try PasscodeTPM.kek(s, a, vaultID: target.vaultID)
     }
 
-    public func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
+    package func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
         let params = tpm == nil ? Array(try JSONEncoder().encode(parameters))
                                 : Array(try JSONEncoder().encode(PasscodeSlotParameters(parameters, tpm: tpm)))
         let s = try masterKey.withUnsafeBytes { try AEAD.seal($0, key: kek, associatedData: associatedData(params)) }
@@ -252,14 +252,14 @@ public final class PasscodeSealer: SlotSealer {
 }
 
 /// Opens a passcode slot with the passcode (and, for a passcode on the TPM, `tpm`).
-public final class PasscodeOpener: SlotOpener {
-    public var kind: SlotKind { .passcode }
+package final class PasscodeOpener: SlotOpener {
+    package var kind: SlotKind { .passcode }
     let passcode: SecretBytes
     let vaultID: [UInt8]
     let tpm: TPMDevice?
     let vaultName: String
     /// Copies the passcode.
-    public init(passcode: borrowing SecretBytes, vaultID: [UInt8] = [], tpm: TPMDevice? = nil, vaultName: String = "this vault") throws {
+    package init(passcode: borrowing SecretBytes, vaultID: [UInt8] = [], tpm: TPMDevice? = nil, vaultName: String = "this vault") throws {
         self.passcode = try passcode.duplicate()
         self.vaultID = vaultID
         self.tpm = tpm
@@ -268,7 +268,7 @@ public final class PasscodeOpener: SlotOpener {
 
     /// - Throws: `CryptoError` for a wrong passcode; for a passcode on the TPM, the TPM's own
     ///   answers (`.authenticationFailed` with the tries left, `.tpmLockout`, `.tpmUnavailable`).
-    public func open(_ slot: KeySlot, associatedData: [UInt8]) throws -> SecretBytes {
+    package func open(_ slot: KeySlot, associatedData: [UInt8]) throws -> SecretBytes {
         let a = try PasswordKDF.deriveKey(password: passcode, parameters: try slot.passcodeParameters())
         guard let t = try slot.passcodeTPM() else {
             return try AEAD.open(slot.wrapped, key: a, nonce: slot.nonce, associatedData: associatedData)
@@ -280,11 +280,11 @@ public final class PasscodeOpener: SlotOpener {
 }
 
 /// A recovery slot: sealed to the recovery key's public key (rotation needs no secret for it).
-public struct RecoverySealer: SlotSealer {
-    public var kind: SlotKind { .recovery }
+package struct RecoverySealer: SlotSealer {
+    package var kind: SlotKind { .recovery }
     let publicKey: [UInt8]
 
-    public func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
+    package func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
         let params = Array(try JSONEncoder().encode(RecoveryParams(publicKey: hexString(publicKey))))
         let s = try X25519Seal.seal(masterKey, to: publicKey, associatedData: associatedData(params))
         return SealedSlot(params: params, nonce: s.nonce, wrapped: s.sealed)
@@ -313,8 +313,8 @@ final class RecoveryOpener: SlotOpener {
 /// The authority is asked inside `seal`, when the slot id is known; the proof key it registers
 /// derives from the master key being wrapped, and the binding is proven by `prover` (the vault
 /// as it is unlocked now: during a rotation, under its old key).
-public struct FingerprintSealer: SlotSealer {
-    public var kind: SlotKind { .fingerprint }
+package struct FingerprintSealer: SlotSealer {
+    package var kind: SlotKind { .fingerprint }
     let authority: any KeyAuthority
     let prover: UnlockedVault
     let sensor: SensorIdentity?
@@ -325,7 +325,7 @@ public struct FingerprintSealer: SlotSealer {
 
     /// A sealer binding through `authority` on `sensor` (nil: the authority's choice), proven by
     /// `prover`; `confirm` names the fingers the owner confirms explicitly.
-    public init(authority: any KeyAuthority, prover: UnlockedVault, sensor: SensorIdentity?, rules: PasscodeRules,
+    package init(authority: any KeyAuthority, prover: UnlockedVault, sensor: SensorIdentity?, rules: PasscodeRules,
                 confirm: [String] = [], report: BindingReport = BindingReport()) {
         self.authority = authority
         self.prover = prover
@@ -335,7 +335,7 @@ public struct FingerprintSealer: SlotSealer {
         self.report = report
     }
 
-    public func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
+    package func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
         let proofKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/authority-proof")
         let slot = SlotReference(vaultID: prover.store.vaultID, slotID: slotID)
         let subject = try BindRequest.subject(slot: slot, proofKey: proofKey, confirm: confirm)
@@ -353,13 +353,13 @@ public struct FingerprintSealer: SlotSealer {
 
 /// What a binding reported: the changes of the prints since the vault was last bound (the CLI
 /// shows them), and whether the vault manages the fingerprints.
-public final class BindingReport {
+package final class BindingReport {
     /// The changes, oldest first.
-    public var changes: [PrintChange] = []
+    package var changes: [PrintChange] = []
     /// Whether the vault is an owner vault.
-    public var owner = true
+    package var owner = true
     /// An empty report.
-    public init() {}
+    package init() {}
 }
 
 /// Opens a fingerprint slot with the key the authority released.
@@ -375,7 +375,7 @@ final class FingerprintOpener: SlotOpener {
 
 extension KDFParameters {
     /// Memory accepted from a slot: 8 MiB to 4 GiB.
-    public static let acceptedMemoryBytes = (8 << 20)...(4 << 30)
+    package static let acceptedMemoryBytes = (8 << 20)...(4 << 30)
     /// Passes accepted from a slot.
-    public static let acceptedOperations = 1...20
+    package static let acceptedOperations = 1...20
 }

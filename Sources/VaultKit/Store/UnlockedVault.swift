@@ -12,7 +12,7 @@ public final class UnlockedVault {
     /// The key generation the master key belongs to.
     public let generation: Int64
     /// How this vault was unlocked in this process (nil: a key handed over, as in the agent).
-    public internal(set) var authentication: AuthOutcome?
+    package internal(set) var authentication: AuthOutcome?
     /// The vault's slot sequence (`VaultStore.slotSequence`) as this process last knew it: read
     /// before the slot it unlocked with, then moved on by every slot it makes itself. A rotation
     /// re-makes every slot from what it knew, so it refuses when another process has changed a
@@ -25,11 +25,11 @@ public final class UnlockedVault {
     public var unrecordedHint: String?
     /// What the key authority recorded of this vault's passcode unlock (nil: nothing, or not
     /// opened with a passcode).
-    public var passcodeRecord: PasscodeRecord?
+    package var passcodeRecord: PasscodeRecord?
     /// The nonces this vault issued for fresh fingerprint matches (`freshMatchNonce(for:)`): a
     /// token is accepted only over one of them, once. They go with this object (an agent's
     /// session, a command).
-    public let freshMatches = FreshMatchBook()
+    package let freshMatches = FreshMatchBook()
 
     init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64, slotSequence: Int64) throws {
         self.store = store
@@ -102,7 +102,7 @@ public final class UnlockedVault {
     /// `confirm`: fingers no vault vouched for that the owner confirms explicitly. - Returns:
     /// what changed in the prints since the vault was last bound, and whether it is an owner.
     @discardableResult
-    public func bindFingerprint(authority: any KeyAuthority, sensor: SensorIdentity?, confirm: [String] = []) throws -> BindingReport {
+    package func bindFingerprint(authority: any KeyAuthority, sensor: SensorIdentity?, confirm: [String] = []) throws -> BindingReport {
         let report = BindingReport()
         let sealer = FingerprintSealer(authority: authority, prover: self, sensor: sensor,
                                        rules: try store.settings().passcodeRules, confirm: confirm, report: report)
@@ -128,7 +128,7 @@ public final class UnlockedVault {
     }
 
     /// Removes every slot of `kind`.
-    public func removeSlots(kind: SlotKind) throws {
+    package func removeSlots(kind: SlotKind) throws {
         try writeTransaction { try db.query("DELETE FROM slots WHERE kind=?", [.text(kind.rawValue)]) }
     }
 

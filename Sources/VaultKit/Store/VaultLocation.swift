@@ -12,7 +12,7 @@ public struct VaultLocation: Sendable, Equatable {
     /// The vault's folder (0700).
     public var folder: String { root + "/" + name }
     /// The TPM a passcode on the TPM uses (`VAULT_TPM_TCTI`, else `/dev/tpmrm0`), nil when none.
-    public var tpm: TPMDevice?
+    package var tpm: TPMDevice?
 
     /// The database file (0600).
     public var databasePath: String { folder + "/vault.db" }

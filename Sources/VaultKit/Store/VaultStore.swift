@@ -173,7 +173,7 @@ public final class VaultStore {
 
     /// The slots of the current key generation.
     /// - Throws: `.corrupt` for a slot of a kind this program does not know.
-    public func slots() throws -> [KeySlot] {
+    package func slots() throws -> [KeySlot] {
         let gen = try keyGeneration()
         return try db.query("SELECT id, kind, params, nonce, wrapped FROM slots WHERE generation=? ORDER BY id", [.integer(gen)]).map {
             guard let kind = $0[1].string.flatMap(SlotKind.init(rawValue:)) else {
@@ -185,10 +185,10 @@ public final class VaultStore {
     }
 
     /// The slot of `kind`, if any.
-    public func slot(_ kind: SlotKind) throws -> KeySlot? { try slots().first { $0.kind == kind } }
+    package func slot(_ kind: SlotKind) throws -> KeySlot? { try slots().first { $0.kind == kind } }
 
     /// The fingerprint slot, as the key authority knows it.
-    public func fingerprintSlot() throws -> (reference: SlotReference, binding: FingerprintBinding)? {
+    package func fingerprintSlot() throws -> (reference: SlotReference, binding: FingerprintBinding)? {
         guard let slot = try slot(.fingerprint) else { return nil }
         let binding = try slot.fingerprintBinding()
         return (SlotReference(vaultID: vaultID, slotID: slot.id, keyID: binding.keyID), binding)
@@ -224,7 +224,29 @@ public final class VaultStore {
     ///   passcode (or an altered slot: the two cannot be told apart), `.corrupt` for parameters
     ///   outside the accepted range.
     /// `migrating` false leaves a schema 1 vault as it is (tests that build one).
+    ///
+    /// A passcode typed in another normalisation form than NFC is tried in NFC first (what vault
+    /// seals since passcodes are normalised); a vault whose passcode was sealed as other bytes
+    /// before opens with those bytes, and its passcode slot is sealed again in NFC (best effort).
     func unlock(passcode: borrowing SecretBytes, migrating: Bool = true) throws -> UnlockedVault {
+        guard let nfc = PasscodeRule.form(passcode, decomposed: false) else { return try unlockExactly(passcode: passcode, migrating: migrating) }
+        do {
+            return try unlockExactly(passcode: nfc, migrating: migrating)
+        } catch VaultError.wrongPasscode {
+            if !nfc.isEqual(to: passcode), let vault = try? unlockExactly(passcode: passcode, migrating: migrating) {
+                try? vault.changePasscode(to: nfc, kdf: nil)
+                return vault
+            }
+            if let nfd = PasscodeRule.form(passcode, decomposed: true), !nfd.isEqual(to: nfc), !nfd.isEqual(to: passcode),
+               let vault = try? unlockExactly(passcode: nfd, migrating: migrating) {
+                try? vault.changePasscode(to: nfc, kdf: nil)
+                return vault
+            }
+            throw VaultError.wrongPasscode
+        }
+    }
+
+    private func unlockExactly(passcode: borrowing SecretBytes, migrating: Bool) throws -> UnlockedVault {
         let sequence = try slotSequence()
         guard let slot = try slot(.passcode) else { throw VaultError.passcodeNotSet }
         do {

@@ -2,7 +2,7 @@ import Foundation
 import VaultSystem
 
 /// How a key authority keeps its device secret at rest.
-public enum DeviceSecretSealing: Equatable, Sendable {
+package enum DeviceSecretSealing: Equatable, Sendable {
     /// `STATE/device-secret` (32 bytes, 0600): protected by file permissions only.
     case filePermissions
     /// `STATE/device-secret.tpm`: sealed by `device`'s TPM under its storage key (`NODA`), and with
@@ -10,7 +10,7 @@ public enum DeviceSecretSealing: Equatable, Sendable {
     case tpm(TPMDevice, pcr7: Bool)
 
     /// What protects the secrets, as `vault doctor` says it.
-    public var protection: SecretProtection {
+    package var protection: SecretProtection {
         switch self {
         case .filePermissions: .filePermissions
         case .tpm(_, let pcr7): pcr7 ? .tpmPCR7 : .tpm
@@ -19,7 +19,7 @@ public enum DeviceSecretSealing: Equatable, Sendable {
 }
 
 /// What protects a key authority's secrets at rest (`vault doctor`, `vault status --json`).
-public enum SecretProtection: String, Codable, Sendable {
+package enum SecretProtection: String, Codable, Sendable {
     /// Sealed by the machine's TPM: a copy of the disk is useless elsewhere.
     case tpm
     /// Sealed by the TPM and bound to PCR 7.
@@ -28,7 +28,7 @@ public enum SecretProtection: String, Codable, Sendable {
     case filePermissions = "file-permissions"
 
     /// One line for `vault doctor`.
-    public var description: String {
+    package var description: String {
         switch self {
         case .tpm: "sealed by the TPM (a copy of the disk opens nothing elsewhere)"
         case .tpmPCR7: "sealed by the TPM, bound to PCR 7 (Secure Boot state)"
@@ -40,22 +40,22 @@ public enum SecretProtection: String, Codable, Sendable {
 /// A sealed TPM object as stored: `len‖"vault-tpm-sealed-v1"`, flags (u32: bit 0 PCR 7 policy,
 /// bit 1 dictionary-attack protected), `len‖TPM2B_PUBLIC`, `len‖TPM2B_PRIVATE` (lengths u32
 /// big-endian).
-public struct TPMSealedRecord: Equatable, Sendable {
+package struct TPMSealedRecord: Equatable, Sendable {
     /// The object.
-    public var object: TPMSealedObject
+    package var object: TPMSealedObject
     /// What it asks of an unseal.
-    public var policy: TPMSealPolicy
+    package var policy: TPMSealPolicy
 
     static let label = "vault-tpm-sealed-v1"
 
     /// Creates a record.
-    public init(object: TPMSealedObject, policy: TPMSealPolicy) {
+    package init(object: TPMSealedObject, policy: TPMSealPolicy) {
         self.object = object
         self.policy = policy
     }
 
     /// The stored bytes.
-    public var encoded: [UInt8] {
+    package var encoded: [UInt8] {
         var w = ByteWriter(label: TPMSealedRecord.label)
         w.append(UInt32((policy.pcr7 ? 1 : 0) | (policy.dictionaryAttackProtected ? 2 : 0)))
         w.append(object.publicPart)
@@ -64,7 +64,7 @@ public struct TPMSealedRecord: Equatable, Sendable {
     }
 
     /// Parses stored bytes. - Throws: `.corrupt` naming `what`.
-    public init(encoded bytes: [UInt8], what: String) throws {
+    package init(encoded bytes: [UInt8], what: String) throws {
         var at = 0
         func u32() throws -> Int {
             guard at + 4 <= bytes.count else { throw VaultError.corrupt("\(what) is truncated") }
@@ -88,7 +88,7 @@ public struct TPMSealedRecord: Equatable, Sendable {
 
 extension TPMFailure {
     /// The vault error this failure means for `what` (a file, a vault's passcode slot).
-    public func vaultError(_ what: String) -> VaultError {
+    package func vaultError(_ what: String) -> VaultError {
         switch self {
         case .unreachable(let m): .tpmUnavailable("\(what) needs the TPM, which does not answer (\(m))")
         case .foreignObject, .malformedObject: .tpmForeign(what)

@@ -6,19 +6,19 @@ internal import VaultSystem
 /// `swtpm:path=SOCKET` in tests). Every operation opens its own connection and closes it before
 /// returning, flushing every object and session it loaded (a TPM without a resource manager has
 /// three transient slots, and a software TPM serves one client at a time).
-public struct TPMDevice: Codable, Equatable, Sendable {
+package struct TPMDevice: Codable, Equatable, Sendable {
     /// The TCTI configuration string handed to `Tss2_TctiLdr_Initialize`.
-    public var tcti: String
+    package var tcti: String
 
     /// A device reached through `tcti`.
-    public init(tcti: String) { self.tcti = tcti }
+    package init(tcti: String) { self.tcti = tcti }
 
     /// The kernel's resource-managed TPM device.
-    public static let kernelDevicePath = "/dev/tpmrm0"
+    package static let kernelDevicePath = "/dev/tpmrm0"
 
     /// `VAULT_TPM_TCTI` when set (`none` turns the TPM off), else the kernel's `/dev/tpmrm0` when it
     /// exists, else nil (no TPM).
-    public static func fromEnvironment(_ environment: [String: String]) -> TPMDevice? {
+    package static func fromEnvironment(_ environment: [String: String]) -> TPMDevice? {
         if let t = environment["VAULT_TPM_TCTI"], !t.isEmpty { return t == "none" ? nil : TPMDevice(tcti: t) }
         return FileManager.default.fileExists(atPath: kernelDevicePath) ? TPMDevice(tcti: "device:" + kernelDevicePath) : nil
     }
@@ -27,47 +27,47 @@ public struct TPMDevice: Codable, Equatable, Sendable {
 /// The two halves of a sealed TPM object (`TPM2B_PUBLIC` and `TPM2B_PRIVATE`, marshalled): what
 /// is stored. The private half is encrypted under the TPM's storage key, so it opens only on the
 /// TPM that made it.
-public struct TPMSealedObject: Equatable, Sendable {
+package struct TPMSealedObject: Equatable, Sendable {
     /// The marshalled `TPM2B_PUBLIC` (attributes, policy digest, name algorithm).
-    public var publicPart: [UInt8]
+    package var publicPart: [UInt8]
     /// The marshalled `TPM2B_PRIVATE` (the sealed data, encrypted by the TPM).
-    public var privatePart: [UInt8]
+    package var privatePart: [UInt8]
     /// Creates a sealed object from its marshalled halves.
-    public init(publicPart: [UInt8], privatePart: [UInt8]) {
+    package init(publicPart: [UInt8], privatePart: [UInt8]) {
         self.publicPart = publicPart
         self.privatePart = privatePart
     }
 }
 
 /// What a sealed object asks of whoever unseals it.
-public struct TPMSealPolicy: Equatable, Sendable {
+package struct TPMSealPolicy: Equatable, Sendable {
     /// Whether the object opens only while PCR 7 (Secure Boot state) holds the value it had at sealing.
-    public var pcr7: Bool
+    package var pcr7: Bool
     /// Whether a wrong authValue counts towards the TPM's dictionary-attack lockout (no `NODA`).
-    public var dictionaryAttackProtected: Bool
+    package var dictionaryAttackProtected: Bool
     /// Creates a policy.
-    public init(pcr7: Bool, dictionaryAttackProtected: Bool) {
+    package init(pcr7: Bool, dictionaryAttackProtected: Bool) {
         self.pcr7 = pcr7
         self.dictionaryAttackProtected = dictionaryAttackProtected
     }
 }
 
 /// The TPM's dictionary-attack state (`TPM2_GetCapability`, properties `TPM_PT_LOCKOUT_*`).
-public struct TPMDictionaryAttackState: Equatable, Sendable {
+package struct TPMDictionaryAttackState: Equatable, Sendable {
     /// Authorization failures counted now (`failedTries`).
-    public var failedTries: Int
+    package var failedTries: Int
     /// Failures at which the TPM locks DA-protected objects (`maxTries`).
-    public var maxTries: Int
+    package var maxTries: Int
     /// Seconds of powered time after which one failure is forgotten (`recoveryTime`).
-    public var recoverySeconds: Int
+    package var recoverySeconds: Int
     /// Whether the TPM refuses DA-protected objects now.
-    public var lockedOut: Bool { maxTries > 0 && failedTries >= maxTries }
+    package var lockedOut: Bool { maxTries > 0 && failedTries >= maxTries }
     /// Wrong authValues left before the lockout.
-    public var triesLeft: Int { max(0, maxTries - failedTries) }
+    package var triesLeft: Int { max(0, maxTries - failedTries) }
 }
 
 /// Why a TPM operation failed, in the terms vault acts on (the response code is kept for the rest).
-public enum TPMFailure: Error, Equatable, Sendable {
+package enum TPMFailure: Error, Equatable, Sendable {
     /// The TCTI could not be loaded or the TPM did not answer.
     case unreachable(String)
     /// The authValue was wrong and the TPM counted it (`TPM_RC_AUTH_FAIL`).
@@ -254,15 +254,15 @@ private final class TSS2Connection {
 
 extension TPMDevice {
     /// The most bytes a sealed object holds (hardware may refuse more).
-    public static let maximumSealedBytes = 128
+    package static let maximumSealedBytes = 128
     /// The authValue length vault uses (hardware may refuse longer ones).
-    public static let authValueBytes = 32
+    package static let authValueBytes = 32
 
     /// Seals `secret` (at most 128 bytes) in a KEYEDHASH object under the storage key.
     /// `authValue`: 32 bytes, or empty for none. With `policy.pcr7` the object opens only while
     /// PCR 7 holds its present value (and then the authValue is checked through `PolicyAuthValue`).
     /// - Throws: `TPMFailure`.
-    public func seal(_ secret: borrowing SecretBytes, authValue: borrowing SecretBytes, policy: TPMSealPolicy) throws(TPMFailure) -> TPMSealedObject {
+    package func seal(_ secret: borrowing SecretBytes, authValue: borrowing SecretBytes, policy: TPMSealPolicy) throws(TPMFailure) -> TPMSealedObject {
         guard secret.count > 0, secret.count <= TPMDevice.maximumSealedBytes, authValue.count == 0 || authValue.count == TPMDevice.authValueBytes else {
             throw .other(call: "seal", code: 0, description: "secret of \(secret.count) bytes or authValue of \(authValue.count) bytes")
         }
@@ -310,7 +310,7 @@ extension TPMDevice {
     /// satisfying the PCR 7 policy when the object carries one.
     /// - Throws: `TPMFailure`: `.wrongAuthorization` (counted), `.lockout`, `.policyFailed`,
     ///   `.foreignObject` (another TPM's object), `.malformedObject`.
-    public func unseal(_ object: TPMSealedObject, authValue: borrowing SecretBytes) throws(TPMFailure) -> SecretBytes {
+    package func unseal(_ object: TPMSealedObject, authValue: borrowing SecretBytes) throws(TPMFailure) -> SecretBytes {
         var inPublic = TPM2B_PUBLIC()
         var inPrivate = TPM2B_PRIVATE()
         var offset = 0
@@ -361,7 +361,7 @@ extension TPMDevice {
 
     /// The TPM's dictionary-attack counter and parameters. Also the cheapest proof that the TPM answers.
     /// - Throws: `TPMFailure`.
-    public func dictionaryAttackState() throws(TPMFailure) -> TPMDictionaryAttackState {
+    package func dictionaryAttackState() throws(TPMFailure) -> TPMDictionaryAttackState {
         let tpm = try TSS2Connection(self)
         var more: TPMI_YES_NO = 0
         var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?

@@ -1,0 +1,143 @@
+import VaultKit
+import Foundation
+
+/// The CSV exports vault reads, told apart by their header row; a column vault has no field for
+/// becomes a custom text field of that name, never dropped.
+public enum ForeignCSV {
+    static let bitwarden = ["folder", "favorite", "type", "name", "notes", "fields", "reprompt", "login_uri", "login_username", "login_password", "login_totp"]
+    static let keepassxc = ["Group", "Title", "Username", "Password", "URL", "Notes", "TOTP", "Icon", "Last Modified", "Created"]
+    static let onePassword = ["Title", "Url", "Username", "Password", "OTPAuth", "Favorite", "Archived", "Tags", "Notes"]
+    static let chrome = ["name", "url", "username", "password"]
+    static let firefox = ["url", "username", "password", "httpRealm", "formActionOrigin", "guid", "timeCreated", "timeLastUsed", "timePasswordChanged"]
+
+    /// The format whose header this is.
+    static func detect(header: [String]) -> ImportFormat? {
+        let h = Set(header)
+        if h.isSuperset(of: ["type", "name", "login_uri", "login_username", "login_password"]) { return .bitwardenCSV }
+        if h.isSuperset(of: ["Group", "Title", "Username", "Password", "URL", "Notes"]) { return .keepassxcCSV }
+        if h.isSuperset(of: ["Title", "Username", "Password"]) && (h.contains("Url") || h.contains("OTPAuth")) { return .onePasswordCSV }
+        if h.isSuperset(of: ["url", "username", "password", "formActionOrigin"]) || h.isSuperset(of: ["url", "username", "password", "guid"]) { return .firefoxCSV }
+        if h.isSuperset(of: ["name", "url", "username", "password"]) { return .chromeCSV }
+        return nil
+    }
+
+    /// Reads a CSV export of `format`.
+    /// - Throws: `.usage` naming the line of a malformed row.
+    public static func read(_ bytes: [UInt8], format: ImportFormat, now: Int64) throws -> ImportBatch {
+        var reader = CSVReader(bytes)
+        return try read(&reader, format: format, now: now)
+    }
+
+    /// Reads a CSV export of `format` row by row from `reader`.
+    /// - Throws: `.usage` naming the line of a malformed row, a row over `ImportLimits.item`, or
+    ///   an import that would hold more than `ImportLimits.held`.
+    public static func read(_ reader: inout CSVReader, format: ImportFormat, now: Int64) throws -> ImportBatch {
+        guard let header = try reader.next() else { throw VaultError.usage("the file is empty") }
+        let required: [String]
+        switch format {
+        case .bitwardenCSV: required = ["type", "name", "login_uri", "login_username", "login_password"]
+        case .keepassxcCSV: required = ["Group", "Title", "Username", "Password", "URL", "Notes"]
+        case .onePasswordCSV: required = ["Title", "Username", "Password"]
+        case .chromeCSV: required = ["name", "url", "username", "password"]
+        case .firefoxCSV: required = ["url", "username", "password"]
+        default: throw VaultError.usage("\(format.rawValue) is not a CSV format")
+        }
+        if let missing = required.first(where: { !header.fields.contains($0) }) {
+            throw VaultError.usage("line 1: the header has no '\(missing)' column: this is not \(format.label)",
+                                   hint: "the header found: \(header.fields.prefix(12).joined(separator: ","))")
+        }
+        var batch = ImportBatch()
+        while let row = try reader.next() {
+            guard row.fields.count == header.fields.count else {
+                throw VaultError.usage("line \(row.line): \(row.fields.count) fields, the header has \(header.fields.count)")
+            }
+            var columns: [String: String] = [:]
+            for (k, v) in zip(header.fields, row.fields) { columns[k] = v }
+            let entry = "line \(row.line)"
+            var used: Set<String> = []
+            func take(_ key: String) -> String? {
+                used.insert(key)
+                guard let v = columns[key], !v.isEmpty else { return nil }
+                return v
+            }
+            var item: Item
+            switch format {
+            case .bitwardenCSV:
+                item = Item(name: take("name") ?? "untitled", now: now)
+                switch take("type") ?? "login" {
+                case "login": item.type = .login
+                case "note": item.type = .note
+                case let other: throw VaultError.usage("\(entry): unknown type '\(other)' (login or note)")
+                }
+                item.notes = take("notes")
+                if let folder = take("folder") ?? take("collections") { item.tags += folder.split(separator: ",").map(String.init) }
+                if take("favorite") == "1" { item.tags.append("favorite") }
+                if take("reprompt") == "1" { item.fields.append(CustomField(name: "bitwarden reprompt", value: "on")) }
+                item.urls = (take("login_uri") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                item.username = take("login_username")
+                item.password = take("login_password")
+                item.totp = take("login_totp")
+                // `fields` holds one `name: value` per line.
+                for line in (take("fields") ?? "").split(separator: "\n", omittingEmptySubsequences: true) {
+                    if let sep = line.range(of: ": ") {
+                        item.fields.append(CustomField(name: String(line[..<sep.lowerBound]), value: String(line[sep.upperBound...])))
+                    } else {
+                        item.fields.append(CustomField(name: String(line), value: ""))
+                    }
+                }
+                VaultMeta.restore(into: &item)
+            case .keepassxcCSV:
+                item = Item(name: take("Title") ?? "untitled", now: now)
+                item.username = take("Username")
+                item.password = take("Password")
+                if let u = take("URL") { item.urls = [u] }
+                item.notes = take("Notes")
+                item.totp = take("TOTP")
+                if let g = take("Group") {
+                    // The first component is the database's root group ("Root", "Passwords").
+                    let path = g.split(separator: "/").dropFirst().joined(separator: "/")
+                    if !path.isEmpty { item.tags = [path] }
+                }
+                if let icon = take("Icon"), icon != "0" { item.fields.append(CustomField(name: "keepass icon", value: icon)) }
+                if let c = ForeignTime.iso(take("Created")) { item.created = c }
+                item.modified = ForeignTime.iso(take("Last Modified")) ?? item.created
+            case .onePasswordCSV:
+                item = Item(name: take("Title") ?? "untitled", now: now)
+                item.username = take("Username")
+                item.password = take("Password")
+                item.urls = (take("Url") ?? take("URL") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                item.totp = take("OTPAuth")
+                item.notes = take("Notes")
+                item.tags = (take("Tags") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                if take("Favorite") == "true" { item.tags.append("favorite") }
+                if take("Archived") == "true" { item.tags.append("archived") }
+                if item.username == nil && item.password == nil && item.urls.isEmpty && item.totp == nil { item.type = .note }
+            case .chromeCSV:
+                item = Item(name: take("name") ?? "untitled", now: now)
+                if let u = take("url") { item.urls = [u] }
+                item.username = take("username")
+                item.password = take("password")
+                item.notes = take("note")
+            default: // .firefoxCSV
+                let url = take("url")
+                item = Item(name: url.flatMap { URLComponents(string: $0)?.host } ?? url ?? "untitled", now: now)
+                if let url { item.urls = [url] }
+                item.username = take("username")
+                item.password = take("password")
+                if let realm = take("httpRealm") { item.fields.append(CustomField(name: "http realm", value: realm)) }
+                if let action = take("formActionOrigin") { item.fields.append(CustomField(name: "form action origin", kind: .url, value: action)) }
+                if let c = take("timeCreated").flatMap(Int64.init) { item.created = c / 1000 }
+                item.modified = take("timePasswordChanged").flatMap(Int64.init).map { $0 / 1000 } ?? item.created
+                if let last = take("timeLastUsed").flatMap(Int64.init) {
+                    item.fields.append(CustomField(name: "last used", value: ForeignTime.plain.string(from: Date(timeIntervalSince1970: TimeInterval(last / 1000)))))
+                }
+                if let guid = take("guid") { item.fields.append(CustomField(name: "firefox guid", value: guid)) }
+            }
+            for (k, v) in zip(header.fields, row.fields) where !used.contains(k) && !v.isEmpty {
+                item.fields.append(CustomField(name: k, value: v))
+            }
+            try batch.add(item, entry: entry)
+        }
+        return batch
+    }
+}
