@@ -727,10 +727,12 @@ struct UnlockRunner {
 
     func unlock(_ location: VaultLocation) -> Bool {
         let reason = "a program asks to unlock the vault \(location.name) (Secret Service)"
-        if run(["unlock", "--vault", location.name, "--no-input", "--scan-timeout", String(options.scanTimeout), "--reason", reason],
-               passcode: nil) { return true }
+        // `--scope user`: the session serves every process of the user (the service and its
+        // clients have no terminal of the unlock's), as a session the person opens for them must.
+        if run(["unlock", "--vault", location.name, "--scope", "user", "--no-input", "--scan-timeout", String(options.scanTimeout),
+                "--reason", reason], passcode: nil) { return true }
         guard let pinentry = options.pinentry, let pin = Pinentry(program: pinentry, environment: options.environment).passcode(description: reason) else { return false }
-        return pin.withUnsafeBytes { run(["unlock", "--vault", location.name, "--passcode", "--passcode-fd", "0"], passcode: $0) }
+        return pin.withUnsafeBytes { run(["unlock", "--vault", location.name, "--scope", "user", "--passcode", "--passcode-fd", "0"], passcode: $0) }
     }
 
     /// Runs `vault ARGS` (its stderr is ours, its stdout discarded), the passcode on its standard

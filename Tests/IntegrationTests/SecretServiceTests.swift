@@ -113,7 +113,7 @@ final class SecretServiceRig: @unchecked Sendable {
         env["DBUS_SESSION_BUS_ADDRESS"] = bus.address
         box.env["DBUS_SESSION_BUS_ADDRESS"] = bus.address
         if unlock {
-            let r = box.vault(["unlock", "--passcode", "--timeout", "600"], passcode: Sandbox.passcode)
+            let r = box.vault(["unlock", "--scope", "user", "--passcode", "--timeout", "600"], passcode: Sandbox.passcode)
             #expect(r.status == 0, "unlock: \(r.stderr)")
         }
         service = try RunningService(env, args: serviceArgs, output: box.home + "/service")
@@ -553,14 +553,14 @@ extension SecretServiceTests {
         let rig = try SecretServiceRig()
         defer { rig.close() }
         #expect(rig.secretTool(["store", "--label=Carried", "service", "carry", "user", "fay"], stdin: "carry-Secret-8").status == 0)
-        let exported = rig.box.vault(["export"])
+        let exported = rig.box.vault(["export"], passcode: Sandbox.passcode)
         #expect(exported.status == 0 && exported.stdout.contains("\"type\":\"secret-service\""), "\(exported.stdout) \(exported.stderr)")
         rig.box.initVault("other")
         let file = rig.box.home + "/export.json"
         _ = FileManager.default.createFile(atPath: file, contents: Data(exported.stdout.utf8))
         let imported = rig.box.vault(["import", "--vault", "other", file], passcode: Sandbox.passcode)
         #expect(imported.status == 0, "\(imported.stderr)")
-        let r = rig.box.vault(["unlock", "--passcode", "--vault", "other"], passcode: Sandbox.passcode)
+        let r = rig.box.vault(["unlock", "--scope", "user", "--passcode", "--vault", "other"], passcode: Sandbox.passcode)
         #expect(r.status == 0)
         let second = try RunningService(rig.env, args: ["--replace", "--vault", "other"], output: rig.box.home + "/other")
         _ = reap(rig.service!.pid)
@@ -576,7 +576,7 @@ extension SecretServiceTests {
     @Test func dBusActivationStartsTheServiceOnTheFirstCall() throws {
         let box = Sandbox()
         box.initVault()
-        #expect(box.vault(["unlock", "--passcode", "--timeout", "600"], passcode: Sandbox.passcode).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user", "--passcode", "--timeout", "600"], passcode: Sandbox.passcode).status == 0)
         defer { box.vault(["lock", "--all"]) }
         let services = box.home + "/services"
         try FileManager.default.createDirectory(atPath: services, withIntermediateDirectories: true)
@@ -741,7 +741,7 @@ extension SecretServiceTests {
         #expect(rig.secretTool(["store", "--label=Rotated", "service", "rotate"], stdin: "rot-Secret-31").status == 0)
         let rotated = rig.box.vault(["rotate"], passcode: Sandbox.passcode)
         #expect(rotated.status == 0, "\(rotated.stderr)")
-        #expect(rig.box.vault(["unlock", "--passcode"], passcode: Sandbox.passcode).status == 0)
+        #expect(rig.box.vault(["unlock", "--scope", "user", "--passcode"], passcode: Sandbox.passcode).status == 0)
         let r = rig.secretTool(["lookup", "service", "rotate"])
         #expect(r.status == 0 && r.stdout == "rot-Secret-31", "\(r.stdout) \(r.stderr)")
     }
