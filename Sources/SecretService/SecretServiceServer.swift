@@ -161,7 +161,7 @@ public final class SecretServiceServer: @unchecked Sendable {
         }
         do {
             let request = try SecretRequest.decode(path: m.path, interface: m.interface, member: m.member, arguments: m.arguments)
-            m.reply(try perform(request, sender: m.sender))
+            if let values = try perform(request, sender: m.sender, incoming: m) { m.reply(values) }
         } catch let e as DBusError {
             m.fail(e)
         } catch let e as VaultError {
@@ -197,7 +197,9 @@ public final class SecretServiceServer: @unchecked Sendable {
     /// The number of sessions (tests).
     public func sessionCount() -> Int { queue.sync { sessions.count } }
 
-    func perform(_ r: SecretRequest, sender: String) throws -> [DBusValue] {
+    /// Carries out one request; nil when the reply comes later (a release that waits for a touch),
+    /// sent through `incoming`.
+    func perform(_ r: SecretRequest, sender: String, incoming: DBusIncoming? = nil) throws -> [DBusValue]? {
         switch r {
         case .introspect(let path): return [.string(Introspection.xml(for: SecretObject(path: path), children: children(of: path)))]
         case .ping: return []
@@ -230,6 +232,7 @@ public final class SecretServiceServer: @unchecked Sendable {
                 guard let c = try? collection(of: path), let location = c.location else { continue }
                 if done.insert(c.element).inserted, let client = AgentClient.connect(options.environment) {
                     _ = try? client.send(.lock(vault: location.databasePath))
+                    approvals[c.element] = nil
                     lockChanged(c, locked: true)
                 }
                 locked.append(path)
@@ -237,10 +240,20 @@ public final class SecretServiceServer: @unchecked Sendable {
             return [.objectPaths(locked), .objectPath(SecretPaths.none)]
         case .getSecrets(let items, let sessionPath):
             let session = try clientSession(sessionPath, sender: sender)
+            let waiting = items.compactMap { path -> (Collection, StoredItem)? in
+                guard case .item(let ref, let id) = SecretObject(path: path), let c = try? collection(ref) else { return nil }
+                return (try? needsApproval(c, id: id, sender: sender)).flatMap { $0.map { (c, $0) } }
+            }
+            if !waiting.isEmpty, let incoming {
+                approve(waiting, sender: sender, incoming: incoming) { server in
+                    try server.perform(.getSecrets(items: items, session: sessionPath), sender: sender) ?? []
+                }
+                return nil
+            }
             var entries: [DBusEntry] = []
             for path in items {
                 guard case .item(let ref, let id) = SecretObject(path: path), let c = try? collection(ref),
-                      let secret = try? secret(c, id: id, session: session, sessionPath: sessionPath) else { continue }
+                      let secret = try? secret(c, id: id, session: session, sessionPath: sessionPath, sender: sender) else { continue }
                 entries.append(DBusEntry(.objectPath(path), secret.dbus))
             }
             return [.dictionary(key: "o", value: "(oayays)", entries)]
@@ -276,7 +289,14 @@ public final class SecretServiceServer: @unchecked Sendable {
             return [.objectPath(SecretPaths.none)]
         case .getSecret(.item(let ref, let id), let sessionPath):
             let session = try clientSession(sessionPath, sender: sender)
-            return [try secret(try collection(ref), id: id, session: session, sessionPath: sessionPath).dbus]
+            let c = try collection(ref)
+            if let item = try needsApproval(c, id: id, sender: sender), let incoming {
+                approve([(c, item)], sender: sender, incoming: incoming) { server in
+                    try server.perform(.getSecret(item: .item(collection: ref, id: id), session: sessionPath), sender: sender) ?? []
+                }
+                return nil
+            }
+            return [try secret(c, id: id, session: session, sessionPath: sessionPath, sender: sender).dbus]
         case .setSecret(.item(let ref, let id), let wire):
             let c = try collection(ref)
             let session = try clientSession(wire.session, sender: sender)
@@ -380,15 +400,95 @@ public final class SecretServiceServer: @unchecked Sendable {
                           contentType: contentType)
     }
 
-    func secret(_ c: Collection, id: String, session: ClientSession, sessionPath: String) throws -> WireSecret {
+    func secret(_ c: Collection, id: String, session: ClientSession, sessionPath: String, sender: String) throws -> WireSecret {
         if c.location == nil {
             guard let m = memory.first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
             return try seal(m.secret, session, sessionPath: sessionPath, contentType: m.contentType)
         }
         let access = try unlockedAccess(c)
         guard let item = try items(c, access).first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
+        if item.fingerprintLogin {
+            guard let client = clientIdentity(sender), let approved = approvals[c.element]?[client]?[item.id] else {
+                throw DBusError.accessDenied("\(item.name) needs a fresh finger match for this program")
+            }
+            return try seal(approved.bytes, session, sessionPath: sessionPath, contentType: item.contentType)
+        }
         let plain = try access.releaseSecret(named: item.name, field: "password", command: "secret-service", freshMatch: nil)
         return try seal(plain, session, sessionPath: sessionPath, contentType: item.contentType)
+    }
+
+    // MARK: Per-program approval of fingerprint-login items
+
+    /// A secret in guarded memory, kept for one approved program.
+    final class ApprovedSecret: @unchecked Sendable {
+        let bytes: SecretBytes
+        init(_ bytes: consuming SecretBytes) { self.bytes = bytes }
+    }
+
+    /// Per collection, per program (`executable|start time`), per item id: the secrets released to
+    /// it after its own fresh match, kept until the collection locks.
+    var approvals: [String: [String: [String: ApprovedSecret]]] = [:]
+
+    /// The program behind a unique name: its executable and its start time (`/proc/PID/stat`,
+    /// field 22), so a later process with the same pid is another program. nil when unknown.
+    func clientIdentity(_ sender: String) -> String? {
+        guard let pid = try? connection.processID(of: sender),
+              let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe"),
+              let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command's closing parenthesis: field 3 is the first, so start time (22) is the 20th.
+        guard fields.count > 19 else { return nil }
+        return exe + "|" + fields[19]
+    }
+
+    /// The item when it has fingerprint login on and this program has not had it released yet.
+    func needsApproval(_ c: Collection, id: String, sender: String) throws -> StoredItem? {
+        guard c.location != nil, let access = try access(c) else {
+            approvals[c.element] = nil
+            return nil
+        }
+        guard let item = try items(c, access).first(where: { $0.id == id }), item.fingerprintLogin else { return nil }
+        if let client = clientIdentity(sender), approvals[c.element]?[client]?[item.id] != nil { return nil }
+        return item
+    }
+
+    /// Releases `items` to the program behind `sender` after a fresh match of its own (`vault get`
+    /// of each, whose key authority asks for the finger and whose agent checks the token), on a
+    /// thread of its own, one at a time like prompts; then answers `incoming` with `reply`, or
+    /// with `AccessDenied` when no finger came.
+    func approve(_ items: [(Collection, StoredItem)], sender: String, incoming: DBusIncoming,
+                 reply: @escaping @Sendable (SecretServiceServer) throws -> [DBusValue]) {
+        guard let client = clientIdentity(sender) else {
+            incoming.fail(.accessDenied("the requesting program cannot be told apart (no process id)"))
+            return
+        }
+        let options = self.options, queue = self.queue, connection = self.connection
+        let program = ((client.split(separator: "|").first.map(String.init) ?? "a program") as NSString).lastPathComponent
+        let work = items.map { (c: $0.0, name: $0.1.name, id: $0.1.id) }
+        Thread.detachNewThread { [weak self] in
+            Self.unlockGate.lock()
+            defer { Self.unlockGate.unlock() }
+            var released: [(String, String, ApprovedSecret)] = []
+            for w in work {
+                guard let location = w.c.location else { continue }
+                Self.notify(connection, vaults: [location.name], sender: sender)
+                let reason = "\(program) asks for '\(w.name)' (Secret Service)"
+                guard let secret = FreshRelease(options: options).password(of: w.name, in: location, reason: reason) else { break }
+                released.append((w.c.element, w.id, ApprovedSecret(secret)))
+            }
+            let complete = released.count == work.count
+            let done = released
+            queue.async { [weak self] in
+                guard let self else { return }
+                for (element, id, secret) in done { self.approvals[element, default: [:]][client, default: [:]][id] = secret }
+                guard complete else {
+                    incoming.fail(.accessDenied("no fresh finger match: the secret was not released"))
+                    return
+                }
+                do { incoming.reply(try reply(self)) } catch let e as DBusError { incoming.fail(e) } catch { incoming.fail(.failed("\(error)")) }
+            }
+        }
     }
 
     /// A secret's bytes as the item's password (vault keeps secrets as text); wipes `plain`.
@@ -436,7 +536,9 @@ public final class SecretServiceServer: @unchecked Sendable {
     }
 
     func unlockedAccess(_ c: Collection) throws -> SessionAccess {
-        guard let a = try access(c) else { throw SecretErrors.isLocked("the collection \(c.label) is locked: unlock it (vault unlock --vault \(c.label))") }
+        guard let a = try access(c) else {
+            approvals[c.element] = nil
+            throw SecretErrors.isLocked("the collection \(c.label) is locked: unlock it (vault unlock --vault \(c.label))") }
         return a
     }
 
@@ -708,6 +810,41 @@ public final class SecretServiceServer: @unchecked Sendable {
         emit(c.path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
              [.string(SecretRequest.collection), .properties([("Locked", .boolean(locked))]), .array(element: "s", [])])
         emit(SecretPaths.base, SecretRequest.service, "CollectionChanged", [.objectPath(c.path)])
+    }
+}
+
+/// A release after a fresh match: `vault get NAME --field password` of the vault, whose own
+/// paths ask the key authority for the finger, get the agent's nonce and send the token; the
+/// password comes back on a pipe, read straight into guarded memory.
+struct FreshRelease {
+    let options: SecretServiceOptions
+
+    func password(of name: String, in location: VaultLocation, reason: String) -> SecretBytes? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: options.vaultBinary)
+        process.arguments = ["get", name, "--vault", location.name, "--field", "password", "--no-input",
+                             "--scan-timeout", String(options.scanTimeout), "--reason", reason]
+        process.environment = options.environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.standardError
+        process.standardInput = FileHandle.nullDevice
+        do { try process.run() } catch { return nil }
+        try? out.fileHandleForWriting.close()
+        var input = FileDescriptor(owning: out.fileHandleForReading.fileDescriptor)
+        defer { _ = input.take() }
+        guard let buffer = try? SecretBytes(zeroed: SecretServiceLimits.secretBytes + 2) else { return nil }
+        var used = 0
+        while used < buffer.count {
+            let n = buffer.withUnsafeMutableBytes { b in (try? input.read(into: UnsafeMutableRawBufferPointer(rebasing: b[used...]))) ?? 0 }
+            if n <= 0 { break }
+            used += n
+        }
+        process.waitUntilExit()
+        guard process.terminationReason == .exit, process.terminationStatus == 0, used <= SecretServiceLimits.secretBytes + 1 else { return nil }
+        // `get --field` ends the value with one newline.
+        let length = buffer.withUnsafeBytes { b in used > 0 && b[used - 1] == 0x0a ? used - 1 : used }
+        return try? buffer.withUnsafeBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<length])) }
     }
 }
 

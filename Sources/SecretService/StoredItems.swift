@@ -15,6 +15,9 @@ public struct StoredItem: Sendable, Equatable {
     public var contentType: String
     public var created: Int64
     public var modified: Int64
+    /// The item's fingerprint login switch (`vault edit NAME --fingerprint-login on`): each
+    /// requesting program needs a fresh match of its own (docs/cli.md, "vault secret-service").
+    public var fingerprintLogin: Bool
 
     static let idField = "secret-service.id"
     static let labelField = "secret-service.label"
@@ -33,6 +36,7 @@ public struct StoredItem: Sendable, Equatable {
             .sorted { $0.name < $1.name }
         created = item.created
         modified = item.modified
+        fingerprintLogin = item.fingerprintLogin
     }
 
     /// A new item's record (its password set by the caller).

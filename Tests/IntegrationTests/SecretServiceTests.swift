@@ -441,6 +441,44 @@ extension SecretServiceTests {
                 "one scan for five prompts: \(rig.service!.stderr)")
     }
 
+    /// An item with fingerprint login on: each requesting program needs a touch of its own, once
+    /// (its later reads are served until lock); another program touches again; no touch, no secret.
+    @Test func aFingerprintLoginItemNeedsAFreshMatchPerProgram() throws {
+        let box = Sandbox()
+        box.useVirtualReader("virtual_device")
+        let enrol = box.vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: Sandbox.passcode,
+                              reader: Array(repeating: .device("SCAN alice"), count: 5))
+        #expect(enrol.status == 0, "init: \(enrol.stderr)")
+        let rig = try SecretServiceRig(box: box, serviceArgs: ["--scan-timeout", "3"])
+        defer { rig.close() }
+        #expect(rig.secretTool(["store", "--label=Flagged", "service", "flagged"], stdin: "fl-Secret-5150").status == 0)
+        let name = try #require(box.vault(["ls"]).stdout.split(separator: "\n").first { $0.hasPrefix("Flagged #") }.map(String.init))
+        let edit = box.vault(["edit", name, "--fingerprint-login", "on"], reader: [.awaitStderr("touch"), .device("SCAN alice")])
+        #expect(edit.status == 0, "edit: \(edit.stderr)")
+        let twice = """
+            import secretstorage
+            conn = secretstorage.dbus_init()
+            item = next(secretstorage.get_default_collection(conn).search_items({"service": "flagged"}))
+            print(item.get_secret().decode(), item.get_secret().decode())
+            """
+        let prompt = "touch the fingerprint reader"
+        let feed = ReaderFeed(socket: box.readerSocket, env: box.env,
+                              steps: [.awaitStderrCount(prompt, 1), .device("SCAN alice"), .awaitStderrCount(prompt, 2), .device("SCAN alice")],
+                              log: box.home + "/reader.log")
+        rig.service!.feed = feed
+        let first = rig.python(twice)
+        #expect(first.status == 0 && first.stdout == "fl-Secret-5150 fl-Secret-5150\n", "first program: \(first.stdout) \(first.stderr)")
+        let second = rig.python(twice)
+        #expect(second.status == 0 && second.stdout == "fl-Secret-5150 fl-Secret-5150\n", "second program: \(second.stdout) \(second.stderr)")
+        #expect(feed.finish(grace: 10) == [0, 0])
+        rig.service!.feed = nil
+        #expect(rig.service!.stderr.components(separatedBy: prompt).count - 1 == 2, "one touch per program: \(rig.service!.stderr)")
+        // No finger: the scan times out and the program gets no secret.
+        let third = rig.python(twice)
+        #expect(third.status != 0 && third.stderr.contains("org.freedesktop.DBus.Error.AccessDenied") && !third.stdout.contains("fl-Secret"),
+                "\(third.stdout) \(third.stderr)")
+    }
+
     @Test func theSameClientScriptGivesTheSameResultsAgainstGnomeKeyring() throws {
         let rig = try SecretServiceRig()
         let ours = rig.python(pythonCompare)
