@@ -58,7 +58,7 @@ binary=$build/fuzz-$target
 package_name=$(basename "$PWD" | tr '[:upper:]' '[:lower:]')
 swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 -package-name "$package_name" \
     -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault \
-    -D VAULT_FUZZ_HARNESS -use-ld=lld -module-name "Fuzz_$target" \
+    -D VAULT_FUZZ_HARNESS -use-ld=lld -module-name "Fuzz_${target//-/_}" \
     -I "$build/Modules" \
     -Xcc -fmodule-map-file=Sources/CSodium/module.modulemap -Xcc -fmodule-map-file=Sources/CSQLite/module.modulemap \
     -Xcc -fmodule-map-file=Sources/CTSS2/module.modulemap "${extra_maps[@]}" \

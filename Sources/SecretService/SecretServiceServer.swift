@@ -472,7 +472,7 @@ public final class SecretServiceServer: @unchecked Sendable {
             var released: [(String, String, ApprovedSecret)] = []
             for w in work {
                 guard let location = w.c.location else { continue }
-                Self.notify(connection, vaults: [location.name], sender: sender)
+                Self.notify(connection, sender: sender) { "\($0) asks for '\(w.name)' from the vault \(location.name): touch the fingerprint reader" }
                 let reason = "\(program) asks for '\(w.name)' (Secret Service)"
                 guard let secret = FreshRelease(options: options).password(of: w.name, in: location, reason: reason) else { break }
                 released.append((w.c.element, w.id, ApprovedSecret(secret)))
@@ -769,7 +769,9 @@ public final class SecretServiceServer: @unchecked Sendable {
             defer { Self.unlockGate.unlock() }
             let runner = UnlockRunner(options: options, prompt: p, queue: queue)
             let waiting = p.vaults.filter { c in c.location.map { !runner.isUnlocked($0) } ?? false }
-            if !waiting.isEmpty && !runner.isCancelled { Self.notify(connection, vaults: waiting.map(\.label), sender: p.owner) }
+            if !waiting.isEmpty && !runner.isCancelled {
+                Self.notify(connection, sender: p.owner) { "\($0) asks to unlock the vault \(waiting.map(\.label).joined(separator: ", ")): touch the fingerprint reader" }
+            }
             let ok = p.vaults.allSatisfy { c in c.location.map { runner.isUnlocked($0) || (!runner.isCancelled && runner.unlock($0)) } ?? true }
             queue.async { [weak self] in self?.finish(p, dismissed: !ok) }
         }
@@ -779,13 +781,13 @@ public final class SecretServiceServer: @unchecked Sendable {
 
     /// Tells the desktop a touch is awaited (`org.freedesktop.Notifications.Notify`), when a
     /// notification server owns its name; nothing otherwise (no activation, at most 2 s).
-    static func notify(_ connection: DBusConnection, vaults: [String], sender: String) {
+    static func notify(_ connection: DBusConnection, sender: String, _ text: (String) -> String) {
         let name = "org.freedesktop.Notifications"
         guard (try? connection.owner(of: name)) ?? nil != nil else { return }
         let who = (try? connection.processID(of: sender)).flatMap { pid in
             try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")
         }.map { ($0 as NSString).lastPathComponent } ?? "a program"
-        let body = "\(who) asks to unlock the vault \(vaults.joined(separator: ", ")): touch the fingerprint reader"
+        let body = text(who)
         _ = try? connection.call(name, "/org/freedesktop/Notifications", name, "Notify",
                                  [.string("vault"), .uint32(0), .string("dialog-password"), .string("Unlock vault"), .string(body),
                                   .array(element: "s", []), .properties([("urgency", .byte(2))]), .int32(-1)],

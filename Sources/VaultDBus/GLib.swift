@@ -17,7 +17,7 @@ public final class DBusBytes: @unchecked Sendable, Equatable {
     /// A copy of `bytes` in GLib's memory.
     public init(copying bytes: UnsafeRawBufferPointer) {
         let data = g_bytes_new(bytes.baseAddress, gsize(bytes.count))
-        variant = g_variant_ref_sink(g_variant_new_from_bytes(vault_variant_type("ay"), data, 1))
+        variant = "ay".withCString { g_variant_ref_sink(g_variant_new_from_bytes(vault_variant_type($0), data, 1)) }
         g_bytes_unref(data)
     }
 
@@ -77,7 +77,12 @@ enum GVariantCoding {
             return g_variant_new_variant(v)
         case .array(let element, let items):
             guard items.allSatisfy({ $0.signature == element }) else { return nil }
-            return container(items, type: element) { children, n in g_variant_new_array(vault_variant_type(element), children, n) }
+            // The type string must outlive the call: withCString, not the temporary a String
+            // argument would make for vault_variant_type alone (libFuzzer and ASan found that
+            // use after free: Fuzz/corpus/secret-service/regression-array-type-lifetime).
+            return container(items, type: element) { children, n in
+                element.withCString { g_variant_new_array(vault_variant_type($0), children, n) }
+            }
         case .dictionary(let k, let v, let entries):
             let element = "{" + k + v + "}"
             guard isDefinite("a" + element), entries.allSatisfy({ $0.key.signature == k && $0.value.signature == v }) else { return nil }
