@@ -348,12 +348,27 @@ public final class DBusConnection: @unchecked Sendable {
         }
     }
 
-    /// The process id behind a unique name (`GetConnectionUnixProcessID`).
+    /// The process id behind a unique name, as the bus daemon read it when the peer connected
+    /// (`GetConnectionCredentials`' `ProcessID`).
     public func processID(of name: String) throws(DBusError) -> UInt32 {
-        let r = try call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixProcessID",
-                         [.string(name)])
-        guard case .uint32(let pid)? = r.first else { throw DBusError(name: "", message: "no process id for \(name)") }
+        guard let pid = try credentials(of: name).pid else { throw DBusError(name: "", message: "no process id for \(name)") }
         return pid
+    }
+
+    /// What the bus daemon knows of a connection's peer (`GetConnectionCredentials`): its process
+    /// and user ids, when it has them.
+    public func credentials(of name: String) throws(DBusError) -> (pid: UInt32?, uid: UInt32?) {
+        let r = try call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionCredentials",
+                         [.string(name)])
+        guard case .dictionary(_, _, let entries)? = r.first else { throw DBusError(name: "", message: "no credentials for \(name)") }
+        var pid: UInt32?, uid: UInt32?
+        for e in entries {
+            if case .uint32(let v) = e.value.unboxed {
+                if e.key.text == "ProcessID" { pid = v }
+                if e.key.text == "UnixUserID" { uid = v }
+            }
+        }
+        return (pid, uid)
     }
 
     /// Adds a match rule on the bus, so the signals it names reach `serve`'s handler.
