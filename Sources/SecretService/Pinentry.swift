@@ -8,12 +8,15 @@ internal import Foundation
 /// `ERR`, and `GETPIN` sends the passcode first as a `D` line, percent-escaped. The reply is read
 /// into guarded memory; a cancel, an error or a program that ends gives nil.
 public struct Pinentry {
+    /// The pinentry program's path.
     public let program: String
     /// The terminal a terminal pinentry (`pinentry-tty`, `-curses`) asks on, as gpg-agent takes it
     /// from `GPG_TTY`; graphical ones read `DISPLAY` or `WAYLAND_DISPLAY` from the environment.
     public let terminal: String?
+    /// The terminal's type (`TERM`), for a terminal pinentry.
     public let terminalType: String?
 
+    /// A pinentry; `environment` gives `GPG_TTY` and `TERM`.
     public init(program: String, environment: [String: String] = [:]) {
         self.program = program
         terminal = environment["GPG_TTY"].flatMap { $0.isEmpty ? nil : $0 }

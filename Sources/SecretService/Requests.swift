@@ -2,10 +2,15 @@ public import VaultDBus
 
 /// The object paths of the service (Secret Service API 0.2, "Object Paths").
 public enum SecretPaths {
+    /// The service object.
     public static let base = "/org/freedesktop/secrets"
+    /// Collections (and their items below them).
     public static let collectionPrefix = base + "/collection/"
+    /// Aliases (`default`, `session`), which name a collection.
     public static let aliasPrefix = base + "/aliases/"
+    /// Sessions.
     public static let sessionPrefix = base + "/session/"
+    /// Prompts.
     public static let promptPrefix = base + "/prompt/"
     /// "No object" (`/`): no prompt needed, no collection.
     public static let none = "/"
@@ -69,9 +74,13 @@ public enum SecretObject: Equatable, Sendable {
 /// A secret as it crosses the bus: `(oayays)`, the session, its parameters (the IV), the value
 /// (plain or encrypted) and its content type.
 public struct WireSecret: Sendable, Equatable {
+    /// The session the value is for.
     public var session: String
+    /// The algorithm's parameters: the IV for a DH session, empty for `plain`.
     public var parameters: DBusBytes
+    /// The secret, encrypted for a DH session.
     public var value: DBusBytes
+    /// The secret's content type (`text/plain`).
     public var contentType: String
 
     /// The D-Bus value.
@@ -126,9 +135,12 @@ public enum SecretRequest: Equatable, Sendable {
 
     /// One attribute pair.
     public struct Attribute: Equatable, Sendable, Hashable {
+        /// The attribute's name.
         public var name: String
+        /// Its value.
         public var value: String
 
+        /// A pair.
         public init(_ name: String, _ value: String) {
             self.name = name
             self.value = value
@@ -281,8 +293,12 @@ public enum SecretRequest: Equatable, Sendable {
 
 /// The errors of the Secret Service API.
 public enum SecretErrors {
+    /// The object is locked: unlock it first.
     public static func isLocked(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.Secret.Error.IsLocked", message: detail) }
+    /// No such session, or another client's.
     public static func noSession(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.Secret.Error.NoSession", message: detail) }
+    /// No such item, collection or prompt.
     public static func noSuchObject(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.Secret.Error.NoSuchObject", message: detail) }
+    /// Something the service does not do (an algorithm, a collection made over D-Bus).
     public static func notSupported(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.DBus.Error.NotSupported", message: detail) }
 }

@@ -17,6 +17,7 @@ public struct SecretServiceOptions: Sendable {
     /// The pinentry program for the passcode when no finger unlocked (nil: none).
     public var pinentry: String?
 
+    /// The options.
     public init(vaults: [VaultLocation], environment: [String: String], vaultBinary: String, scanTimeout: Double = 30,
                 pinentry: String? = nil) {
         self.vaults = vaults

@@ -10,10 +10,15 @@ public struct StoredItem: Sendable, Equatable {
     public var id: String
     /// The vault item's name.
     public var name: String
+    /// The label the client gave.
     public var label: String
+    /// The attributes, sorted by name.
     public var attributes: [SecretRequest.Attribute]
+    /// The secret's content type.
     public var contentType: String
+    /// Seconds since 1970.
     public var created: Int64
+    /// Seconds since 1970.
     public var modified: Int64
     /// The item's fingerprint login switch (`vault edit NAME --fingerprint-login on`): each
     /// requesting program needs a fresh match of its own (docs/cli.md, "vault secret-service").

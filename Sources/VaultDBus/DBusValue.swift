@@ -90,7 +90,9 @@ public indirect enum DBusValue: Sendable, Equatable {
 
 /// One entry of a `DBusValue.dictionary`.
 public struct DBusEntry: Sendable, Equatable {
+    /// The entry's key (a basic type).
     public var key: DBusValue
+    /// The entry's value.
     public var value: DBusValue
 
     /// An entry.
@@ -114,21 +116,32 @@ public struct DBusError: Error, Sendable, Equatable {
         self.message = message
     }
 
-    /// The standard errors a server answers with.
+    /// No such method on the object (the standard errors a server answers with follow).
     public static func unknownMethod(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.DBus.Error.UnknownMethod", message: detail) }
+    /// Arguments of the wrong signature or out of bounds.
     public static func invalidArgs(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.DBus.Error.InvalidArgs", message: detail) }
+    /// No object at the path.
     public static func unknownObject(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.DBus.Error.UnknownObject", message: detail) }
+    /// Anything else.
     public static func failed(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.DBus.Error.Failed", message: detail) }
+    /// Refused: a limit reached, or no approval.
     public static func accessDenied(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.DBus.Error.AccessDenied", message: detail) }
 }
 
 /// The bus daemon's `RequestName` flags and answers (D-Bus specification, "Message Bus Messages").
 public enum DBusNameRequest {
+    /// Let a later `replaceExisting` take the name.
     public static let allowReplacement: UInt32 = 1
+    /// Take the name from an owner that allows replacement.
     public static let replaceExisting: UInt32 = 2
+    /// Fail at once instead of waiting in the queue for the name.
     public static let doNotQueue: UInt32 = 4
+    /// Answer: the name is ours.
     public static let primaryOwner: UInt32 = 1
+    /// Answer: queued behind the owner.
     public static let inQueue: UInt32 = 2
+    /// Answer: another owns it (with `doNotQueue`).
     public static let exists: UInt32 = 3
+    /// Answer: it was ours already.
     public static let alreadyOwner: UInt32 = 4
 }

@@ -41,6 +41,7 @@ public final class DBusBytes: @unchecked Sendable, Equatable {
     /// The bytes as an array (for public values only: keys of a key exchange, IVs).
     public var array: [UInt8] { withUnsafeBytes { Array($0) } }
 
+    /// Equal bytes (tests, the fuzz target's round trip).
     public static func == (a: DBusBytes, b: DBusBytes) -> Bool { a.array == b.array }
 }
 
