@@ -40,6 +40,11 @@ public enum SecretServiceLimits {
     public static let secretBytes = 1 << 20
     /// Items of the in-memory `session` collection.
     public static let memoryItems = 10_000
+    /// Releases of fingerprint-login items one client may have waiting for a touch.
+    public static let approvalsPerClient = 4
+    /// Unlocks and releases waiting for a touch, of all clients together (each is a thread that
+    /// waits its turn at the reader).
+    public static let waitingForTouch = 64
 }
 
 /// The Secret Service on one bus connection: every call is decoded (`SecretRequest`) on GDBus's
@@ -126,6 +131,9 @@ public final class SecretServiceServer: @unchecked Sendable {
     var index: [String: [String: Set<[UInt8]>]] = [:]
     let indexKey: SecretBytes
     var counter = 0
+    /// Releases waiting for a touch, per client; and every unlock or release waiting, in all.
+    var approvalsWaiting: [String: Int] = [:]
+    var touchesWaiting = 0
 
     /// A server for `options` on `connection` (call `start`).
     public init(connection: DBusConnection, options: SecretServiceOptions) throws {
@@ -464,6 +472,13 @@ public final class SecretServiceServer: @unchecked Sendable {
             incoming.fail(.accessDenied("the requesting program cannot be told apart (no process id)"))
             return
         }
+        guard approvalsWaiting[sender, default: 0] < SecretServiceLimits.approvalsPerClient,
+              touchesWaiting < SecretServiceLimits.waitingForTouch else {
+            incoming.fail(.accessDenied("too many requests wait for a touch: try again when they are answered"))
+            return
+        }
+        approvalsWaiting[sender, default: 0] += 1
+        touchesWaiting += 1
         let options = self.options, queue = self.queue, connection = self.connection
         let program = ((client.split(separator: "|").first.map(String.init) ?? "a program") as NSString).lastPathComponent
         let work = items.map { (c: $0.0, name: $0.1.name, id: $0.1.id) }
@@ -482,6 +497,9 @@ public final class SecretServiceServer: @unchecked Sendable {
             let done = released
             queue.async { [weak self] in
                 guard let self else { return }
+                self.approvalsWaiting[sender, default: 1] -= 1
+                if self.approvalsWaiting[sender] == 0 { self.approvalsWaiting[sender] = nil }
+                self.touchesWaiting -= 1
                 for (element, id, secret) in done { self.approvals[element, default: [:]][client, default: [:]][id] = secret }
                 guard complete else {
                     incoming.fail(.accessDenied("no fresh finger match: the secret was not released"))
@@ -760,6 +778,11 @@ public final class SecretServiceServer: @unchecked Sendable {
     /// pinentry when no finger did it and a pinentry is set.
     func run(_ p: Prompt) {
         p.started = true
+        guard touchesWaiting < SecretServiceLimits.waitingForTouch else {
+            finish(p, dismissed: true)
+            return
+        }
+        touchesWaiting += 1
         let options = self.options
         let queue = self.queue
         let connection = self.connection
@@ -774,7 +797,10 @@ public final class SecretServiceServer: @unchecked Sendable {
                 Self.notify(connection, sender: p.owner) { "\($0) asks to unlock the vault \(waiting.map(\.label).joined(separator: ", ")): touch the fingerprint reader" }
             }
             let ok = p.vaults.allSatisfy { c in c.location.map { runner.isUnlocked($0) || (!runner.isCancelled && runner.unlock($0)) } ?? true }
-            queue.async { [weak self] in self?.finish(p, dismissed: !ok) }
+            queue.async { [weak self] in
+                self?.touchesWaiting -= 1
+                self?.finish(p, dismissed: !ok)
+            }
         }
     }
 
