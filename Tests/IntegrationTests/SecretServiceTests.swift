@@ -559,9 +559,9 @@ extension SecretServiceTests {
     }
 }
 
-/// git-credential-libsecret built from the source Debian's git ships, into `folder`.
-func buildGitCredentialLibsecret(in folder: String) throws -> String {
-    let source = "/usr/share/doc/git/contrib/credential/libsecret/git-credential-libsecret.c"
+/// git-credential-libsecret built from `source` (by default the one Debian's git ships), into `folder`.
+func buildGitCredentialLibsecret(in folder: String,
+                                 source: String = "/usr/share/doc/git/contrib/credential/libsecret/git-credential-libsecret.c") throws -> String {
     let out = folder + "/git-credential-libsecret"
     let r = spawn("/bin/sh", ["-c", "exec cc -O1 -o \"$0\" \"$1\" $(pkg-config --cflags --libs glib-2.0 libsecret-1)", out, source],
                   env: ["PATH": "/usr/bin:/bin"], timeLimit: 120)
@@ -607,6 +607,26 @@ extension SecretServiceTests {
                       env: env, timeLimit: 300)
         #expect(r.status == 0 && r.stdout.contains("# passed all"), "t0303 of \(tree.name):\n\(r.stdout)\n\(r.stderr)")
         print("SecretServiceTests: t0303 of \(tree.name) through git-credential-libsecret: \(r.stdout.split(separator: "\n").last { $0.hasPrefix("# passed") } ?? "")")
+    }
+
+    /// The newer suite (password_expiry_utc, oauth_refresh_token, erase rules) through that
+    /// tree's own git-credential-libsecret and git.
+    @Test(.enabled(if: GitTree.newer != nil, "\(GitTree.absent): no built tree of git 2.41 or later"))
+    func t0303OfANewerGitThroughItsGitCredentialLibsecret() throws {
+        let tree = try #require(GitTree.newer)
+        let rig = try SecretServiceRig()
+        defer { rig.close() }
+        let bin = rig.box.home + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        _ = try buildGitCredentialLibsecret(in: bin, source: tree.path + "/contrib/credential/libsecret/git-credential-libsecret.c")
+        var env = rig.env
+        env["PATH"] = bin + ":/usr/bin:/bin"
+        env["GIT_TEST_CREDENTIAL_HELPER"] = "libsecret"
+        env["GIT_TEST_CREDENTIAL_HELPER_SETUP"] = "export DBUS_SESSION_BUS_ADDRESS='\(rig.bus.address)'"
+        let r = spawn("/bin/sh", ["-c", "cd \"$0\"/t && exec ./t0303-credential-external.sh --root=\"$1\"", tree.path, rig.box.home + "/trash"],
+                      env: env, timeLimit: 300)
+        #expect(r.status == 0 && r.stdout.contains("# passed all"), "t0303 of \(tree.name):\n\(r.stdout)\n\(r.stderr)")
+        print("SecretServiceTests: t0303 of \(tree.name) through its git-credential-libsecret: \(r.stdout.split(separator: "\n").last { $0.hasPrefix("# passed") } ?? "")")
     }
 
     @Test func exportAndImportCarryTheItemsToAnotherVaultsCollection() throws {
