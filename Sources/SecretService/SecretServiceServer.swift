@@ -200,6 +200,9 @@ public final class SecretServiceServer: @unchecked Sendable {
     /// stopped) and emit `Completed` as every prompt does once.
     func clientVanished(_ name: String) {
         sessions = sessions.filter { $0.value.owner != name }
+        if let program = programOf.removeValue(forKey: name), !programOf.values.contains(program) {
+            for element in approvals.keys { approvals[element]?[program] = nil }
+        }
         for p in prompts.values where p.owner == name { finish(p, dismissed: true) }
     }
 
@@ -437,6 +440,10 @@ public final class SecretServiceServer: @unchecked Sendable {
     /// Per collection, per program (`executable|start time`), per item id: the secrets released to
     /// it after its own fresh match, kept until the collection locks.
     var approvals: [String: [String: [String: ApprovedSecret]]] = [:]
+    /// The program of each unique name that was released something: when the last name of a
+    /// program leaves the bus, what it was released is wiped (the process is gone; a new one of
+    /// the same executable is another program).
+    var programOf: [String: String] = [:]
 
     /// The program behind a unique name: its executable and its start time (`/proc/PID/stat`,
     /// field 22), so a later process with the same pid is another program. nil when unknown.
@@ -501,6 +508,7 @@ public final class SecretServiceServer: @unchecked Sendable {
                 if self.approvalsWaiting[sender] == 0 { self.approvalsWaiting[sender] = nil }
                 self.touchesWaiting -= 1
                 for (element, id, secret) in done { self.approvals[element, default: [:]][client, default: [:]][id] = secret }
+                if !done.isEmpty { self.programOf[sender] = client }
                 guard complete else {
                     incoming.fail(.accessDenied("no fresh finger match: the secret was not released"))
                     return
