@@ -172,15 +172,18 @@ packages() {
   printf '%s' "${list[*]}" | sed 's/,/, /g'
 }
 shlibdeps=(dpkg-shlibdeps -Tdebian/vault.substvars)
+noise='^$'
 # The toolchain's Swift runtime belongs to no package: a build linked to it (the debug build) is
-# packaged for this machine only, with the Debian libraries in Depends.
+# packaged for this machine only, with the Debian libraries in Depends; what dpkg-shlibdeps says
+# of the toolchain's libraries is left out.
 if readelf -d "$bin/vault" | grep -q 'libswiftCore\.so'; then
   say "note: $bin links the toolchain's Swift runtime: this package runs only where that toolchain is"
   shlibdeps+=(--ignore-missing-info -l"$(dirname "$(dirname "$(readlink -f "$(command -v swift)")")")/lib/swift/linux")
+  noise="no dependency information found for|can't extract name and version from library name|could avoid a useless dependency"
 fi
 (cd "$work" && "${shlibdeps[@]}" "${binaries[@]/#/debian/vault/usr/bin/}" 2> "$work/shlibdeps.log") ||
   { cat "$work/shlibdeps.log" >&2; die "dpkg-shlibdeps failed"; }
-grep -v -e 'no dependency information found for' -e 'ignore-missing-info' -e '^dpkg-shlibdeps: warning: binaries to analyze' "$work/shlibdeps.log" >&2 || true
+grep -v -E "$noise" "$work/shlibdeps.log" >&2 || true
 {
   echo "dlopen:Depends=$(packages "${dlopen_depends[@]}")"
   echo "dlopen:Recommends=$(packages "${dlopen_recommends[@]}")"
@@ -190,7 +193,7 @@ grep -v -e 'no dependency information found for' -e 'ignore-missing-info' -e '^d
 # md5sums, as dh_md5sums writes them.
 (cd "$pkg" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum > DEBIAN/md5sums)
 chmod 0644 "$pkg/DEBIAN/md5sums" "$pkg/DEBIAN/control"
-dpkg-deb --root-owner-group -Zxz --build "$pkg" "$deb" >/dev/null
+dpkg-deb --root-owner-group --build "$pkg" "$deb" >/dev/null
 say "built $deb"
 dpkg-deb --field "$deb" Version Installed-Size Depends Recommends | sed 's/^/vault package:   /'
 
