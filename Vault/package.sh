@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the Debian package of vault, vault_VERSION_amd64.deb, from a stripped release build (the
-# binaries install.sh installs, laid out the Debian way) with dpkg-shlibdeps, dpkg-gencontrol and
-# dpkg-deb. No root needed. install.sh stays for other distributions.
+# Builds the Debian packages of vault from a stripped release build (the binaries install.sh
+# installs, laid out the Debian way) with dpkg-shlibdeps, dpkg-gencontrol and dpkg-deb:
+# vault_VERSION_amd64.deb, and vault-fprintd_VERSION_all.deb (the daemon's fprintd backend).
+# No root needed. install.sh stays for other distributions.
 #
 #   ./Vault/package.sh [--from DIR] [--version V] [--output DIR] [--lintian]
 #
@@ -9,19 +10,20 @@
 #                  debug build this way: its Swift runtime is the toolchain's, so that package only
 #                  runs where the toolchain is, and Depends: names only the Debian libraries)
 #   --version V    the Debian version (default: what `vault --version` prints, revision -1)
-#   --output DIR   where the .deb goes (default: the current folder)
-#   --lintian      run lintian on the package; any error (E:) fails
+#   --output DIR   where the two .deb go (default: the current folder)
+#   --lintian      run lintian on the packages; any error (E:) fails
 #
 # Layout: /usr/bin (vault, its helpers vault-agent, vault-reader and vault-clipboard next to it, where
 # vault looks for them, vault-authd, the credential-helper links), /usr/lib/systemd/system and /user,
 # /usr/lib/sysusers.d, /usr/lib/udev/rules.d, /usr/share/polkit-1/rules.d, vault(1), the bash, zsh
-# and fish completions, /usr/share/doc/vault. The maintainer scripts are Vault/debian/post*, pre*.
+# and fish completions, /usr/share/doc/vault. vault-fprintd: the unit's drop-in in
+# /usr/lib/systemd/system/vault-authd.service.d. The maintainer scripts are in Vault/debian/.
 set -euo pipefail
 umask 022
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 
-usage() { sed -n '6,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '7,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "vault package: error: $1" >&2; [ -z "${2:-}" ] || echo "vault package: hint: $2" >&2; exit 1; }
 from="" version="" output="." lintian=0
 while (($#)); do
@@ -69,13 +71,14 @@ upstream=$("$bin/vault" --version | sed -n 's/^vault \([0-9][0-9A-Za-z.+~]*\)$/\
 version=${version:-$upstream-1}
 [[ $version =~ ^[0-9][0-9A-Za-z.+~]*-[0-9A-Za-z.+~]+$ ]] || die "'$version' is not a Debian version UPSTREAM-REVISION" "for example $upstream-1"
 deb="$output/vault_${version}_amd64.deb"
+fprintd_deb="$output/vault-fprintd_${version}_all.deb"
 
 # The package is assembled in a scratch folder laid out as dpkg-dev expects it: debian/control,
 # debian/changelog, and the package's files under debian/vault.
 work=$(mktemp -d "${TMPDIR:-/tmp}/vault-package.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 pkg="$work/debian/vault"
-mkdir -p "$pkg/DEBIAN"
+mkdir -p "$pkg/DEBIAN" "$work/debian/vault-fprintd/DEBIAN"
 cp "$here/debian/control" "$work/debian/control"
 # Reproducible: every date (the changelog's, the files' mtimes through dpkg-deb) is the last
 # commit's, when there is one.
@@ -111,9 +114,6 @@ unit "$here/vault-agent.service" usr/lib/systemd/user/vault-agent.service
 put 0644 "$here/vault-auth.sysusers" usr/lib/sysusers.d/vault-auth.conf
 put 0644 "$here/70-vault-auth.rules" usr/lib/udev/rules.d/70-vault-auth.rules
 put 0644 "$here/50-vault-auth-fprintd.rules" usr/share/polkit-1/rules.d/50-vault-auth-fprintd.rules
-# fprintd's drop-in gives the daemon CAP_DAC_READ_SEARCH: only an administrator who wants the fprintd
-# backend puts it in /etc/systemd/system/vault-authd.service.d/ (README, docs/threat-model.md).
-unit "$here/vault-authd.service.d/fprintd.conf" usr/share/doc/vault/examples/vault-authd.service.d/fprintd.conf
 # The manual page and the completions, from the binary's command table.
 # generated TARGET ARGS...: `vault ARGS` as TARGET.
 generated() {
@@ -145,9 +145,7 @@ put 0644 "$here/debian/copyright" usr/share/doc/vault/copyright
 install -d "$pkg/usr/share/doc/vault"
 gzip -9n -c "$work/debian/changelog" > "$pkg/usr/share/doc/vault/changelog.Debian.gz"
 chmod 0644 "$pkg/usr/share/doc/vault/changelog.Debian.gz"
-if [ -f "$here/debian/lintian-overrides" ]; then
-  put 0644 "$here/debian/lintian-overrides" usr/share/lintian/overrides/vault
-fi
+put 0644 "$here/debian/vault.lintian-overrides" usr/share/lintian/overrides/vault
 for script in postinst prerm postrm; do
   install -m 0755 "$here/debian/$script" "$pkg/DEBIAN/$script"
 done
@@ -190,17 +188,37 @@ grep -v -E "$noise" "$work/shlibdeps.log" >&2 || true
 } >> "$work/debian/vault.substvars"
 (cd "$work" && dpkg-gencontrol -pvault -v"$version" -Tdebian/vault.substvars -Pdebian/vault)
 
-# md5sums, as dh_md5sums writes them.
-(cd "$pkg" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum > DEBIAN/md5sums)
-chmod 0644 "$pkg/DEBIAN/md5sums" "$pkg/DEBIAN/control"
-dpkg-deb --root-owner-group --build "$pkg" "$deb" >/dev/null
+
+# 5. vault-fprintd, the fprintd backend: the unit's drop-in that gives vault-authd
+# CAP_DAC_READ_SEARCH to read fprintd's prints. Its own package, so that only a machine that wants
+# fprintd grants the capability (install.sh installs it when fprintd is there).
+pkg="$work/debian/vault-fprintd"
+unit "$here/vault-authd.service.d/fprintd.conf" usr/lib/systemd/system/vault-authd.service.d/fprintd.conf
+put 0644 "$here/debian/copyright" usr/share/doc/vault-fprintd/copyright
+install -m 0644 "$work/debian/vault/usr/share/doc/vault/changelog.Debian.gz" "$pkg/usr/share/doc/vault-fprintd/"
+put 0644 "$here/debian/vault-fprintd.lintian-overrides" usr/share/lintian/overrides/vault-fprintd
+for script in postinst postrm; do
+  install -m 0755 "$here/debian/vault-fprintd.$script" "$pkg/DEBIAN/$script"
+done
+: > "$work/debian/vault-fprintd.substvars"
+(cd "$work" && dpkg-gencontrol -pvault-fprintd -v"$version" -Tdebian/vault-fprintd.substvars -Pdebian/vault-fprintd)
+
+# md5sums, as dh_md5sums writes them; then the two packages.
+for pkg in "$work/debian/vault" "$work/debian/vault-fprintd"; do
+  (cd "$pkg" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum > DEBIAN/md5sums)
+  chmod 0644 "$pkg/DEBIAN/md5sums" "$pkg/DEBIAN/control"
+done
+dpkg-deb --root-owner-group --build "$work/debian/vault" "$deb" >/dev/null
 say "built $deb"
 dpkg-deb --field "$deb" Version Installed-Size Depends Recommends | sed 's/^/vault package:   /'
+dpkg-deb --root-owner-group --build "$work/debian/vault-fprintd" "$fprintd_deb" >/dev/null
+say "built $fprintd_deb"
+dpkg-deb --field "$fprintd_deb" Depends | sed 's/^/vault package:   /'
 
 if ((lintian)); then
   command -v lintian >/dev/null || die "lintian is not installed" "sudo apt-get install lintian"
-  say "lintian $deb"
-  report=$(lintian --info --display-info "$deb" 2>&1) || true
+  say "lintian $deb $fprintd_deb"
+  report=$(lintian --info --display-info "$deb" "$fprintd_deb" 2>&1) || true
   [ -z "$report" ] || printf '%s\n' "$report"
   if grep -q '^E: ' <<<"$report"; then die "lintian reports errors"; fi
   say "lintian: no error"

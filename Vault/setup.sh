@@ -5,7 +5,8 @@ set -euo pipefail
 packages=(libsodium-dev libfprint-2-dev libglib2.0-dev libsqlite3-dev libarchive-dev nettle-dev libxml2-dev libxcb1-dev pkg-config python3 git xvfb xclip
   swtpm swtpm-tools tpm2-tools libtss2-dev libtss2-tcti-swtpm0 zsh fish man-db
   fprintd dbus python3-dbusmock polkitd
-  keepassxc pass gnupg oathtool golang-go)
+  keepassxc pass gnupg oathtool golang-go
+  dpkg-dev lintian systemd-container)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
