@@ -57,6 +57,7 @@ else
   command -v swift >/dev/null || die "the Swift toolchain is not on PATH" "build first and pass --from .build/release"
   build=(swift build -c release --static-swift-stdlib)
   say "building: ${build[*]} (the log: .build/package-build.log)"
+  mkdir -p "$root/.build"
   (cd "$root" && "${build[@]}" >"$root/.build/package-build.log" 2>&1) ||
     { tail -n 40 "$root/.build/package-build.log" >&2; die "the release build failed (.build/package-build.log)"; }
   bin=$(cd "$root" && "${build[@]}" --show-bin-path)

@@ -114,6 +114,7 @@ func controlField(_ deb: String, _ name: String) -> String {
         for name in ["libarchive13", "libxml2", "libtss2-esys", "libtss2-tctildr0", "libtss2-mu", "libtss2-rc0"] {
             #expect(recommends.contains(name), "\(name) not in Recommends: \(recommends)")
         }
+        #expect(controlField(deb, "Suggests") == "vault-fprintd")
         let size = Int(controlField(deb, "Installed-Size")) ?? 0
         #expect(size > 1000, "Installed-Size \(size)")
         // The maintainer scripts, and a control file dpkg reads back.
@@ -149,6 +150,15 @@ func controlField(_ deb: String, _ name: String) -> String {
             #expect(page.status == 0 && page.stdout.contains("--test-mode") && page.stderr.isEmpty, "\(page.stderr)")
         }
         #expect(spawn("/bin/sh", ["-n", t + "/postinst"], env: systemPath).status == 0)
+
+        // Reproducible: the same build packaged again is the same bytes (SOURCE_DATE_EPOCH from
+        // the last commit, gzip -n, sorted md5sums).
+        let again = temporaryFolder("deb-again")
+        defer { try? FileManager.default.removeItem(atPath: again) }
+        #expect(runPackage(["--output", again]).status == 0)
+        for name in ["vault_\(builtVersion)-1_amd64.deb", "vault-fprintd_\(builtVersion)-1_all.deb"] {
+            #expect(FileManager.default.contentsEqual(atPath: out + "/" + name, andPath: again + "/" + name), "\(name) differs when built again")
+        }
     }
 
     /// lintian, when installed: on these debug-build packages the only errors may be the RUNPATH to
