@@ -14,6 +14,7 @@ let package = Package(
     products: [
         .executable(name: "vault", targets: ["vault"]),
         .executable(name: "vault-agent", targets: ["vault-agent"]),
+        .executable(name: "vault-ssh-agent", targets: ["vault-ssh-agent"]),
         .executable(name: "vault-authd", targets: ["vault-authd"]),
         .executable(name: "vault-reader", targets: ["vault-reader"]),
         .executable(name: "vault-clipboard", targets: ["vault-clipboard"]),
@@ -32,6 +33,7 @@ let package = Package(
         // pkg-config, whose flags would link them into every process. CSQLite is one of them.
         .systemLibrary(name: "CTSS2", providers: [.apt(["libtss2-dev", "libtss2-tcti-swtpm0"])]),
         .systemLibrary(name: "CNettle", providers: [.apt(["nettle-dev"])]),
+        .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CArchive", providers: [.apt(["libarchive-dev"])]),
         .systemLibrary(name: "CXML2", providers: [.apt(["libxml2"])]),
         .systemLibrary(name: "CXCB", pkgConfig: "xcb", providers: [.apt(["libxcb1-dev"])]),
@@ -47,11 +49,13 @@ let package = Package(
         .target(
             name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem", "VaultWire"],
             swiftSettings: upcoming),
+        .target(name: "VaultSSH", dependencies: ["VaultKit", "VaultSystem", "CCrypto"], swiftSettings: upcoming),
         .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .target(
             name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange"],
             swiftSettings: upcoming),
         .executableTarget(name: "vault", dependencies: ["VaultCLI", "VaultSystem"], swiftSettings: upcoming),
+        .executableTarget(name: "vault-ssh-agent", dependencies: ["VaultSSH", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-agent", dependencies: ["VaultAgent", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-authd", dependencies: ["VaultAuthority", "FingerprintKit"], swiftSettings: upcoming),
         .executableTarget(name: "vault-reader", dependencies: ["ReaderLink", "FingerprintKit", "VaultSystem"], swiftSettings: upcoming),
@@ -67,6 +71,7 @@ let package = Package(
         .testTarget(
             name: "VaultAuthorityTests", dependencies: ["VaultAuthority", "VaultKit", "VaultSystem"], exclude: ["Fixtures"],
             swiftSettings: upcoming),
+        .testTarget(name: "VaultSSHTests", dependencies: ["VaultSSH", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .testTarget(name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit", "VaultInterchange", "VaultSystem"], swiftSettings: upcoming),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultKit", "VaultInterchange"], exclude: ["Fixtures"], swiftSettings: upcoming),

@@ -6,6 +6,7 @@ packages=(libsodium-dev libfprint-2-dev libglib2.0-dev libsqlite3-dev libarchive
   swtpm swtpm-tools tpm2-tools libtss2-dev libtss2-tcti-swtpm0 zsh fish man-db
   fprintd dbus python3-dbusmock polkitd
   keepassxc pass gnupg oathtool golang-go
+  libssl-dev openssh-client openssh-server openssh-tests
   dpkg-dev lintian systemd-container)
 missing=()
 for p in "${packages[@]}"; do

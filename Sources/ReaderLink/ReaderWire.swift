@@ -44,7 +44,7 @@ public final class ReaderWire: @unchecked Sendable {
     /// Writes one message (from any thread).
     /// - Throws: `ReaderWireError.gone` when the other side does not take it.
     public func send(_ message: some Encodable) throws {
-        guard let frame = Frame<ReaderFormat>.encoding(message, limit: Self.limit) else {
+        guard let frame = try Frame<ReaderFormat>.encoding(message, limit: Self.limit) else {
             throw ReaderWireError.malformed("a message over \(Self.limit) bytes")
         }
         let sent = writing.withLock { connection.send(frame, within: Self.sendSeconds) }

@@ -112,11 +112,12 @@ public final class AgentClient {
     /// Hands `vault`'s master key to the agent, opening (or replacing) its session. The key
     /// travels as the frame's binary tail and every copy outside guarded memory is wiped.
     /// - Throws: the agent's refusal (a key that does not open the vault, a rotated generation).
-    public func openSession(for vault: UnlockedVault, idleSeconds: Double, hardLimitSeconds: Double) throws {
+    /// `scope`: whom the session serves (the agent reads the opener's terminal session itself).
+    public func openSession(for vault: UnlockedVault, idleSeconds: Double, hardLimitSeconds: Double, scope: SessionScope = .terminal) throws {
         let location = vault.store.location
         let request = AgentRequest.unlock(root: location.root, name: location.name, generation: vault.generation,
                                           idleSeconds: AgentLimits.clamp(idleSeconds, fallback: 120),
-                                          hardLimitSeconds: AgentLimits.clamp(hardLimitSeconds, fallback: 12 * 3600))
+                                          hardLimitSeconds: AgentLimits.clamp(hardLimitSeconds, fallback: 12 * 3600), scope: scope)
         // The key goes only to an agent known to speak this protocol version.
         guard case .status = try send(.status) else { throw Self.unexpected }
         let reply = try vault.withMasterKey { key in

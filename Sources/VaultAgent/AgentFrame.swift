@@ -31,7 +31,7 @@ public enum AgentCodec {
     /// A request as a frame; `tail` is the master key of an `unlock`.
     /// - Throws: `.usage` when the request cannot be encoded or its frame is over the request limit.
     public static func frame(_ request: AgentRequest, tail: [UInt8] = []) throws -> AgentFrame {
-        guard let frame = AgentFrame.encoding(request, tail: tail, limit: AgentLimits.requestFrame) else {
+        guard let frame = try AgentFrame.encoding(request, tail: tail, limit: AgentLimits.requestFrame) else {
             throw VaultError.usage("the request is over the unlock session's limit of \(AgentLimits.requestFrame) bytes",
                                    hint: "run the command without the session: add --passcode")
         }
@@ -53,10 +53,10 @@ public enum AgentCodec {
     /// A reply as a frame. A reply that cannot be encoded or is over the reply limit becomes a
     /// `failed` reply saying so.
     public static func frame(_ reply: AgentReply, tail: [UInt8] = []) -> AgentFrame {
-        if let frame = AgentFrame.encoding(reply, tail: tail, limit: AgentLimits.replyFrame) { return frame }
-        let error = VaultError.failure("the reply is over the unlock session's limit of \(AgentLimits.replyFrame) bytes",
-                                       hint: "run the command without the session: add --passcode")
-        return AgentFrame(json: (try? WireJSON.encode(AgentReply.failed(error: error))) ?? [])
+        .reply(reply, tail: tail, limit: AgentLimits.replyFrame,
+               overLimit: .failure("the reply is over the unlock session's limit of \(AgentLimits.replyFrame) bytes",
+                                   hint: "run the command without the session: add --passcode"),
+               failed: { .failed(error: $0) })
     }
 
     /// Decodes a reply frame.

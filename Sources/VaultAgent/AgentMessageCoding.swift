@@ -12,13 +12,14 @@ extension AgentRequest {
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: WireKey.self)
         switch self {
-        case .unlock(let root, let name, let generation, let idleSeconds, let hardLimitSeconds):
+        case .unlock(let root, let name, let generation, let idleSeconds, let hardLimitSeconds, let scope):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "unlock")
             try n.encode(root, forKey: "root")
             try n.encode(name, forKey: "name")
             try n.encode(generation, forKey: "generation")
             try n.encode(idleSeconds, forKey: "idleSeconds")
             try n.encode(hardLimitSeconds, forKey: "hardLimitSeconds")
+            try n.encode(scope.rawValue, forKey: "scope")
         case .lock(let vault):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "lock")
             try n.encodeIfPresent(vault, forKey: "vault")
@@ -101,7 +102,8 @@ extension AgentRequest {
         switch key.stringValue {
         case "unlock":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
-            self = .unlock(root: try n.decode(String.self, forKey: "root"), name: try n.decode(String.self, forKey: "name"), generation: try n.decode(Int64.self, forKey: "generation"), idleSeconds: try n.decode(Double.self, forKey: "idleSeconds"), hardLimitSeconds: try n.decode(Double.self, forKey: "hardLimitSeconds"))
+            self = .unlock(root: try n.decode(String.self, forKey: "root"), name: try n.decode(String.self, forKey: "name"), generation: try n.decode(Int64.self, forKey: "generation"), idleSeconds: try n.decode(Double.self, forKey: "idleSeconds"), hardLimitSeconds: try n.decode(Double.self, forKey: "hardLimitSeconds"),
+                           scope: try Self.scope(n.decodeIfPresent(String.self, forKey: "scope")))
         case "lock":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .lock(vault: try n.decodeIfPresent(String.self, forKey: "vault"))
@@ -119,10 +121,10 @@ extension AgentRequest {
             self = .freshMatchNonce(vault: try n.decode(String.self, forKey: "vault"), name: try n.decodeIfPresent(String.self, forKey: "name"), purpose: try n.decode(FreshMatchPurpose.Kind.self, forKey: "purpose"))
         case "release":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
-            self = .release(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), fields: try n.decode([String].self, forKey: "fields"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
+            self = .release(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), fields: try n.decode(FieldSelection.self, forKey: "fields"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
         case "releaseSecret":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
-            self = .releaseSecret(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), field: try n.decode(String.self, forKey: "field"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
+            self = .releaseSecret(vault: try n.decode(String.self, forKey: "vault"), name: try n.decode(String.self, forKey: "name"), field: try n.decode(ItemField.self, forKey: "field"), command: try n.decode(String.self, forKey: "command"), freshMatch: try n.decodeIfPresent(FreshMatchToken.self, forKey: "freshMatch"))
         case "list":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .list(vault: try n.decode(String.self, forKey: "vault"), term: try n.decodeIfPresent(String.self, forKey: "term"), from: try n.decodeIfPresent(Int.self, forKey: "from"))
@@ -150,6 +152,15 @@ extension AgentRequest {
         default:
             throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [key], debugDescription: "an unknown kind of message"))
         }
+    }
+
+    /// An unlock's scope; absent (an older client) is the default, the terminal.
+    static func scope(_ raw: String?) throws -> SessionScope {
+        guard let raw else { return .terminal }
+        guard let scope = SessionScope(rawValue: raw) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown session scope"))
+        }
+        return scope
     }
 }
 

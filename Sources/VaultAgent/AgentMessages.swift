@@ -8,7 +8,7 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     /// Opens (or replaces) the session of the vault at `root`/`name` with the key in the frame's
     /// tail, which must belong to key generation `generation`. Durations are clamped to
     /// `AgentLimits.sessionDuration`.
-    case unlock(root: String, name: String, generation: Int64, idleSeconds: Double, hardLimitSeconds: Double)
+    case unlock(root: String, name: String, generation: Int64, idleSeconds: Double, hardLimitSeconds: Double, scope: SessionScope = .terminal)
     /// Ends the session of `vault`, or every session when nil.
     case lock(vault: String?)
     /// The agent's pid and its sessions.
@@ -21,15 +21,16 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     /// `name`; none for `release-all`): the client has its key authority verify a match over it
     /// and sends the token back with the request it is for (`freshMatchNonce` reply).
     case freshMatchNonce(vault: String, name: String?, purpose: FreshMatchPurpose.Kind)
-    /// One item with the secrets named in `fields`: the agent writes one audit record per field
-    /// the item has, naming the peer's uid, pid and executable, before it replies. Secrets not
-    /// named are withheld; those named travel as a secrets record in the reply frame's binary
+    /// One item with the secrets `fields` selects (`"all"` or a list of fields on the wire): the
+    /// agent writes one audit record per field named that the item has, naming the peer's uid,
+    /// pid and executable, before it replies. Secrets not selected are withheld; those
+    /// selected travel as a secrets record in the reply frame's binary
     /// tail, never in the JSON. An item with fingerprint login on needs `freshMatch`, the key
     /// authority's token over a nonce of this session for releasing it.
-    case release(vault: String, name: String, fields: [String], command: String, freshMatch: FreshMatchToken? = nil)
+    case release(vault: String, name: String, fields: FieldSelection, command: String, freshMatch: FreshMatchToken? = nil)
     /// One secret of an item, in the reply frame's binary tail (never in the JSON): the agent
     /// writes its audit record first, naming the peer; fingerprint login as for `release`.
-    case releaseSecret(vault: String, name: String, field: String, command: String, freshMatch: FreshMatchToken? = nil)
+    case releaseSecret(vault: String, name: String, field: ItemField, command: String, freshMatch: FreshMatchToken? = nil)
     /// One page of the session's overview index, from position `from` (0 when nil), only the
     /// items `term` matches when given (`OverviewMatcher`). The records travel in the reply's
     /// binary tail; nothing is decrypted to answer.
@@ -73,6 +74,16 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     }
 }
 
+/// Whom an unlock session serves: by default the terminal session that opened it (its session
+/// id and controlling terminal, read by the agent from the peer's pid), as sudo's tty tickets;
+/// `user`: every process of the uid (scripts, services, other terminals), as before.
+public enum SessionScope: String, Codable, Equatable, Sendable, CaseIterable {
+    /// The opener's terminal session only.
+    case terminal
+    /// Every process of the user.
+    case user
+}
+
 /// One session as `status` reports it.
 public struct SessionStatus: Codable, Equatable, Sendable {
     /// The vault's database path (the session's key).
@@ -83,13 +94,20 @@ public struct SessionStatus: Codable, Equatable, Sendable {
     public var idleLeft: Int
     /// Whole seconds until the hard limit ends it.
     public var hardLeft: Int
+    /// Whom it serves.
+    public var scope: SessionScope
+    /// Whether it serves the process that asked for the status (false: a terminal-scoped
+    /// session of another terminal).
+    public var servesCaller: Bool
 
     /// A status line.
-    public init(vault: String, name: String, idleLeft: Int, hardLeft: Int) {
+    public init(vault: String, name: String, idleLeft: Int, hardLeft: Int, scope: SessionScope = .user, servesCaller: Bool = true) {
         self.vault = vault
         self.name = name
         self.idleLeft = idleLeft
         self.hardLeft = hardLeft
+        self.scope = scope
+        self.servesCaller = servesCaller
     }
 }
 
@@ -206,7 +224,7 @@ extension AgentRequest {
     public func validate() throws {
         if let vault { try Self.check(path: vault, "vault") }
         switch self {
-        case .unlock(let root, let name, _, _, _):
+        case .unlock(let root, let name, _, _, _, _):
             try Self.check(path: root, "root")
             try Self.check(name, "name", limit: AgentLimits.name)
         case .lock, .status, .probe:
@@ -223,10 +241,12 @@ extension AgentRequest {
             }
         case .release(_, let name, let fields, let command, let token):
             try Self.check(name, "name", limit: AgentLimits.name)
-            guard (1...AgentLimits.fields).contains(fields.count) else {
-                throw VaultError.usage("a release names 1 to \(AgentLimits.fields) fields")
+            if case .fields(let named) = fields {
+                guard (1...AgentLimits.fields).contains(named.count) else {
+                    throw VaultError.usage("a release names 1 to \(AgentLimits.fields) fields, or all")
+                }
+                for f in named { try Self.check(f) }
             }
-            for f in fields { try Self.check(f, "field", limit: AgentLimits.fieldName) }
             try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
             try Self.check(token)
         case .releaseAll(_, let command, let token):
@@ -234,7 +254,7 @@ extension AgentRequest {
             try Self.check(token)
         case .releaseSecret(_, let name, let field, let command, let token):
             try Self.check(name, "name", limit: AgentLimits.name)
-            try Self.check(field, "field", limit: AgentLimits.fieldName)
+            try Self.check(field)
             try Self.check(command, "command", limit: AgentLimits.command, allowEmpty: true)
             try Self.check(token)
         case .add(_, let item, _):
@@ -260,6 +280,11 @@ extension AgentRequest {
               token.reusedAge.map({ (0...FreshMatchToken.maximumReuse).contains($0) }) ?? true else {
             throw VaultError.usage("a fresh-match token has a vault id, a 32-byte nonce, 1 to \(FreshMatchToken.maximumMACs) MACs of 32 bytes and an age of 0 to \(FreshMatchToken.maximumReuse) s")
         }
+    }
+
+    /// A field's shape: a custom field's name is 1 to `AgentLimits.fieldName` bytes.
+    static func check(_ field: ItemField) throws {
+        if case .custom(let name) = field { try check(name, "field", limit: AgentLimits.fieldName) }
     }
 
     static func check(path: String, _ what: String) throws {

@@ -23,6 +23,9 @@ final class Session {
     var lastUse: Double
     let idle: Double
     let hardLimit: Double
+    /// Whom it serves, and the terminal session of the process that opened it.
+    let scope: SessionScope
+    let opener: TerminalSession?
     /// The overviews of the vault, read at the first listing or search.
     private var index: OverviewIndex?
 
@@ -51,7 +54,10 @@ final class Session {
         }
     }
 
-    init(location: VaultLocation, vault: UnlockedVault, slotSequence: Int64, idle: Double, hardLimit: Double, now: Double) {
+    init(location: VaultLocation, vault: UnlockedVault, slotSequence: Int64, idle: Double, hardLimit: Double, now: Double,
+         scope: SessionScope, opener: TerminalSession?) {
+        self.scope = scope
+        self.opener = opener
         self.location = location
         self.vault = vault
         self.slotSequence = slotSequence
@@ -59,6 +65,13 @@ final class Session {
         lastUse = now
         self.idle = idle
         self.hardLimit = hardLimit
+    }
+
+    /// Whether the session serves `peer`: any process of the uid for `user`; for `terminal`,
+    /// only a process of the opener's terminal session (kernel data from the peer's pid, never
+    /// from the request).
+    func serves(_ peer: Requester?) -> Bool {
+        scope == .user || (opener != nil && peer?.terminal == opener)
     }
 
     /// Why the session is over, or nil while it is valid.
@@ -93,6 +106,9 @@ public final class AgentRequestHandler: @unchecked Sendable {
     private var lastLive: Double
     /// Bytes of import items held by all connections.
     private var stagedBytes = 0
+    /// The peer of the request being answered (set under `lock`): terminal-scoped sessions
+    /// serve only their own terminal session.
+    private var requester: Requester?
     private let clock: AgentClock
     /// The uid served: every other peer is refused.
     public let uid: UInt32
@@ -153,6 +169,8 @@ public final class AgentRequestHandler: @unchecked Sendable {
             try request.validate()
             return try lock.withLock {
                 sweep()
+                requester = peer
+                defer { requester = nil }
                 if case .list(let vault, let term, let from) = request { return try listing(vault, term: term, from: from ?? 0) }
                 if case .releaseSecret(let vault, let name, let field, let command, let freshMatch) = request {
                     var tail: [UInt8] = []
@@ -247,14 +265,17 @@ public final class AgentRequestHandler: @unchecked Sendable {
 
     private func answer(_ request: AgentRequest, key: [UInt8], peer: Requester, staging: inout ImportStaging) throws -> AgentReply {
         switch request {
-        case .unlock(let root, let name, let generation, let idle, let hardLimit):
-            return try unlock(root: root, name: name, generation: generation, idle: idle, hardLimit: hardLimit, key: key)
+        case .unlock(let root, let name, let generation, let idle, let hardLimit, let scope):
+            return try unlock(root: root, name: name, generation: generation, idle: idle, hardLimit: hardLimit, key: key,
+                              scope: scope, opener: peer.terminal)
         case .lock(let vault):
             let keys = vault.map { [$0] } ?? Array(sessions.keys)
             var count = 0
-            // A locked session leaves a note, so a script asking later learns why (exit 19).
-            for k in keys where sessions.removeValue(forKey: k) != nil {
-                ended[k] = "was ended by 'vault lock'"
+            // A locked session leaves a note, so a script asking later learns why (exit 19);
+            // not for the terminal session that locked it: its person knows.
+            for k in keys {
+                guard let s = sessions.removeValue(forKey: k) else { continue }
+                if s.opener == nil || s.opener != peer.terminal { ended[k] = "was ended by 'vault lock'" }
                 count += 1
             }
             return .locked(count: count)
@@ -263,7 +284,8 @@ public final class AgentRequestHandler: @unchecked Sendable {
             let list = sessions.map { vault, s in
                 SessionStatus(vault: vault, name: s.location.name,
                               idleLeft: max(0, AgentLimits.wholeSeconds(s.idle - (now - s.lastUse))),
-                              hardLeft: max(0, AgentLimits.wholeSeconds(s.hardLimit - (now - s.started))))
+                              hardLeft: max(0, AgentLimits.wholeSeconds(s.hardLimit - (now - s.started))),
+                              scope: s.scope, servesCaller: s.serves(peer))
             }
             return .status(pid: pid, sessions: list.sorted { $0.vault < $1.vault })
         case .probe(let vault):
@@ -319,13 +341,20 @@ public final class AgentRequestHandler: @unchecked Sendable {
             if let reason = ended.removeValue(forKey: vault) { throw VaultError.sessionInvalid(reason) }
             return .noSession
         }
+        // Another terminal's session is not there for this peer: it authenticates itself.
+        guard s.serves(requester) else { return .noSession }
         s.lastUse = clock()
         return try body(s)
     }
 
-    private func unlock(root: String, name: String, generation: Int64, idle: Double, hardLimit: Double, key: [UInt8]) throws -> AgentReply {
+    private func unlock(root: String, name: String, generation: Int64, idle: Double, hardLimit: Double, key: [UInt8],
+                        scope: SessionScope, opener: TerminalSession?) throws -> AgentReply {
         let location = try VaultLocation(root: root, name: name)
         guard key.count == 32 else { throw VaultError.usage("refused: an unlock carries a 32-byte key, not \(key.count) bytes") }
+        if scope == .terminal && opener == nil {
+            throw VaultError.usage("refused: the agent cannot tell the terminal session of the unlocking process (another pid namespace?)",
+                                   hint: "'vault unlock --scope user' opens a session for every process of the user")
+        }
         let store = try VaultStore.open(location)
         // adopt checks the key against the vault's key-check value: an arbitrary key is refused.
         let vault = try store.adopt(masterKey: try SecretBytes(copying: key), generation: generation)
@@ -335,7 +364,8 @@ public final class AgentRequestHandler: @unchecked Sendable {
         let now = clock()
         sessions[location.databasePath] = Session(
             location: location, vault: vault, slotSequence: try store.slotSequence(),
-            idle: AgentLimits.clamp(idle, fallback: 120), hardLimit: AgentLimits.clamp(hardLimit, fallback: 12 * 3600), now: now)
+            idle: AgentLimits.clamp(idle, fallback: 120), hardLimit: AgentLimits.clamp(hardLimit, fallback: 12 * 3600), now: now,
+            scope: scope, opener: opener)
         ended[location.databasePath] = nil
         lastLive = now
         return .sessionOpen

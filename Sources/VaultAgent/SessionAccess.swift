@@ -57,9 +57,9 @@ public final class SessionAccess: VaultAccess {
         return o
     }
 
-    /// One item's overview with the secrets named in `fields`, from the reply frame's binary
+    /// One item's overview with the secrets `fields` selects, from the reply frame's binary
     /// tail straight into guarded memory (the agent writes the audit records first).
-    public func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> ReleasedItem {
+    public func releaseSecrets(named name: String, fields: FieldSelection, command: String, freshMatch: FreshMatchToken?) throws -> ReleasedItem {
         var (reply, tail) = try exchange(.release(vault: vault, name: name, fields: fields, command: command, freshMatch: freshMatch))
         defer { wipe(&tail) }
         guard case .released(let overview) = reply else { throw AgentClient.unexpected }
@@ -68,7 +68,7 @@ public final class SessionAccess: VaultAccess {
 
     /// One secret, from the reply frame's binary tail straight into guarded memory (the agent
     /// writes the audit record first).
-    public func releaseSecret(named name: String, field: String, command: String, freshMatch: FreshMatchToken?) throws -> SecretBytes {
+    public func releaseSecret(named name: String, field: ItemField, command: String, freshMatch: FreshMatchToken?) throws -> SecretBytes {
         var (reply, tail) = try exchange(.releaseSecret(vault: vault, name: name, field: field, command: command, freshMatch: freshMatch))
         defer { wipe(&tail) }
         guard case .releasedSecret = reply else { throw AgentClient.unexpected }

@@ -27,7 +27,9 @@ public enum AuthorityCodec {
     /// - Throws: `.usage` when the request is out of bounds or cannot be encoded.
     package static func frame(_ request: AuthorityRequest, tail: [UInt8] = []) throws(VaultError) -> AuthorityFrame {
         try request.validate()
-        guard let frame = AuthorityFrame.encoding(request, tail: tail, limit: AuthorityLimits.requestFrame) else {
+        let encoded: AuthorityFrame?
+        do { encoded = try AuthorityFrame.encoding(request, tail: tail, limit: AuthorityLimits.requestFrame) } catch { throw error.vaultError }
+        guard let frame = encoded else {
             throw .usage("the request cannot be encoded for the key authority")
         }
         return frame
@@ -52,9 +54,9 @@ public enum AuthorityCodec {
     /// A reply as a frame; `tail` is the key of `bound` and `key`. A reply that cannot be
     /// encoded or is over the limit becomes a `failed` reply saying so.
     package static func frame(_ reply: AuthorityReply, tail: [UInt8] = []) -> AuthorityFrame {
-        if let frame = AuthorityFrame.encoding(reply, tail: tail, limit: AuthorityLimits.replyFrame) { return frame }
-        let error = VaultError.failure("the key authority's reply is over its limit of \(AuthorityLimits.replyFrame) bytes")
-        return AuthorityFrame(json: (try? WireJSON.encode(AuthorityReply.failed(error: error))) ?? [])
+        .reply(reply, tail: tail, limit: AuthorityLimits.replyFrame,
+               overLimit: .failure("the key authority's reply is over its limit of \(AuthorityLimits.replyFrame) bytes"),
+               failed: { .failed(error: $0) })
     }
 
     /// Decodes a reply frame.

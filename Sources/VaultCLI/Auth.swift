@@ -123,15 +123,9 @@ enum Auth {
     /// Runs an evaluation with the terminal's echo off (passcode prompts still end their line):
     /// whatever is typed while vault waits for a finger, in this process or in vault-authd,
     /// never shows. Unread keys are dropped afterwards.
+    /// Ctrl-Z and `fg` keep it quiet (`TerminalSuspension`).
     static func quietTerminal<T>(_ ctx: CommandContext, _ body: () throws -> T) throws -> T {
-        let fd = ctx.terminal.inputFD
-        guard fd >= 0, let saved = try? TerminalAttributes.get(fd) else { return try body() }
-        var quiet = saved
-        quiet.echo = false
-        quiet.echoNewline = false
-        try? quiet.set(fd, when: .now)
-        defer { try? saved.set(fd, when: .flush) }
-        return try body()
+        try TerminalMode.withSilence(ctx.terminal.inputFD, body)
     }
 
     /// Unlocks with the passcode only (enrolment, passcode change, settings): a finger never

@@ -306,9 +306,13 @@ public final class ControllingTerminal: Terminal {
     /// Reads a line with echo off; Ctrl-C while echo is off restores the terminal first.
     public func readSecret(prompt: String) throws -> SecretBytes? {
         guard isAvailable else { return nil }
+        // Ctrl-Z, then `fg`, once the prompt is out: echo is off again (TerminalSuspension) and
+        // the prompt shows again.
+        let shown = TerminalSuspension.continuations
         write(prompt)
         let fd = self.fd
-        guard let line = try TerminalMode.withEchoOff(fd, { try SecretLine.read(fd: fd) }) else { return nil }
+        let again = { [self] in write(prompt) }
+        guard let line = try TerminalMode.withEchoOff(fd, { try SecretLine.read(fd: fd, onContinue: again, since: shown) }) else { return nil }
         // The terminal echoed the newline (ECHONL): the prompt's line is closed.
         lineOpen = false
         return line
@@ -334,7 +338,10 @@ enum SecretLine {
     ///   and the read was interrupted), `.io` for a failed read, `.usage` for an overlong line.
     /// - Parameter stripCarriageReturn: drop one `\r` before the newline (a CRLF line), as for
     ///   passcodes; false keeps every byte.
-    static func read(fd: Int32, stripCarriageReturn: Bool = true) throws -> SecretBytes? {
+    /// - Parameter onContinue: called when the process was stopped (Ctrl-Z) and continued in the
+    ///   foreground while waiting (a prompt prints itself again).
+    ///   `since`: the continuation count when the prompt was written (default: now).
+    static func read(fd: Int32, stripCarriageReturn: Bool = true, onContinue: (() -> Void)? = nil, since: Int? = nil) throws -> SecretBytes? {
         let buffer = try SecretBytes(zeroed: limit)
         var count = 0
         var sawAny = false
@@ -343,9 +350,14 @@ enum SecretLine {
         // On a terminal, Ctrl-C pressed just before the read began must still end it: the
         // read waits in short polls that look at the flag the SIGINT handler set.
         let watchInterrupts = isTerminal(fd)
+        var continued = since ?? TerminalSuspension.continuations
         while true {
             if watchInterrupts {
                 if Interrupts.requested { throw VaultError.userCancel }
+                if TerminalSuspension.continuations != continued {
+                    continued = TerminalSuspension.continuations
+                    if count == 0 { onContinue?() }
+                }
                 if (try? Poll.isReadable(fd, timeoutMilliseconds: 100)) != true { continue }
             }
             let n: Int

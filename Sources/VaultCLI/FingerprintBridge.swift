@@ -112,19 +112,24 @@ final class FingerprintCancellation: @unchecked Sendable {
 /// With `allowFallback` (and a scan that may end in the passcode, `ctx.scanOffersPasscode`), the
 /// line typed ends the scan: Enter alone asks for the passcode, text and Enter *is* the passcode
 /// (kept in `ctx.typedPasscode`). Where no passcode may be used, the line is dropped with a word.
+/// Ctrl-Z and `fg` meanwhile keep echo off, and `prompt` (the line that asked for the finger) is
+/// shown again after `fg`.
 func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, cancellation: FingerprintCancellation,
+                                   prompt: String? = nil, promptShown: Int? = nil,
                                    _ body: @escaping @Sendable () throws -> T) throws -> (result: T?, fallback: Bool) {
+    let screen = ctx.terminal.inputFD
+    let shown = promptShown ?? TerminalSuspension.continuations
+    // Back as it was afterwards, unread keys dropped (half a passcode must not reach the shell).
+    return try TerminalMode.withSilence(screen) {
+        try watchingKeyboardQuietly(ctx, screen: screen, allowFallback: allowFallback, cancellation: cancellation, prompt: prompt, shown: shown, body)
+    }
+}
+
+private func watchingKeyboardQuietly<T: Sendable>(_ ctx: CommandContext, screen: Int32, allowFallback: Bool,
+                                                  cancellation: FingerprintCancellation, prompt: String?, shown: Int,
+                                                  _ body: @escaping @Sendable () throws -> T) throws -> (result: T?, fallback: Bool) {
     let box = ResultBox<T>()
     let done = DispatchSemaphore(value: 0)
-    let screen = ctx.terminal.inputFD
-    let saved = screen >= 0 ? try? TerminalAttributes.get(screen) : nil
-    if var quiet = saved {
-        quiet.echo = false
-        quiet.echoNewline = false
-        try? quiet.set(screen, when: .now)
-    }
-    // Back as it was, unread keys dropped (half a passcode must not reach the shell).
-    defer { try? saved?.set(screen, when: .flush) }
     Thread.detachNewThread {
         do { box.set(.success(try body())) } catch { box.set(.failure(error)) }
         done.signal()
@@ -132,8 +137,13 @@ func watchingKeyboard<T: Sendable>(_ ctx: CommandContext, allowFallback: Bool, c
     var fallback = false
     let tty = allowFallback ? screen : -1
     let offersPasscode = ctx.scanOffersPasscode
+    var continued = shown
     while done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
         if ctx.interrupted() { cancellation.cancel(.user) }
+        if TerminalSuspension.continuations != continued {
+            continued = TerminalSuspension.continuations
+            if let prompt { ctx.say(prompt) }
+        }
         if tty >= 0 && !fallback && (try? Poll.isReadable(tty, timeoutMilliseconds: 0)) == true {
             guard let line = try? SecretLine.read(fd: tty) else { continue }
             if offersPasscode {
@@ -190,12 +200,14 @@ final class LibfprintReader: FingerprintReader {
     }
 
     func scan(against prints: [[UInt8]], prompt: String) throws -> Int? {
-        ctx.say("vault: " + prompt + (interactive && ctx.scanOffersPasscode ? " (or press Enter for the passcode)" : ""))
+        let line = "vault: " + prompt + (interactive && ctx.scanOffersPasscode ? " (or press Enter for the passcode)" : "")
+        let shown = TerminalSuspension.continuations
+        ctx.say(line)
         let process = sensor.process
         let cancellation = FingerprintCancellation(process)
         let request = ReaderRequest.match(prints: prints.map { Data($0) }, timeout: timeout)
         do {
-            let r = try watchingKeyboard(ctx, allowFallback: interactive, cancellation: cancellation) { () throws -> Int? in
+            let r = try watchingKeyboard(ctx, allowFallback: interactive, cancellation: cancellation, prompt: line, promptShown: shown) { () throws -> Int? in
                 guard case .matched(let index) = try process.call(request) else { throw RemoteSensor.unexpected }
                 return index
             }

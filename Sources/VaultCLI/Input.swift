@@ -41,7 +41,7 @@ enum SecretInput {
     /// A new passcode: read once from `fdOption`, or asked twice on the terminal.
     static func newPasscode(_ ctx: CommandContext, _ inv: Invocation, fdOption: OptionSpec) throws -> SecretBytes {
         if let fd = try descriptor(inv, fdOption) {
-            let s = try line(fd: fd, what: "new passcode")
+            let s = try PasscodeRule.normalized(try line(fd: fd, what: "new passcode"))
             try PasscodeRule.check(s)
             return s
         }
@@ -50,18 +50,100 @@ enum SecretInput {
         let reason = "no terminal and no \(fdOption.name)"
         var last = VaultError.usage("no new passcode was given; nothing was changed")
         for _ in 1...3 {
-            let first = try ask(ctx, inv, prompt: "new passcode: ", reason: reason)
-            do { try PasscodeRule.check(first) } catch let e as VaultError {
-                ctx.say("vault: \(e.message); try again")
-                last = e
-                continue
-            }
+            let typed = try ask(ctx, inv, prompt: "new passcode: ", reason: reason)
+            guard let first = try checkedNew(typed, ctx, &last) else { continue }
             let second = try ask(ctx, inv, prompt: "repeat the new passcode: ", reason: reason)
-            if first.isEqual(to: second) { return first }
+            if let again = try? PasscodeRule.normalized(second), first.isEqual(to: again) { return first }
             ctx.say("vault: the two passcodes differ; try again")
             last = VaultError.usage("the two passcodes differ; nothing was changed")
         }
         throw last
+    }
+
+    /// A new passcode typed at the prompt, normalised and checked; nil (said, kept in `last`)
+    /// when it breaks the rule, so the prompt asks again.
+    private static func checkedNew(_ typed: borrowing SecretBytes, _ ctx: CommandContext, _ last: inout VaultError) throws -> SecretBytes? {
+        do {
+            let s = try PasscodeRule.normalized(typed)
+            try PasscodeRule.check(s)
+            return s
+        } catch let e as VaultError {
+            ctx.say("vault: \(e.message); try again")
+            last = e
+            return nil
+        }
+    }
+
+    /// Whether a secret "from standard input" is typed by a person: standard input is the
+    /// terminal and prompts are allowed. It is then asked with a prompt, echo off, and a repeat.
+    static func typedOnTerminal(_ ctx: CommandContext, _ inv: Invocation) -> Bool {
+        !inv.noInput && ctx.terminal.isAvailable && isTerminal(ctx.stdinFD)
+    }
+
+    /// A secret typed on the terminal: `prompt` with echo off, then `repeat the WHAT:`, three
+    /// rounds; `optional`: Enter alone at the first prompt gives none. Refused when not UTF-8.
+    static func typedSecret(_ ctx: CommandContext, _ inv: Invocation, prompt: String, what: String, optional: Bool) throws -> String? {
+        for _ in 1...3 {
+            let first = try ask(ctx, inv, prompt: prompt, reason: "no terminal")
+            if first.count == 0 {
+                if optional { return nil }
+                ctx.say("vault: the \(what) is empty; try again")
+                continue
+            }
+            let second = try ask(ctx, inv, prompt: "repeat the \(what): ", reason: "no terminal")
+            guard first.isEqual(to: second) else {
+                ctx.say("vault: the two \(what)s differ; try again")
+                continue
+            }
+            guard let text = first.withUnsafeBytes({ String(validating: $0, as: UTF8.self) }) else {
+                throw VaultError.usage("the \(what) typed is not valid UTF-8", hint: "check the terminal's encoding (locale charmap should say UTF-8)")
+            }
+            return text
+        }
+        throw VaultError.usage("no \(what) was given; nothing was saved")
+    }
+
+    /// A secret value "from standard input" (`--totp-stdin`, a hidden or TOTP `--field`,
+    /// `--notes-stdin`): typed at a prompt on the terminal (echo off, asked twice), else the
+    /// next line of standard input, byte for byte.
+    static func secretValue(_ ctx: CommandContext, _ inv: Invocation, prompt: String, what: String) throws -> String {
+        if typedOnTerminal(ctx, inv) {
+            return try typedSecret(ctx, inv, prompt: prompt, what: what, optional: false)!
+        }
+        return try stdinText(ctx, what: what)
+    }
+
+    /// The longest notes `--notes-stdin` and `--notes-edit` take.
+    static let notesLimit = 1 << 20
+
+    /// `--notes-stdin` without a terminal: the rest of standard input (every line, to its end),
+    /// one final newline dropped; refused when not UTF-8. On a terminal: one line, asked twice.
+    static func notes(_ ctx: CommandContext, _ inv: Invocation, label: String) throws -> String {
+        if typedOnTerminal(ctx, inv) {
+            return try typedSecret(ctx, inv, prompt: "notes for '\(label)' (one line; --notes-edit on edit for more): ", what: "notes", optional: false)!
+        }
+        var bytes: [UInt8] = []
+        defer { wipe(&bytes) }
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        defer { wipe(&chunk) }
+        while true {
+            let n: Int
+            do {
+                n = try chunk.withUnsafeMutableBytes { (b) throws(SystemError) -> Int in try readSome(fd: ctx.stdinFD, into: b, label: "standard input") }
+            } catch {
+                throw VaultError.io(path: "standard input", (error as? SystemError)?.reason ?? "\(error)")
+            }
+            if n == 0 { break }
+            bytes += chunk[0..<n]
+            guard bytes.count <= notesLimit else {
+                throw VaultError.usage("the notes on standard input are longer than \(notesLimit >> 10) KiB")
+            }
+        }
+        if bytes.last == 10 { bytes.removeLast() }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw VaultError.usage("the notes on standard input are not valid UTF-8", hint: "convert them to UTF-8 first (iconv)")
+        }
+        return text
     }
 
     /// `--password-stdin`: the next line of standard input.

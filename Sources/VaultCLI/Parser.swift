@@ -179,7 +179,12 @@ enum Parser {
         while let raw = rest.first {
             rest = rest.dropFirst()
             let arg = specs.first { $0.short != nil && $0.short == raw }?.name ?? raw
-            if arg == "--" { inv.trailing = Array(rest); break }
+            if arg == "--" {
+                // After `--` come a command to run (run, login) or, for every other verb,
+                // arguments only: `vault get -- -leading` reads an item whose name starts with '-'.
+                if command.takesCommand { inv.trailing = Array(rest) } else { inv.arguments += rest }
+                break
+            }
             if arg == "-h" { inv.set(GlobalOptions.help); continue }
             if arg.hasPrefix("--") || shortFlag(arg, specs) != nil {
                 var (name, inline) = split(arg)
@@ -199,6 +204,11 @@ enum Parser {
                     inv.flags.insert(name)
                 }
             } else if arg.hasPrefix("-") && arg.count > 1 {
+                if command.arguments.upperBound > 0 && !command.takesCommand {
+                    let near = suggestion(arg, among: specs.map(\.name)).map { "did you mean '\($0)'? " } ?? ""
+                    throw VaultError.usage("unknown option '\(arg)'",
+                                           hint: near + "a name that starts with '-' goes after '--': 'vault \(command.name) -- \(arg)'")
+                }
                 throw unknownOption(arg, known: specs.map(\.name), command: command.name)
             } else {
                 inv.arguments.append(arg)
@@ -233,36 +243,9 @@ enum Parser {
         return .usage("unknown option '\(name)'", hint: near.map { "did you mean '\($0)'? \(help)" } ?? help)
     }
 
-    /// The candidate meant by a mistyped `word`: one it is a prefix of (the shortest), else the
-    /// nearest within a small distance counting a swap of two neighbours as one edit (`lsit` is
-    /// one edit from `list`), else nil. Distance 1 for words up to 4 characters, 2 beyond.
+    /// The candidate meant by a mistyped `word` (`Spelling.nearest`: the one "did you mean" of
+    /// commands, options and fields).
     static func suggestion(_ word: String, among candidates: [String]) -> String? {
-        let bare = word.drop { $0 == "-" }
-        if bare.count >= 2 {
-            let prefixed = candidates.filter { $0.drop { $0 == "-" }.hasPrefix(bare) }
-            if let best = prefixed.min(by: { $0.count < $1.count }) { return best }
-        }
-        let limit = word.count <= 4 ? 1 : 2
-        let scored = candidates.map { ($0, distance(word, $0)) }.filter { $0.1 <= limit }
-        return scored.min { $0.1 < $1.1 || ($0.1 == $1.1 && $0.0.count < $1.0.count) }?.0
-    }
-
-    /// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
-    /// neighbouring characters each count one.
-    static func distance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
-        if a.isEmpty { return b.count }
-        if b.isEmpty { return a.count }
-        var d = Array(repeating: Array(repeating: 0, count: b.count + 1), count: a.count + 1)
-        for i in 0...a.count { d[i][0] = i }
-        for j in 0...b.count { d[0][j] = j }
-        for i in 1...a.count {
-            for j in 1...b.count {
-                let cost = a[i - 1] == b[j - 1] ? 0 : 1
-                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
-                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1) }
-            }
-        }
-        return d[a.count][b.count]
+        Spelling.nearest(to: word, among: candidates)
     }
 }

@@ -6,21 +6,21 @@ import VaultKit
 /// that holds the key (this process's, or the agent's), made here when the vault refuses. The
 /// vault checks the token (`UnlockedVault.requireFreshMatch`); nothing here is taken on trust.
 enum Release {
-    /// The item with the secrets named in `fields`, after a fresh match when its switch is on.
-    static func item(_ name: String, fields: [String], command: String, from vault: any VaultAccess,
+    /// The item with the secrets `fields` selects, after a fresh match when its switch is on.
+    static func item(_ name: String, fields: FieldSelection, command: String, from vault: any VaultAccess,
                      _ inv: Invocation, _ ctx: CommandContext) throws -> Item {
         try guarded(vault, inv, ctx) { try vault.release(named: name, fields: fields, command: command, freshMatch: $0) }
     }
 
-    /// The item's overview with the secrets named in `fields` in guarded memory, after a fresh
+    /// The item's overview with the secrets `fields` selects in guarded memory, after a fresh
     /// match when its switch is on.
-    static func secrets(_ name: String, fields: [String], command: String, from vault: any VaultAccess,
+    static func secrets(_ name: String, fields: FieldSelection, command: String, from vault: any VaultAccess,
                         _ inv: Invocation, _ ctx: CommandContext) throws -> ReleasedItem {
         try guarded(vault, inv, ctx) { try vault.releaseSecrets(named: name, fields: fields, command: command, freshMatch: $0) }
     }
 
     /// One secret in guarded memory, after a fresh match when the item's switch is on.
-    static func secret(_ name: String, field: String, command: String, from vault: any VaultAccess,
+    static func secret(_ name: String, field: ItemField, command: String, from vault: any VaultAccess,
                        _ inv: Invocation, _ ctx: CommandContext) throws -> SecretBytes {
         try guarded(vault, inv, ctx) { try vault.releaseSecret(named: name, field: field, command: command, freshMatch: $0) }
     }

@@ -1,3 +1,4 @@
+import Foundation
 import VaultAuthority
 import VaultKit
 import VaultSystem
@@ -22,8 +23,11 @@ enum SystemAuthorityLink {
         // As at the embedded reader: the line typed (echo is off, see Auth.quietTerminal) ends the
         // scan; Enter alone asks for the passcode, text and Enter is the passcode.
         let offers = ctx.scanOffersPasscode, typed = ctx.typedPasscode, say = Unchecked(value: ctx.stderr)
+        let shown = ShownPrompt()
         let control = ScanControl(watch: { purpose in
             if interrupted() { return .user }
+            // Ctrl-Z, then `fg`: the touch prompt again (echo is off again, TerminalSuspension).
+            if let line = shown.againAfterContinue() { say.value.write(line) }
             if purpose == .match, tty >= 0, (try? Poll.isReadable(tty, timeoutMilliseconds: 0)) == true {
                 guard let line = try? SecretLine.read(fd: tty) else { return nil }
                 guard offers else {
@@ -39,7 +43,9 @@ enum SystemAuthorityLink {
         return SystemKeyAuthority(socketPath: socket, scanTimeout: timeout, control: control, notices: { notice in
             switch notice {
             case .touchReader(let prompt):
-                stderr.write("vault: " + prompt + (interactive && offers ? " (or press Enter for the passcode)" : "") + "\n")
+                let line = "vault: " + prompt + (interactive && offers ? " (or press Enter for the passcode)" : "") + "\n"
+                shown.set(line)
+                stderr.write(line)
             case .enrolling(let finger, let reader, let stages):
                 stderr.write("vault: enrolling \(finger) on \(reader): touch the reader \(stages) times\n")
             case .enrollProgress(let done, let total, let advice):
@@ -50,5 +56,31 @@ enum SystemAuthorityLink {
                 stderr.write("vault: waiting for the fingerprint reader (in use by another request)\n")
             }
         })
+    }
+}
+
+/// The last touch prompt of a scan the daemon runs, shown again when the process was stopped
+/// (Ctrl-Z) and continued in the foreground meanwhile.
+final class ShownPrompt: @unchecked Sendable {
+    private let lock = NSLock()
+    private var line: String?
+    private var continued = TerminalSuspension.continuations
+
+    /// `line` is on the screen now (a continuation from here on shows it again).
+    func set(_ line: String) {
+        lock.withLock {
+            self.line = line
+            continued = TerminalSuspension.continuations
+        }
+    }
+
+    /// The line to show again, once per continuation.
+    func againAfterContinue() -> String? {
+        lock.withLock {
+            let now = TerminalSuspension.continuations
+            guard now != continued else { return nil }
+            continued = now
+            return line
+        }
     }
 }

@@ -70,7 +70,9 @@ public enum VaultCLI {
             // Every write to stdout is checked: what a script reads must not be silently missing.
             if let f = ctx.stdout.failure {
                 let e = VaultError.io(path: "standard output", f.reason)
-                report(e, ctx)
+                // `vault export | head`: the reader chose to stop; the exit code says the output
+                // was cut short, without a line on the screen (as cat and grep do).
+                if !f.isBrokenPipe { report(e, ctx) }
                 return e.exitCode
             }
             return 0
@@ -149,6 +151,8 @@ public enum VaultCLI {
     public static func main() -> Int32 {
         // Ctrl-C sets a flag (and unblocks SIGINT, which a parent may have blocked).
         Interrupts.install()
+        // Ctrl-Z at a secret prompt gives the shell its terminal back; `fg` turns echo off again.
+        TerminalSuspension.install()
         // A closed pipe is an error a command reports (exit 6), not a silent death; children
         // get SIGPIPE back (ChildProcess resets it).
         ignoreBrokenPipe()
@@ -157,6 +161,7 @@ public enum VaultCLI {
         try? ProcessHardening.disableCoreDumps()
         ProcessIdentity.restrictFileCreation()
         let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.first == "ssh-agent" { return SSHAgentCommand.exec(Array(arguments.dropFirst())) }
         if let helper = CredentialHelpers.Program(argv0: CommandLine.arguments.first ?? "") {
             return CredentialHelpers.main(helper, arguments, context: .process())
         }

@@ -10,12 +10,12 @@ public enum ExportJSON {
     public static func object(_ overview: ItemOverview, _ secrets: ItemSecrets) -> [String: Any] {
         let item = overview.item
         var o = VaultJSON.object(item)
-        if let v = secrets.value(of: "password") { o["password"] = JSONSecret(v) }
-        if let v = secrets.value(of: "notes") { o["notes"] = JSONSecret(v) }
-        if let v = secrets.value(of: "totp") { o["totp"] = JSONSecret(v) }
+        if let v = secrets.value(of: .password) { o["password"] = JSONSecret(v) }
+        if let v = secrets.value(of: .notes) { o["notes"] = JSONSecret(v) }
+        if let v = secrets.value(of: .totp) { o["totp"] = JSONSecret(v) }
         if !item.fields.isEmpty {
             o["fields"] = item.fields.map { f -> [String: Any] in
-                let value: Any = f.kind.isSecret ? secrets.customValue(of: f.name).map(JSONSecret.init) ?? "" : f.value
+                let value: Any = f.kind.isSecret ? secrets.value(of: .custom(f.name)).map(JSONSecret.init) ?? "" : f.value
                 return ["name": f.name, "kind": f.kind.rawValue, "value": value]
             }
         }

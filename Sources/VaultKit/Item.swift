@@ -178,29 +178,6 @@ public struct Item: Codable, Equatable, Sendable {
         }
         return n
     }
-
-    /// The value of a named field, or nil when the item has none (`username`, `password`, `url`,
-    /// `notes`, `tags`, `totp`, `name`, `type`, else a custom field of that name).
-    public func field(_ field: String) throws -> String? {
-        switch field {
-        case "name": return name
-        case "username", "user": return username
-        case "password": return password
-        case "url": return urls.first
-        case "urls": return urls.isEmpty ? nil : urls.joined(separator: "\n")
-        case "notes": return notes
-        case "tags": return tags.isEmpty ? nil : tags.joined(separator: ",")
-        case "totp": return totp
-        case "type": return type.rawValue
-        case "history": return passwordHistory.isEmpty ? nil : passwordHistory.reversed().map(\.password).joined(separator: "\n")
-        default:
-            if let custom = customField(field) { return custom.value }
-            throw VaultError.usage("unknown field '\(field)'", hint: "fields: \(Item.fieldNames.joined(separator: ", "))\(fields.isEmpty ? "" : ", or one of this item's: " + fields.map(\.name).joined(separator: ", "))")
-        }
-    }
-
-    /// The fields `field(_:)` knows.
-    public static let fieldNames = ["name", "type", "username", "password", "url", "urls", "notes", "tags", "totp", "history"]
 }
 
 /// A vault's own settings (policy and passcode rules), stored in the clear in the vault database:

@@ -7,6 +7,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case usage(String, hint: String? = nil)
     /// 3: no such item.
     case itemNotFound(String)
+    /// 3: no such item, and the vault holds one of a name near it (`near`).
+    case itemNotFoundNear(String, near: String)
     /// 3: no vault at this path.
     case vaultNotFound(name: String, path: String)
     /// 3: a secret reference (`vault://...`) names no item, vault or field that has a value.
@@ -90,7 +92,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         switch self {
         case .failure, .changedMeanwhile: .failure
         case .usage: .usage
-        case .itemNotFound, .vaultNotFound, .referenceNotFound: .notFound
+        case .itemNotFound, .itemNotFoundNear, .vaultNotFound, .referenceNotFound: .notFound
         case .alreadyExists: .alreadyExists
         case .corrupt, .newerFormat, .authorityDamaged, .settingsDamaged: .corrupt
         case .io, .insecurePermissions: .io
@@ -126,7 +128,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     public var message: String {
         switch self {
         case .failure(let m, _), .usage(let m, _): m
-        case .itemNotFound(let n): "no item named '\(n)'"
+        case .itemNotFound(let n), .itemNotFoundNear(let n, _): "no item named '\(n)'"
         case .vaultNotFound(let n, let p): "no vault named '\(n)' at \(p)"
         case .referenceNotFound(let r, let why): "\(r): \(why)"
         case .alreadyExists(let n): "an item named '\(n)' already exists"
@@ -178,7 +180,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         return switch self {
         case .failure(_, let h), .usage(_, let h): h
         case .itemNotFound: "list the items with '\(command("ls"))'"
-        case .referenceNotFound: "references are vault://[VAULT/]ITEM/FIELD, FIELD one of \(ReferenceField.builtIn.joined(separator: ", ")) or a custom field; list the items with 'vault ls'"
+        case .itemNotFoundNear(_, let near): "did you mean '\(near)'? (\(command("ls")) lists the items)"
+        case .referenceNotFound: "references are vault://[VAULT/]ITEM/FIELD, FIELD one of \(SecretReference.builtInFields.map(\.spelling).joined(separator: ", ")) or a custom field; list the items with 'vault ls'"
         case .vaultNotFound(let n, _): n == "default" ? "create it with 'vault init'" : "create it with 'vault init --vault \(n)'"
         case .alreadyExists: "choose another name, or replace it with --force"
         case .corrupt: "restore the vault folder from a backup; other items are still readable"

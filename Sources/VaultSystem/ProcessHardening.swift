@@ -100,6 +100,23 @@ public enum ProcessIdentity {
         return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// The terminal session process `pid` belongs to (`/proc/PID/stat`: its session id and its
+    /// controlling terminal's device number, 0 for none), as the kernel reports it; readable for
+    /// any process, non-dumpable ones too.
+    /// - Throws: ``SystemError`` for `open`/`read` (`ENOENT` for a process gone); `EPROTO` for a
+    ///   line that cannot be read.
+    public static func terminalSession(of pid: Int32) throws(SystemError) -> (sessionID: Int32, terminal: Int32) {
+        let path = "/proc/\(pid)/stat"
+        let bytes = try FileDescriptor.open(path, .readOnly).readAll(limit: 4096)
+        // "pid (comm) state ppid pgrp session tty_nr ...": comm may hold anything, even ')'.
+        guard let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { throw SystemError(call: "read", path: path, code: EPROTO) }
+        let fields = String(decoding: bytes[(close + 1)...], as: UTF8.self).split(separator: " ")
+        guard fields.count > 4, let session = Int32(fields[3]), let tty = Int32(fields[4]) else {
+            throw SystemError(call: "read", path: path, code: EPROTO)
+        }
+        return (session, tty)
+    }
+
     /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`, a UUID that changes on every boot).
     /// - Throws: ``SystemError`` for `open`/`read`; `EPROTO` when the file is empty.
     public static func bootID() throws(SystemError) -> String {
@@ -126,3 +143,4 @@ public enum ProcessExit {
     /// Exits with `code` (`exit(3)`: atexit handlers and stdio flushed).
     public static func exit(_ code: Int32) -> Never { Glibc.exit(code) }
 }
+

@@ -116,7 +116,30 @@ public enum TerminalMode {
         quiet.echo = false
         quiet.echoNewline = true
         try quiet.set(fd, when: .flush)
-        defer { try? saved.set(fd, when: .flush) }
+        let hold = TerminalSuspension.Hold(fd, saved: saved, quiet: quiet)
+        defer {
+            hold.end()
+            try? saved.set(fd, when: .flush)
+        }
+        return try body()
+    }
+
+    /// Runs `body` with echo off and the newline not echoed either (a fingerprint prompt, where
+    /// nothing typed may show), putting the settings back afterwards with unread keys dropped.
+    /// Ctrl-Z and `fg` meanwhile leave echo off (``TerminalSuspension``). Not a terminal: `body`
+    /// runs as it is.
+    /// - Throws: what `body` throws.
+    public static func withSilence<T: ~Copyable>(_ fd: Int32, _ body: () throws -> T) rethrows -> T {
+        guard fd >= 0, let saved = try? TerminalAttributes.get(fd) else { return try body() }
+        var quiet = saved
+        quiet.echo = false
+        quiet.echoNewline = false
+        try? quiet.set(fd, when: .now)
+        let hold = TerminalSuspension.Hold(fd, saved: saved, quiet: quiet)
+        defer {
+            hold.end()
+            try? saved.set(fd, when: .flush)
+        }
         return try body()
     }
 
@@ -173,5 +196,94 @@ public struct PseudoTerminal: ~Copyable {
     /// a new session, its controlling terminal).
     public var childFileActions: [FileAction] {
         [.open(0, slavePath, .readWrite), .dup2(from: 0, to: 1), .dup2(from: 0, to: 2)]
+    }
+}
+
+// MARK: - Ctrl-Z while a secret is read
+
+nonisolated(unsafe) private var quietFD: Int32 = -1
+nonisolated(unsafe) private var quietOriginal = termios()
+nonisolated(unsafe) private var quietCurrent = termios()
+nonisolated(unsafe) private var quietDepth: sig_atomic_t = 0
+nonisolated(unsafe) private var continuedCount: sig_atomic_t = 0
+
+/// Ctrl-Z (`SIGTSTP`) and `fg` (`SIGCONT`) while vault holds the terminal quiet (a passcode or
+/// secret prompt, the fingerprint prompt), as readpassphrase(3), sudo and ssh handle them: on
+/// Ctrl-Z the terminal's settings go back to what they were (the shell gets a sane terminal)
+/// and the process stops; when it is continued in the foreground, echo goes off again before
+/// anything else is read and ``continuations`` counts one, so the reader prints its prompt again.
+/// Without this, whatever the shell left (echo on) stays, and the passcode typed next shows.
+public enum TerminalSuspension {
+    /// Installs the handlers (once per process), unless `SIGTSTP` is ignored (a shell without
+    /// job control): then Ctrl-Z does nothing and nothing needs handling.
+    public static func install() {
+        guard !Signal(rawValue: SIGTSTP).isIgnored else { return }
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in
+            let depth = quietDepth, fd = quietFD
+            if depth > 0 && fd >= 0 { tcsetattr(fd, TCSANOW, &quietOriginal) }
+            // Stop for real: the default action, delivered at once (unblocked inside this
+            // handler); execution goes on here when the process is continued.
+            var dfl = sigaction()
+            dfl.__sigaction_handler.sa_handler = SIG_DFL
+            sigemptyset(&dfl.sa_mask)
+            var mine = sigaction()
+            sigaction(SIGTSTP, &dfl, &mine)
+            var set = sigset_t()
+            sigemptyset(&set)
+            sigaddset(&set, SIGTSTP)
+            raise(SIGTSTP)
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
+            sigaction(SIGTSTP, &mine, nil)
+            // An orphaned process group is not stopped: the terminal goes quiet again at once.
+            if quietDepth > 0 && quietFD >= 0 && tcgetpgrp(quietFD) == getpgrp() {
+                tcsetattr(quietFD, TCSANOW, &quietCurrent)
+            }
+        }
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = SA_RESTART
+        sigaction(SIGTSTP, &action, nil)
+        var resume = sigaction()
+        resume.__sigaction_handler.sa_handler = { _ in
+            let fd = quietFD
+            // Not held quiet (a prompt just written, echo not yet off): only counted.
+            guard quietDepth > 0, fd >= 0 else { continuedCount &+= 1; return }
+            // Only in the foreground: a `bg` job changing the terminal would be stopped again
+            // (SIGTTOU); its `fg` later sends SIGCONT once more.
+            guard tcgetpgrp(fd) == getpgrp() else { return }
+            tcsetattr(fd, TCSANOW, &quietCurrent)
+            continuedCount &+= 1
+        }
+        sigemptyset(&resume.sa_mask)
+        resume.sa_flags = SA_RESTART
+        sigaction(SIGCONT, &resume, nil)
+        Signal.unblock([Signal(rawValue: SIGTSTP), Signal(rawValue: SIGCONT)])
+    }
+
+    /// How many times the process was continued in the foreground while the terminal was held
+    /// quiet: a prompt reader that sees it change prints its prompt again.
+    public static var continuations: Int { Int(continuedCount) }
+
+    /// The terminal `fd` held quiet (`quiet`, changed from `saved`) until ``end()``; holds nest.
+    public struct Hold: Sendable {
+        private let previous: termios
+        private let previousFD: Int32
+
+        /// Holds `fd` in `quiet`; the outermost hold's `saved` is what Ctrl-Z puts back.
+        public init(_ fd: Int32, saved: TerminalAttributes, quiet: TerminalAttributes) {
+            previous = quietCurrent
+            previousFD = quietFD
+            if quietDepth == 0 { quietOriginal = saved.raw }
+            quietCurrent = quiet.raw
+            quietFD = fd
+            quietDepth += 1
+        }
+
+        /// Ends the hold: the enclosing one (if any) is in force again.
+        public func end() {
+            quietDepth -= 1
+            quietCurrent = previous
+            quietFD = previousFD
+        }
     }
 }

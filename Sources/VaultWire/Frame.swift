@@ -32,8 +32,10 @@ public struct WireTerms: Sendable {
 
 /// One message on a socket: a big-endian u32 length `L`, then `L` bytes: the protocol's version
 /// byte, a big-endian u32 JSON length `J`, `J` bytes of JSON, and `L - 5 - J` bytes of binary
-/// tail (keys and secrets, kept out of the JSON so they can be wiped). Both parts are wiped when
-/// the frame goes. See docs/format.md, "Frames".
+/// tail (keys and secrets, kept out of the JSON). The tail lives in guarded memory (libsodium's
+/// `sodium_malloc`: guard pages, no core dump, wiped when freed): a decoder copies it there straight
+/// from the bytes it read (which it wipes), and a `FramedConnection` sends it from there. The
+/// JSON is wiped when the frame goes. See docs/format.md, "Frames".
 public final class Frame<Format: WireFormat> {
     /// The version byte this code writes and reads.
     public static var version: UInt8 { Format.version }
@@ -42,34 +44,91 @@ public final class Frame<Format: WireFormat> {
 
     /// The JSON message.
     public var json: [UInt8]
-    /// The binary tail, empty when the message has none.
-    public var tail: [UInt8]
+    /// The binary tail in guarded memory; nil when the message has none.
+    private let guardedTail: GuardedTail?
 
-    /// A frame of `json` and `tail`.
-    public init(json: [UInt8], tail: [UInt8] = []) {
+    /// A frame of `json` with no tail.
+    public init(json: [UInt8]) {
         self.json = json
-        self.tail = tail
+        guardedTail = nil
+    }
+
+    /// A frame of `json` and a copy of `tail` in guarded memory (the caller wipes its own copy).
+    /// - Throws: `FrameError.outOfGuardedMemory` when libsodium cannot allocate.
+    public init(json: [UInt8], tail: [UInt8]) throws(FrameError<Format>) {
+        self.json = json
+        if tail.isEmpty {
+            guardedTail = nil
+        } else {
+            do { guardedTail = GuardedTail(try SecretBytes(copying: tail)) } catch { throw .outOfGuardedMemory }
+        }
+    }
+
+    /// A frame of `json` and a tail already in guarded memory.
+    public init(json: [UInt8], guarded tail: consuming SecretBytes) {
+        self.json = json
+        guardedTail = tail.count == 0 ? nil : GuardedTail(tail)
+    }
+
+    /// Decoded bytes: the JSON and the tail, the tail copied straight into guarded memory.
+    init(json: [UInt8], tailBytes: UnsafeRawBufferPointer) throws(FrameError<Format>) {
+        self.json = json
+        if tailBytes.isEmpty {
+            guardedTail = nil
+        } else {
+            do { guardedTail = GuardedTail(try SecretBytes(copying: tailBytes)) } catch { throw .outOfGuardedMemory }
+        }
     }
 
     deinit {
         wipe(&json)
-        wipe(&tail)
     }
 
-    /// The size of the frame without its length prefix (the `L` a decoder checks against its limit).
-    public var length: Int { Self.headerBytes + json.count + tail.count }
+    /// The tail's size in bytes.
+    public var tailCount: Int { guardedTail?.bytes.count ?? 0 }
 
-    /// The frame's bytes, length prefix included (the caller wipes them after sending).
-    public func encoded() -> [UInt8] {
+    /// Lends the tail's bytes from guarded memory (empty when there is none).
+    public func withTail<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        guard let guardedTail else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        return try guardedTail.bytes.withUnsafeBytes(body)
+    }
+
+    /// A copy of the tail's bytes `range` in guarded memory (a key taken from the tail).
+    /// - Throws: `CryptoError.outOfMemory`.
+    public func tailSecret(_ range: Range<Int>? = nil) throws -> SecretBytes {
+        try withTail { all in try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: all[range ?? 0..<all.count])) }
+    }
+
+    /// A copy of the tail in ordinary memory, for a consumer that keeps bytes (the caller wipes it).
+    public var tail: [UInt8] { withTail { Array($0) } }
+
+    /// The size of the frame without its length prefix (the `L` a decoder checks against its limit).
+    public var length: Int { Self.headerBytes + json.count + tailCount }
+
+    /// The length prefix, version byte, JSON length and JSON: what goes before the tail.
+    public func head() -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(4 + length)
+        out.reserveCapacity(9 + json.count)
         appendU32(UInt32(truncatingIfNeeded: length), to: &out)
         out.append(Format.version)
         appendU32(UInt32(truncatingIfNeeded: json.count), to: &out)
         out += json
-        out += tail
         return out
     }
+
+    /// The frame's bytes, length prefix and tail included, in ordinary memory (the caller wipes
+    /// them after sending; `FramedConnection` sends the tail from guarded memory instead).
+    public func encoded() -> [UInt8] {
+        var out = head()
+        withTail { out.append(contentsOf: $0) }
+        return out
+    }
+}
+
+/// A frame's tail, boxed: a class holds the non-copyable bytes so a frame may have none.
+private final class GuardedTail {
+    let bytes: SecretBytes
+    init(_ bytes: consuming SecretBytes) { self.bytes = bytes }
 }
 
 /// Why a frame was refused from its header. The connection it came on is closed after one
@@ -83,6 +142,8 @@ public enum FrameError<Format: WireFormat>: Error, Equatable, Sendable {
     case unsupportedVersion(UInt8)
     /// The JSON length runs past the frame.
     case badJSONLength(Int, frame: Int)
+    /// Guarded memory for the tail could not be had.
+    case outOfGuardedMemory
 
     /// The refusal as a usage error, for the reply.
     public var vaultError: VaultError {
@@ -93,6 +154,7 @@ public enum FrameError<Format: WireFormat>: Error, Equatable, Sendable {
             .usage("refused: \(Format.terms.name) protocol version \(v) is not supported (\(Format.terms.speaker) speaks version \(Format.version))",
                    hint: Format.terms.versionHint)
         case .badJSONLength(let j, let n): .usage("refused: a JSON length of \(j) bytes does not fit a frame of \(n)")
+        case .outOfGuardedMemory: .failure("out of guarded memory for a frame's keys", hint: "raise the locked-memory limit (ulimit -l)")
         }
     }
 }
@@ -142,7 +204,13 @@ public final class FrameDecoder<Format: WireFormat> {
         guard available >= 4 + length else { return nil }
         let body = start + 9
         let end = start + 4 + length
-        let frame = Frame<Format>(json: Array(buffer[body..<(body + jsonLength)]), tail: Array(buffer[(body + jsonLength)..<end]))
+        let json = Array(buffer[body..<(body + jsonLength)])
+        let tailResult: Result<Frame<Format>, FrameError<Format>> = buffer.withUnsafeBytes { b in
+            Result { () throws(FrameError<Format>) in
+                try Frame<Format>(json: json, tailBytes: UnsafeRawBufferPointer(rebasing: b[(body + jsonLength)..<end]))
+            }
+        }
+        let frame = try tailResult.get()
         buffer.withUnsafeMutableBytes { b in
             _ = UnsafeMutableRawBufferPointer(rebasing: b[start..<end]).initializeMemory(as: UInt8.self, repeating: 0)
         }

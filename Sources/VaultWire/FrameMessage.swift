@@ -7,9 +7,25 @@ public import VaultKit
 extension Frame {
     /// A frame of `message` and `tail`, or nil when the message cannot be encoded or the frame
     /// would be over `limit` bytes.
-    public static func encoding(_ message: some Encodable, tail: [UInt8] = [], limit: Int) -> Frame? {
+    /// - Throws: `FrameError.outOfGuardedMemory` when the tail cannot be put in guarded memory.
+    public static func encoding(_ message: some Encodable, tail: [UInt8] = [], limit: Int) throws(FrameError<Format>) -> Frame? {
         guard let json = try? WireJSON.encode(message), headerBytes + json.count + tail.count <= limit else { return nil }
-        return Frame(json: json, tail: tail)
+        return try Frame(json: json, tail: tail)
+    }
+
+    /// A reply as a frame: `message` and `tail`; when the message cannot be encoded or is over
+    /// `limit` the frame of `failed(overLimit)`, and when its tail cannot be kept in guarded
+    /// memory the frame of `failed` saying so. A server always has a reply to send.
+    public static func reply<Reply: Encodable>(_ message: Reply, tail: [UInt8] = [], limit: Int, overLimit: @autoclosure () -> VaultError,
+                                               failed: (VaultError) -> Reply) -> Frame {
+        let why: VaultError
+        do {
+            if let frame = try encoding(message, tail: tail, limit: limit) { return frame }
+            why = overLimit()
+        } catch {
+            why = error.vaultError
+        }
+        return Frame(json: (try? WireJSON.encode(failed(why))) ?? [])
     }
 
     /// The frame's JSON decoded as a request of type `T`.

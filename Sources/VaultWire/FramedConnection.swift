@@ -112,14 +112,14 @@ public final class FramedConnection<Format: WireFormat>: @unchecked Sendable {
     }
 
     /// Sends `frame` within `seconds` and a second more per MiB, in slices of 256 KiB, each under
-    /// what is left of that time; false when the peer is gone or too slow to take it. The
-    /// encoded bytes are wiped.
+    /// what is left of that time; false when the peer is gone or too slow to take it. The head's
+    /// bytes are wiped; the tail goes out straight from the frame's guarded memory.
     @discardableResult
     public func send(_ frame: Frame<Format>, within seconds: Double) -> Bool {
-        var bytes = frame.encoded()
-        defer { wipe(&bytes) }
-        let deadline = MonotonicClock.seconds() + seconds + Double(bytes.count >> 20)
-        return bytes.withUnsafeBytes { all in
+        var head = frame.head()
+        defer { wipe(&head) }
+        let deadline = MonotonicClock.seconds() + seconds + Double(frame.length >> 20)
+        func sendSliced(_ all: UnsafeRawBufferPointer) -> Bool {
             var offset = 0
             while offset < all.count {
                 let left = deadline - MonotonicClock.seconds()
@@ -134,6 +134,7 @@ public final class FramedConnection<Format: WireFormat>: @unchecked Sendable {
             }
             return true
         }
+        return head.withUnsafeBytes { sendSliced($0) } && frame.withTail { sendSliced($0) }
     }
 
     /// Sends one refusal (within `seconds`) and closes: the peer's unread input is dropped, never drained.

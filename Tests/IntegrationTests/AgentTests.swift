@@ -55,7 +55,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     }
 
     @Test func oneUnlockServesManyFetchesUntilLock() throws {
-        var r = box.vault(["unlock", "--timeout", "60"], passcode: pc)
+        var r = box.vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         defer { stopAgent() }
@@ -97,7 +97,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     }
 
     @Test func idleTimeoutEndsTheSession() {
-        var r = box.vault(["unlock", "--timeout", "1s"], passcode: pc)
+        var r = box.vault(["unlock", "--scope", "user", "--timeout", "1s"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
         defer { stopAgent() }
         r = box.vault(["get", "web", "--field", "password", "--no-input"])
@@ -110,7 +110,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     }
 
     @Test func hardLimitEndsTheSessionEvenWhenBusy() {
-        var r = box.vault(["unlock", "--timeout", "30", "--max-lifetime", "2"], passcode: pc)
+        var r = box.vault(["unlock", "--scope", "user", "--timeout", "30", "--max-lifetime", "2"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
         defer { stopAgent() }
         let start = Date()
@@ -129,9 +129,9 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     @Test func twoVaultsHaveIndependentSessions() {
         box.initVault("work")
         box.vault(["add", "jira", "--vault", "work", "--password-stdin"], passcode: pc, stdin: "j\n")
-        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user"], passcode: pc).status == 0)
         defer { stopAgent() }
-        #expect(box.vault(["unlock", "--vault", "work"], passcode: pc).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user", "--vault", "work"], passcode: pc).status == 0)
         #expect(box.vault(["get", "jira", "--vault", "work", "--field", "password", "--no-input"]).stdout == "j\n")
         #expect(box.vault(["lock", "--vault", "work"]).status == 0)
         #expect(box.vault(["get", "jira", "--vault", "work", "--field", "password", "--no-input"]).status == 19)
@@ -139,7 +139,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     }
 
     @Test func rotationInvalidatesTheSession() {
-        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user"], passcode: pc).status == 0)
         defer { stopAgent() }
         #expect(box.vault(["get", "db", "--field", "password", "--no-input"]).status == 0)
         let r = box.vault(["rotate"], passcode: pc)
@@ -186,7 +186,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     }
 
     @Test func malformedAndOversizedFramesAreRefusedAndTheAgentGoesOn() throws {
-        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user"], passcode: pc).status == 0)
         defer { stopAgent() }
         let json = Array(#"{"status":{}}"#.utf8)
         for garbage: [UInt8] in [[0xff, 0xff, 0xff, 0xff, 1, 2, 3], [0, 0, 0, 8, 0, 0, 0, 4] + Array("nope".utf8), [0, 0, 0, 1, 9],
@@ -233,7 +233,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     }
 
     @Test func noSecretInTheAgentsCommandLineOrEnvironment() throws {
-        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user"], passcode: pc).status == 0)
         defer { stopAgent() }
         let pid = try #require(agentPID())
         let cmdline = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
@@ -251,7 +251,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     }
 
     @Test func extremeDurationsAreClampedNeverATrap() throws {
-        var r = box.vault(["unlock", "--timeout", "1e19", "--max-lifetime", "inf", "--json"], passcode: pc)
+        var r = box.vault(["unlock", "--scope", "user", "--timeout", "1e19", "--max-lifetime", "inf", "--json"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
         defer { stopAgent() }
         #expect(json(r.stdout)["idle_timeout"] as? Int == 7 * 86400)
@@ -260,7 +260,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         #expect((session?["idle_left"] as? Int ?? 0) <= 7 * 86400 && (session?["hard_left"] as? Int ?? 0) <= 7 * 86400)
         #expect(box.vault(["get", "db", "--field", "password", "--no-input"]).stdout == "db-secret-9\n")
         for bad in ["nan", "-1e300", "-inf", "0", "soon"] {
-            r = box.vault(["unlock", "--timeout", bad], passcode: pc)
+            r = box.vault(["unlock", "--scope", "user", "--timeout", bad], passcode: pc)
             #expect(r.status == 2, "--timeout \(bad): \(r.stderr)")
         }
         // The agent is still there, with its session.
@@ -268,7 +268,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     }
 
     @Test func theLeanAgentBinaryServesTheSession() throws {
-        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user"], passcode: pc).status == 0)
         defer { stopAgent() }
         let pid = try #require(agentPID())
         let cmdline = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
@@ -290,7 +290,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
             print("aPeerOfAnotherUidIsRefused: skipped: needs root to run a client as another uid")
             return
         }
-        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user"], passcode: pc).status == 0)
         defer { stopAgent() }
         // Make the socket reachable for the test only: the agent must still refuse the peer.
         let folder = box.env["XDG_RUNTIME_DIR"]! + "/vault"
@@ -329,7 +329,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     /// second; the deadline here is 10 s for a loaded machine), and the next `vault unlock`
     /// starts exactly one new agent.
     @Test func anAgentWhoseSocketIsRemovedExitsAndUnlockStartsOneNew() throws {
-        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user"], passcode: pc).status == 0)
         defer { stopAgent() }
         let first = try #require(agentPID())
         #expect(agents(serving: socketPath) == [first])
@@ -340,7 +340,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         // Its session went with it: without one, a fetch needs the passcode.
         var r = box.vault(["get", "db", "--field", "password", "--no-input"])
         #expect(r.status != 0 && r.stdout.isEmpty, "\(r.status) \(r.stdout)")
-        r = box.vault(["unlock"], passcode: pc)
+        r = box.vault(["unlock", "--scope", "user"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
         let second = try #require(agentPID())
         #expect(second != first)
@@ -351,7 +351,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     /// The agent's socket replaced by another's: it exits, leaving the replacement where it is;
     /// once that one is closed (a stale socket file), `vault unlock` starts exactly one new agent.
     @Test func anAgentWhoseSocketIsReplacedExitsAndUnlockStartsOneNew() throws {
-        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user"], passcode: pc).status == 0)
         defer { stopAgent() }
         let first = try #require(agentPID())
         let other = box.env["XDG_RUNTIME_DIR"]! + "/vault/other.sock"
@@ -363,7 +363,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         print("anAgentWhoseSocketIsReplacedExitsAndUnlockStartsOneNew: the agent ended \(Int(Date().timeIntervalSince(replaced) * 1000)) ms after its socket was replaced")
         #expect((try? FileStatus.of(socketPath).inode) == inode, "the ending agent removed another's socket")
         try replacement.close()
-        let r = box.vault(["unlock"], passcode: pc)
+        let r = box.vault(["unlock", "--scope", "user"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
         let second = try #require(agentPID())
         #expect(second != first)
@@ -418,7 +418,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     /// another process's `vault status` still sees the session. Then nine children of one process
     /// that forked take up to 16 each: the reserve still leaves room for `vault status`.
     @Test func aProcessHolding128AgentConnectionsDoesNotStopAnotherProcesssStatus() throws {
-        #expect(box.vault(["unlock"], passcode: pc).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user"], passcode: pc).status == 0)
         defer { stopAgent() }
         var fds: [Int32] = []
         defer { fds.forEach { close($0) } }

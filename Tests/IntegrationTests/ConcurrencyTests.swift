@@ -195,7 +195,7 @@ import Testing
         let box = Sandbox()
         box.initVault()
         let pc = Sandbox.passcode
-        let r = box.vault(["unlock", "--timeout", "30m"], passcode: pc)
+        let r = box.vault(["unlock", "--scope", "user", "--timeout", "30m"], passcode: pc)
         try #require(r.status == 0, "unlock: \(r.stderr)")
         var tally = Tally()
         let clock = Date()
@@ -277,7 +277,7 @@ import Testing
         let pc = Sandbox.passcode
         let clock = Date()
         for round in 0..<Self.rounds {
-            let results = concurrently([VaultRun(["unlock"], passcode: pc), VaultRun(["unlock", "--vault", "work"], passcode: pc)], env: box.env)
+            let results = concurrently([VaultRun(["unlock", "--scope", "user"], passcode: pc), VaultRun(["unlock", "--scope", "user", "--vault", "work"], passcode: pc)], env: box.env)
             #expect(results.allSatisfy { $0.status == 0 }, "round \(round): \(results.map(\.stderr))")
             let running = agents(serving: socketPath)
             #expect(running.count == 1, "round \(round): agents \(running)")
@@ -411,7 +411,7 @@ import Testing
             var results: [(item: Int, result: RunResult, ended: Date)] = []
         }
         for round in 0..<Self.rounds {
-            r = box.vault(["unlock", "--timeout", "10m"], passcode: pc)
+            r = box.vault(["unlock", "--scope", "user", "--timeout", "10m"], passcode: pc)
             try #require(r.status == 0, "round \(round): unlock: \(r.stderr)")
             let loops = Loops(), env = box.env, done = DispatchGroup()
             for t in 0..<4 {

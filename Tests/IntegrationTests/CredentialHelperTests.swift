@@ -395,7 +395,7 @@ import Testing
 
     @Test func bothHelpersUseTheUnlockSessionWithoutAnyOption() throws {
         box.initVault()
-        var r = box.vault(["unlock", "--timeout", "60"], passcode: pc)
+        var r = box.vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
         defer {
             let session = json(box.vault(["status", "--json"]).stdout)["session"] as? [String: Any]

@@ -37,7 +37,7 @@ let dockerSuiteSource = packageRoot + "/Tests/IntegrationTests/Fixtures/docker-s
         let bin = box.home + "/bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: bin + "/docker-credential-vault", withDestinationPath: vaultBinary)
-        r = box.vault(["unlock", "--timeout", "300"], passcode: Sandbox.passcode)
+        r = box.vault(["unlock", "--scope", "user", "--timeout", "300"], passcode: Sandbox.passcode)
         try #require(r.status == 0, "\(r.stderr)")
         defer {
             let session = json(box.vault(["status", "--json"]).stdout)["session"] as? [String: Any]

@@ -228,7 +228,7 @@ private func isHex64(_ s: String?) -> Bool {
         #expect(r.status == 10, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         #expect(r.reader == took(3))
-        #expect(r.stderr.contains("retry limit"), "\(r.stderr)")
+        #expect(r.stderr.contains("3 fingers did not match"), "\(r.stderr)")
         r = box.vault(["get", "gh", "--field", "password"], passcode: pc)  // resets the count
         #expect(r.status == 0)
         // Without --no-input but with no terminal (the runs have no controlling terminal): the same.

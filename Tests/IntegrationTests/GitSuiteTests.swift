@@ -63,7 +63,7 @@ struct GitTree {
         let bin = box.home + "/bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: bin + "/git-credential-vault", withDestinationPath: vaultBinary)
-        var r = box.vault(["unlock", "--timeout", "300"], passcode: Sandbox.passcode)
+        var r = box.vault(["unlock", "--scope", "user", "--timeout", "300"], passcode: Sandbox.passcode)
         #expect(r.status == 0, "\(r.stderr)")
         defer { box.vault(["lock", "--all"]) }
         // test-lib.sh resets HOME and many variables: the setup hook puts the sandbox back.

@@ -51,7 +51,7 @@ import Testing
             ("[" + (items(1200) + [#"{"name":"t","tags":[1]}"#] + items(5, from: 9000)).joined(separator: ",") + "]", "item 1201 ('t'): 'tags[0]' has the wrong type"),
         ]
         for session in [false, true] {
-            if session { #expect(box.vault(["unlock", "--timeout", "60"], passcode: pc).status == 0) }
+            if session { #expect(box.vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: pc).status == 0) }
             for (input, message) in bad {
                 let r = session ? box.vault(["import", "--no-input"], stdin: input) : box.vault(["import"], passcode: pc, stdin: input)
                 #expect(r.status == 2 && r.stderr.contains(message), "session \(session): \(r.status) \(r.stderr.suffix(300))")

@@ -16,10 +16,12 @@ enum Layout {
         "VaultWire": ["VaultKit", "VaultSystem", "Foundation"],
         "VaultAgent": ["VaultKit", "VaultSystem", "VaultWire", "Foundation"],
         "VaultAuthority": ["VaultKit", "VaultSystem", "VaultWire", "Foundation", "Synchronization"],
+        "VaultSSH": ["VaultKit", "VaultSystem", "CCrypto", "Foundation"],
         "VaultInterchange": ["VaultKit", "VaultSystem", "CArchive", "CXML2", "Foundation"],
         "VaultCLI": ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "Foundation"],
         "vault": ["VaultCLI", "VaultSystem"],
         "vault-agent": ["VaultAgent", "VaultSystem"],
+        "vault-ssh-agent": ["VaultSSH", "VaultSystem"],
         "vault-authd": ["VaultAuthority", "FingerprintKit", "VaultKit", "VaultSystem", "Foundation"],
         "vault-reader": ["ReaderLink", "FingerprintKit", "VaultSystem", "Foundation"],
         "vault-clipboard": ["CXCB", "VaultKit", "VaultSystem", "Foundation"],
@@ -27,7 +29,7 @@ enum Layout {
     ]
 
     /// Outside VaultSystem, Glibc is imported only by the files named for a C library.
-    static let cNamedFiles = ["Sodium.swift", "SQLite.swift", "GLib.swift", "TSS2.swift", "Nettle.swift", "LibArchive.swift",
+    static let cNamedFiles = ["Sodium.swift", "SQLite.swift", "GLib.swift", "TSS2.swift", "Nettle.swift", "LibArchive.swift", "LibCrypto.swift",
                               "KeePassXML.swift", "XCB.swift"]
     static func isCNamed(_ file: String) -> Bool {
         let name = (file as NSString).lastPathComponent
@@ -39,7 +41,7 @@ enum Layout {
     static let untypedJSON = ["VaultCLI/", "VaultInterchange/", "VaultKit/JSON/JSONText.swift", "VaultKit/Credentials/DockerCredentialRules.swift"]
 
     /// The shims whose libraries are opened on first use: their module maps link nothing.
-    static let openedOnDemand = ["CSQLite", "CTSS2", "CNettle", "CArchive", "CXML2"]
+    static let openedOnDemand = ["CSQLite", "CTSS2", "CNettle", "CArchive", "CXML2", "CCrypto"]
 
     /// Every broken invariant in `files` (paths relative to Sources, contents), one line each.
     static func violations(_ files: [String: String]) -> [String] {

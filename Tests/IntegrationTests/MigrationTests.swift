@@ -59,7 +59,7 @@ import VaultInterchange
         }
         #expect(try vault.allItems().count == want.count)
         // The fingerprint-login switch came through: the item still asks for a fresh match.
-        #expect(throws: VaultError.freshMatchNeeded(item: "prod-db")) { _ = try vault.release(named: "prod-db", fields: ["password"], command: "get") }
+        #expect(throws: VaultError.freshMatchNeeded(item: "prod-db")) { _ = try vault.release(named: "prod-db", fields: .fields([.password]), command: "get") }
         // The audit record written by the old code still opens, and the recovery key still works.
         let audit = try vault.auditRecords()
         #expect(audit.count == 1)

@@ -84,7 +84,7 @@ import Testing
     /// Everything the loader loads during `get` and `ls` in a session and a git credential lookup
     /// (LD_DEBUG=libs also reports a dlopen): no libfprint, no GLib, none of the on-demand libraries.
     @Test func getLsAndTheGitHelperLoadNoReaderLibraries() throws {
-        #expect(box.vault(["unlock", "--timeout", "60"], passcode: pc).status == 0)
+        #expect(box.vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: pc).status == 0)
         defer { box.vault(["lock", "--all"]) }
         let traced = box.env.merging(["LD_DEBUG": "libs"]) { $1 }
         let get = spawn(vaultBinary, ["get", "db", "--field", "password", "--no-input"], env: traced)

@@ -37,7 +37,7 @@ import Testing
             #expect(r.stderr.contains("item 'github'") && r.stderr.contains("secrets record"), "\(context): \(r.stderr)")
         }
         check("without a session", session: false)
-        let u = box.vault(["unlock", "--timeout", "60"], passcode: pc)
+        let u = box.vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: pc)
         #expect(u.status == 0, "\(u.stderr)")
         check("through the session", session: true)
     }

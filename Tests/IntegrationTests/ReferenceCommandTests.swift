@@ -68,7 +68,7 @@ import Testing
 
     @Test func referencesResolveThroughAnUnlockSession() {
         vaultsWithItems()
-        var r = box.vault(["unlock", "--timeout", "60"], passcode: pc)
+        var r = box.vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
         defer { box.vault(["lock", "--all"]) }
         // No passcode, no finger, no terminal: the session's agent releases (and audits) them.

@@ -22,7 +22,7 @@ import Testing
         let getB = ["get", "jira", "--vault", "B", "--field", "password", "--no-input"]
 
         // A session of B, opened by a finger.
-        r = box.vault(["unlock", "--vault", "B", "--no-input", "--timeout", "5m"], reader: touches("alice"))
+        r = box.vault(["unlock", "--scope", "user", "--vault", "B", "--no-input", "--timeout", "5m"], reader: touches("alice"))
         #expect(r.status == 0, "\(r.stderr)")
         #expect(box.vault(getB).stdout == "jira-pw\n")
 
@@ -32,13 +32,13 @@ import Testing
         #expect(r.stderr.contains("re-sealed 0 items"))
 
         // B's fingerprint slot is bound to the old prints: a finger unlock of B exits 20 with the hint.
-        r = box.vault(["unlock", "--vault", "B", "--no-input"], reader: touches("alice"), grace: 0.5)
+        r = box.vault(["unlock", "--scope", "user", "--vault", "B", "--no-input"], reader: touches("alice"), grace: 0.5)
         #expect(r.status == 20, "\(r.stderr)")
         #expect(r.stderr.contains("vault unlock --passcode --rotate"))
 
         // The hint: B's passcode, new keys, bound to the current prints, and a new session.
         let generation = json(box.vault(["status", "--vault", "B", "--json"]).stdout)["key_generation"] as? Int
-        r = box.vault(["unlock", "--vault", "B", "--passcode", "--rotate"], passcode: pcB)
+        r = box.vault(["unlock", "--scope", "user", "--vault", "B", "--passcode", "--rotate"], passcode: pcB)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.contains("re-sealed 1 item of"))
         let status = json(box.vault(["status", "--vault", "B", "--json"]).stdout)

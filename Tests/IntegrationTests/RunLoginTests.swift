@@ -322,7 +322,7 @@ import Testing
 
     @Test func loginWithoutFingerprintLoginDemandsThePasscodeEvenInASession() {
         vaultWithLogins()
-        var r = vault(["unlock", "--timeout", "60"], passcode: pc)
+        var r = vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
         defer {
             if let pid = (json(vault(["status", "--json"]).stdout)["session"] as? [String: Any])?["agent_pid"] as? Int {
@@ -412,7 +412,7 @@ struct RunLoginFingerprintTests {
         #expect(record == nil)
 
         // Inside an unlock session the scan is still demanded.
-        r = box.vault(["unlock", "--timeout", "60"], passcode: pc)
+        r = box.vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
         defer {
             if let pid = (json(box.vault(["status", "--json"]).stdout)["session"] as? [String: Any])?["agent_pid"] as? Int {
@@ -440,7 +440,7 @@ struct RunLoginFingerprintTests {
         #expect(r.status == 0)
         r = vault(["edit", "fp", "--fingerprint-login", "on"], passcode: pc, scans: ["alice"])
         #expect(r.status == 0, "\(r.stderr)")
-        r = box.vault(["unlock", "--timeout", "60"], passcode: pc)
+        r = box.vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: pc)
         #expect(r.status == 0, "\(r.stderr)")
         defer {
             if let pid = (json(box.vault(["status", "--json"]).stdout)["session"] as? [String: Any])?["agent_pid"] as? Int {

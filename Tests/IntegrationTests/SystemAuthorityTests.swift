@@ -110,7 +110,7 @@ struct SystemAuthorityTests {
         #expect(bindingAuthority() == "system")
         r = vault(["ls", "--no-input"], steps: [.device("SCAN alice")])
         #expect(r.status == 0 && r.stdout == "gh\n", "a finger after the rotation: \(r.stderr)")
-        r = vault(["unlock", "--timeout", "60"], passcode: pc)
+        r = vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: pc)
         #expect(r.status == 0, "unlock: \(r.stderr)")
         let status = json(vault(["status", "--json"]).stdout)
         #expect((status["session"] as? [String: Any])?["open"] as? Bool == true, "\(status)")
@@ -314,7 +314,7 @@ struct SystemAuthorityTests {
         }
         r = vault(["edit", "gh", "--fingerprint-login", "on"], passcode: pc, steps: [.device("SCAN alice")])
         #expect(r.status == 0, "edit: \(r.stderr)")
-        r = vault(["unlock", "--timeout", "120"], passcode: pc)
+        r = vault(["unlock", "--scope", "user", "--timeout", "120"], passcode: pc)
         #expect(r.status == 0, "unlock: \(r.stderr)")
         let agent = (json(vault(["status", "--json"]).stdout)["session"] as? [String: Any])?["agent_pid"] as? Int
         defer {

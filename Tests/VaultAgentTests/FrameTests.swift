@@ -10,14 +10,14 @@ import VaultKit
     }
 
     @Test func aFrameArrivingByteByByteComesOutWhole() throws {
-        let encoded = try bytes(.release(vault: "/v/vault.db", name: "db", fields: ["password"], command: "get"))
+        let encoded = try bytes(.release(vault: "/v/vault.db", name: "db", fields: .fields([.password]), command: "get"))
         let decoder = AgentFrameDecoder(limit: AgentLimits.requestFrame)
         for (i, b) in encoded.enumerated() {
             decoder.append([b])
             let frame = try decoder.next()
             #expect((frame == nil) == (i < encoded.count - 1))
             if let frame {
-                #expect(try AgentCodec.request(frame) == .release(vault: "/v/vault.db", name: "db", fields: ["password"], command: "get"))
+                #expect(try AgentCodec.request(frame) == .release(vault: "/v/vault.db", name: "db", fields: .fields([.password]), command: "get"))
             }
         }
         #expect(!decoder.hasPartialFrame)

@@ -58,7 +58,7 @@ struct GuardedVault {
 @Suite struct FreshMatchHandlerTests {
     let clock = ManualClock()
 
-    func released(_ h: AgentRequestHandler, _ g: GuardedVault, _ token: FreshMatchToken?, field: String = "password") -> (AgentReply, [UInt8]) {
+    func released(_ h: AgentRequestHandler, _ g: GuardedVault, _ token: FreshMatchToken?, field: ItemField = .password) -> (AgentReply, [UInt8]) {
         h.respond(.releaseSecret(vault: g.v.path, name: "guarded", field: field, command: "get", freshMatch: token), from: me)
     }
 
@@ -71,7 +71,7 @@ struct GuardedVault {
             let (reply, tail) = released(h, g, token)
             #expect(failureCode(reply) == 10, "\(what): \(reply)", sourceLocation: sourceLocation)
             #expect(tail.isEmpty, sourceLocation: sourceLocation)
-            let (whole, rest) = h.respond(.release(vault: g.v.path, name: "guarded", fields: ["password"], command: "get", freshMatch: token), from: me)
+            let (whole, rest) = h.respond(.release(vault: g.v.path, name: "guarded", fields: .fields([.password]), command: "get", freshMatch: token), from: me)
             #expect(failureCode(whole) == 10 || failureCode(whole) == 2, "\(what), release: \(whole)", sourceLocation: sourceLocation)
             #expect(rest.isEmpty, sourceLocation: sourceLocation)
         }
@@ -112,14 +112,14 @@ struct GuardedVault {
         #expect(try g.v.vault.auditRecords().count == before + 1)
 
         // The whole release and the export take tokens of their own kinds.
-        let item = releasedItem(h.respond(.release(vault: g.v.path, name: "guarded", fields: ["password", "totp"], command: "get",
+        let item = releasedItem(h.respond(.release(vault: g.v.path, name: "guarded", fields: .fields([.password, .totp]), command: "get",
                                                    freshMatch: try g.token(from: h, .release, "guarded")), from: me))
         #expect(item?.password == "g-secret-7" && item?.totp != nil)
         #expect(failureCode(h.handle(.releaseAll(vault: g.v.path, command: "export", freshMatch: try g.token(from: h, .release, "guarded")), from: me)) == 10)
         let all = releasedItems(h.respond(.releaseAll(vault: g.v.path, command: "export", freshMatch: try g.token(from: h, .releaseAll, nil)), from: me))
         #expect(all?.count == 3)
         // An item without fingerprint login needs no token.
-        #expect(h.respond(.releaseSecret(vault: g.v.path, name: "db", field: "password", command: "get"), from: me).tail == Array("db-secret-9".utf8))
+        #expect(h.respond(.releaseSecret(vault: g.v.path, name: "db", field: .password, command: "get"), from: me).tail == Array("db-secret-9".utf8))
     }
 
     @Test func turningFingerprintLoginOffNeedsAValidTokenForTheSwitch() throws {
@@ -210,10 +210,10 @@ struct GuardedVault {
             Issue.record("no nonce"); return
         }
         let good = try g.token(over: goodNonce)
-        let first = try client.exchange(.releaseSecret(vault: g.v.path, name: "guarded", field: "password", command: "get", freshMatch: good))
+        let first = try client.exchange(.releaseSecret(vault: g.v.path, name: "guarded", field: .password, command: "get", freshMatch: good))
         #expect(first.reply == .releasedSecret && first.tail == Array("g-secret-7".utf8))
         for token in [forged, others, good] {
-            let (reply, tail) = try client.exchange(.releaseSecret(vault: g.v.path, name: "guarded", field: "password", command: "get", freshMatch: token))
+            let (reply, tail) = try client.exchange(.releaseSecret(vault: g.v.path, name: "guarded", field: .password, command: "get", freshMatch: token))
             #expect(failureCode(reply) == 10, "\(reply)")
             #expect(tail.isEmpty)
         }
@@ -232,10 +232,10 @@ struct GuardedVault {
         try s.client().openSession(for: g.v.vault, idleSeconds: 60, hardLimitSeconds: 600)
         let access = try #require(try SessionAccess.open(g.v.location, environment: s.environment))
         #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) {
-            _ = try access.releaseSecret(named: "guarded", field: "password", command: "get", freshMatch: nil)
+            _ = try access.releaseSecret(named: "guarded", field: .password, command: "get", freshMatch: nil)
         }
         let token = try g.token(over: try access.freshMatchNonce(for: .release(item: "guarded")))
-        let secret = try access.releaseSecret(named: "guarded", field: "password", command: "label-the-client-chose", freshMatch: token)
+        let secret = try access.releaseSecret(named: "guarded", field: .password, command: "label-the-client-chose", freshMatch: token)
         #expect(secret.exposedBytes() == Array("g-secret-7".utf8))
 
         let records = try access.auditRecords(limit: nil).map { try $0.get() }

@@ -90,7 +90,7 @@ enum AgentFuzzTarget: String, CaseIterable {
         guard let request = try? AgentCodec.request(frame) else { return }
         _ = request.vault
         _ = request.isBulk
-        if case .unlock(_, _, _, let idle, let hard) = request {
+        if case .unlock(_, _, _, let idle, let hard, _) = request {
             for d in [idle, hard] {
                 let c = AgentLimits.clamp(d, fallback: 120)
                 guard AgentLimits.sessionDuration.contains(c) else { throw Self.frame.finding("clamp(\(d)) is \(c), out of range") }
@@ -197,8 +197,9 @@ extension AgentFuzzTarget {
             }
             if hasSecret(overview.item) { throw Self.handler.finding("a release carries a secret in its JSON") }
             // The git helper's refresh token (a hidden custom field) goes out only when named.
-            if item.password != nil && !fields.contains("password") || item.totp != nil && !fields.contains("totp")
-                || item.oauthRefreshToken != nil && !fields.contains(CredentialExtras.refreshTokenField) {
+            let named = fields.resolved(for: overview.item)
+            if item.password != nil && !named.contains(.password) || item.totp != nil && !named.contains(.totp)
+                || item.oauthRefreshToken != nil && !named.contains(.custom(CredentialExtras.refreshTokenField)) {
                 throw Self.handler.finding("a release handed out a secret it did not name")
             }
             if hasSecret(item), fixture.auditRecords() <= audited { throw Self.handler.finding("a secret was released without an audit record") }
@@ -281,7 +282,7 @@ final class HandlerFixture: @unchecked Sendable {
     let location: VaultLocation
     let key: [UInt8]
     let generation: Int64
-    let peer = Requester(uid: ProcessIdentity.uid, pid: 4242)
+    let peer = Requester(uid: ProcessIdentity.uid, pid: 4242, terminal: TerminalSession(sessionID: 4242, terminal: 34816))
     private let pristine: [UInt8]
 
     /// The fixture of this process, made on first use.

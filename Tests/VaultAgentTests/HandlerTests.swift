@@ -15,12 +15,12 @@ import VaultKit
         #expect(h.handle(.probe(vault: v.path), from: me) == .sessionOpen)
         guard case .status(let pid, let sessions) = h.handle(.status, from: me) else { Issue.record("status"); return }
         #expect(pid == 77)
-        #expect(sessions == [SessionStatus(vault: v.path, name: "default", idleLeft: 120, hardLeft: 3600)])
+        #expect(sessions == [SessionStatus(vault: v.path, name: "default", idleLeft: 120, hardLeft: 3600, scope: .terminal, servesCaller: true)])
 
         guard case .overview(let o) = h.handle(.overview(vault: v.path, name: "db"), from: me) else { Issue.record("overview"); return }
         #expect(o.item.username == "admin" && o.item.password == nil && o.hasPassword && o.hasTOTP)
 
-        let releaseAnswer = h.respond(.release(vault: v.path, name: "db", fields: ["password"], command: "get"), from: me)
+        let releaseAnswer = h.respond(.release(vault: v.path, name: "db", fields: .fields([.password]), command: "get"), from: me)
         guard case .released(let releasedOverview) = releaseAnswer.reply, let item = releasedItem(releaseAnswer) else {
             Issue.record("release"); return
         }
@@ -76,16 +76,49 @@ import VaultKit
         guard case .audit(let last, _) = h.handle(.audit(vault: v.path, limit: 1), from: me) else { Issue.record("audit"); return }
         #expect(last.map(\.command) == ["export"])
 
-        #expect(h.handle(.lock(vault: v.path), from: me) == .locked(count: 1))
+        // Locked from elsewhere (another terminal session): the opener hears why, once.
+        #expect(h.handle(.lock(vault: v.path), from: Requester(uid: me.uid, pid: 9, terminal: TerminalSession(sessionID: 9, terminal: 0))) == .locked(count: 1))
         #expect(failureCode(h.handle(.probe(vault: v.path), from: me)) == 19)
         #expect(h.handle(.probe(vault: v.path), from: me) == .noSession)
         #expect(h.handle(.lock(vault: nil), from: me) == .locked(count: 0))
     }
 
+    // Issue 25, item 4: a session serves the terminal session that opened it, unless `user`.
+    @Test func aTerminalScopedSessionServesOnlyItsOwnTerminalSession() throws {
+        let v = try TestVault()
+        let h = handler
+        v.open(in: h)
+        let sameTerminal = Requester(uid: me.uid, pid: 5151, terminal: testTerminal)
+        let otherTerminal = Requester(uid: me.uid, pid: 6161, terminal: TerminalSession(sessionID: 6000, terminal: 34817))
+        let background = Requester(uid: me.uid, pid: 7171, terminal: TerminalSession(sessionID: 7000, terminal: 0))
+        let unknown = Requester(uid: me.uid, pid: 0)
+        #expect(h.handle(.probe(vault: v.path), from: sameTerminal) == .sessionOpen)
+        for peer in [otherTerminal, background, unknown] {
+            #expect(h.handle(.probe(vault: v.path), from: peer) == .noSession)
+            #expect(h.respond(.releaseSecret(vault: v.path, name: "db", field: .password, command: "get"), from: peer).reply == .noSession)
+            #expect(h.respond(.list(vault: v.path), from: peer).reply == .noSession)
+            guard case .status(_, let sessions) = h.handle(.status, from: peer) else { Issue.record("status"); return }
+            #expect(sessions.map(\.servesCaller) == [false])
+        }
+        // A lock from another terminal leaves the opener a note; a lock from its own does not.
+        #expect(h.handle(.lock(vault: v.path), from: otherTerminal) == .locked(count: 1))
+        #expect(failureCode(h.handle(.probe(vault: v.path), from: me)) == 19)
+        v.open(in: h)
+        #expect(h.handle(.lock(vault: v.path), from: sameTerminal) == .locked(count: 1))
+        #expect(h.handle(.probe(vault: v.path), from: me) == .noSession)
+        // `user`: every process of the uid, as before.
+        let user = AgentRequest.unlock(root: v.location.root, name: v.location.name, generation: v.vault.generation,
+                                       idleSeconds: 120, hardLimitSeconds: 3600, scope: .user)
+        #expect(h.handle(user, key: v.key, from: me) == .sessionOpen)
+        for peer in [otherTerminal, background, unknown] { #expect(h.handle(.probe(vault: v.path), from: peer) == .sessionOpen) }
+        // An opener whose terminal session cannot be read gets no terminal-scoped session.
+        #expect(failureCode(h.handle(v.unlockRequest(), key: v.key, from: unknown)) == 2)
+    }
+
     @Test func aVaultWithoutASessionGetsNoSession() throws {
         let h = handler
         for r: AgentRequest in [.probe(vault: "/nowhere/vault.db"), .overview(vault: "/nowhere/vault.db", name: "db"),
-                                .release(vault: "/nowhere/vault.db", name: "db", fields: ["password"], command: "get"),
+                                .release(vault: "/nowhere/vault.db", name: "db", fields: .fields([.password]), command: "get"),
                                 .list(vault: "/nowhere/vault.db")] {
             #expect(h.handle(r, from: me) == .noSession)
         }
@@ -101,9 +134,9 @@ import VaultKit
         clock.advance(4)
         #expect(h.handle(.contains(vault: v.path, name: "db"), from: me) == .contains(exists: true))
         clock.advance(5.5)
-        let ended = h.handle(.release(vault: v.path, name: "db", fields: ["password"], command: "get"), from: me)
+        let ended = h.handle(.release(vault: v.path, name: "db", fields: .fields([.password]), command: "get"), from: me)
         #expect(ended == .failed(error: .sessionInvalid("expired after 5 s idle")))
-        #expect(h.handle(.release(vault: v.path, name: "db", fields: ["password"], command: "get"), from: me) == .noSession)
+        #expect(h.handle(.release(vault: v.path, name: "db", fields: .fields([.password]), command: "get"), from: me) == .noSession)
 
         // The hard limit ends a busy session.
         v.open(in: h, idle: 30, hard: 10)
@@ -157,13 +190,13 @@ import VaultKit
         let v = try TestVault()
         let h = handler
         v.open(in: h)
-        let peer = Requester(uid: me.uid, pid: 31337)
+        let peer = Requester(uid: me.uid, pid: 31337, terminal: testTerminal)
         let before = try v.vault.auditRecords().count
-        guard let item = releasedItem(h.respond(.release(vault: v.path, name: "db", fields: ["password", "username", "totp"], command: "run"),
+        guard let item = releasedItem(h.respond(.release(vault: v.path, name: "db", fields: .fields([.password, .username, .totp]), command: "run"),
                                                 from: peer)) else { Issue.record("release"); return }
         #expect(item.password == "db-secret-9" && item.totp != nil)
         // "web" has no username: only the password is handed out, so only it is recorded.
-        _ = h.handle(.release(vault: v.path, name: "web", fields: ["password", "username"], command: "login"), from: peer)
+        _ = h.handle(.release(vault: v.path, name: "web", fields: .fields([.password, .username]), command: "login"), from: peer)
         let records = try v.vault.auditRecords().dropFirst(before).map { try $0.get() }
         #expect(records.map { "\($0.item).\($0.field)" } == ["db.password", "db.username", "db.totp", "web.password"])
         #expect(records.allSatisfy { $0.uid == peer.uid && $0.pid == 31337 })
@@ -180,8 +213,33 @@ import VaultKit
         _ = h.handle(.contains(vault: v.path, name: "db"), from: peer)
         #expect(try v.vault.auditRecords().count == count)
         // A failed release (no such item) hands out nothing and records nothing.
-        #expect(failureCode(h.handle(.release(vault: v.path, name: "nope", fields: ["password"], command: "get"), from: peer)) == 3)
+        #expect(failureCode(h.handle(.release(vault: v.path, name: "nope", fields: .fields([.password]), command: "get"), from: peer)) == 3)
         #expect(try v.vault.auditRecords().count == count)
+    }
+
+    /// `.all` is decided by the key holder against the item: each secret it has is released
+    /// and audited on its own (not the history); a selection of no field, too many fields or a
+    /// custom name over the limit is refused before the vault is asked.
+    @Test func aReleaseOfAllSecretsIsAuditedFieldByFieldAndABadSelectionIsRefused() throws {
+        let v = try TestVault()
+        let h = handler
+        v.open(in: h)
+        var pinned = Item(name: "pinned", password: "p-1", notes: "n", fields: [CustomField(name: "pin", kind: .hidden, value: "1234"),
+                                                                              CustomField(name: "site", value: "x")])
+        pinned.replacePassword(with: "p-2")
+        try v.vault.add(pinned)
+        let before = try v.vault.auditRecords().count
+        guard let item = releasedItem(h.respond(.release(vault: v.path, name: "pinned", fields: .all, command: "get"), from: me)) else {
+            Issue.record("release"); return
+        }
+        #expect(item.password == "p-2" && item.notes == "n" && item.customField("pin")?.value == "1234" && item.passwordHistory.isEmpty)
+        #expect(try v.vault.auditRecords().dropFirst(before).map { try $0.get().field } == ["password", "notes", "pin"])
+        let long = String(repeating: "f", count: AgentLimits.fieldName + 1)
+        for bad: FieldSelection in [.nothing, .fields(Array(repeating: .password, count: AgentLimits.fields + 1)), .fields([.custom(long)]), .fields([.custom("")])] {
+            #expect(failureCode(h.handle(.release(vault: v.path, name: "pinned", fields: bad, command: "get"), from: me)) == 2, "\(bad)")
+        }
+        #expect(failureCode(h.handle(.releaseSecret(vault: v.path, name: "pinned", field: .custom(long), command: "get"), from: me)) == 2)
+        #expect(try v.vault.auditRecords().count == before + 3)
     }
 
     @Test func overviewsAndListingsNeverCarryASecret() throws {
@@ -189,7 +247,7 @@ import VaultKit
         let h = handler
         v.open(in: h)
         for r: AgentRequest in [.overview(vault: v.path, name: "db"), .list(vault: v.path),
-                                .release(vault: v.path, name: "db", fields: ["username"], command: "get")] {
+                                .release(vault: v.path, name: "db", fields: .fields([.username]), command: "get")] {
             var staging = ImportStaging()
             let (reply, tail) = h.respond(r, from: me, staging: &staging)
             let frame = AgentCodec.frame(reply, tail: tail)
@@ -219,7 +277,7 @@ import VaultKit
         let h = handler
         v.open(in: h)
         let stranger = Requester(uid: me.uid &+ 1, pid: 1)
-        for r: AgentRequest in [.status, .release(vault: v.path, name: "db", fields: ["password"], command: "get"), v.unlockRequest()] {
+        for r: AgentRequest in [.status, .release(vault: v.path, name: "db", fields: .fields([.password]), command: "get"), v.unlockRequest()] {
             let reply = h.handle(r, key: v.key, from: stranger)
             guard case .failed(let e) = reply else { Issue.record("served \(reply)"); continue }
             #expect(e.message.contains("refused"))
@@ -306,16 +364,16 @@ import VaultKit
         v.open(in: h)
         var staging = ImportStaging()
         let before = try v.vault.auditRecords().count
-        let (reply, tail) = h.respond(.releaseSecret(vault: v.path, name: "db", field: "password", command: "get"), from: me, staging: &staging)
+        let (reply, tail) = h.respond(.releaseSecret(vault: v.path, name: "db", field: .password, command: "get"), from: me, staging: &staging)
         #expect(reply == .releasedSecret)
         #expect(tail == Array("db-secret-9".utf8))
         let frame = AgentCodec.frame(reply, tail: tail)
         #expect(!String(decoding: frame.json, as: UTF8.self).contains("db-secret-9"))
         #expect(try v.vault.auditRecords().count == before + 1)
         // Not a secret field, an item without it, fingerprint login: refused, nothing logged.
-        for (request, code) in [(AgentRequest.releaseSecret(vault: v.path, name: "db", field: "username", command: "get"), 2),
-                                (.releaseSecret(vault: v.path, name: "web", field: "notes", command: "get"), 1),
-                                (.releaseSecret(vault: v.path, name: "guarded", field: "password", command: "get"), 10)] {
+        for (request, code) in [(AgentRequest.releaseSecret(vault: v.path, name: "db", field: .username, command: "get"), 2),
+                                (.releaseSecret(vault: v.path, name: "web", field: .notes, command: "get"), 1),
+                                (.releaseSecret(vault: v.path, name: "guarded", field: .password, command: "get"), 10)] {
             let (r, t) = h.respond(request, from: me, staging: &staging)
             #expect(t.isEmpty)
             guard case .failed(let e) = r else { Issue.record("\(request) answered \(r)"); continue }
@@ -323,7 +381,7 @@ import VaultKit
         }
         #expect(try v.vault.auditRecords().count == before + 1)
         // The old flag counts for nothing: only a key authority's token does (FreshMatchTests).
-        let (r, t) = h.respond(.releaseSecret(vault: v.path, name: "guarded", field: "password", command: "login", freshMatch: nil), from: me, staging: &staging)
+        let (r, t) = h.respond(.releaseSecret(vault: v.path, name: "guarded", field: .password, command: "login", freshMatch: nil), from: me, staging: &staging)
         #expect(failureCode(r) == 10 && t.isEmpty)
     }
 }

@@ -26,8 +26,10 @@ final class ManualClock: @unchecked Sendable {
 
 let fastKDF = KDFParameters(memoryMiB: 8, operations: 1)
 let passcode = "correct horse battery"
+/// The terminal session the test's peers are in (unlock sessions serve their opener's by default).
+let testTerminal = TerminalSession(sessionID: 4242, terminal: 34816)
 /// The test's own peer credentials (the agent serves this uid only).
-let me = Requester(uid: UInt32(getuid()), pid: 4242)
+let me = Requester(uid: UInt32(getuid()), pid: 4242, terminal: testTerminal)
 
 /// A fresh vault with two items, and its master key as handed over by `vault unlock`.
 struct TestVault {
@@ -66,7 +68,7 @@ func failureCode(_ reply: AgentReply) -> Int32? {
 
 /// A request frame from raw JSON text.
 func rawFrame(_ json: String, tail: [UInt8] = []) -> AgentFrame {
-    AgentFrame(json: Array(json.utf8), tail: tail)
+    try! AgentFrame(json: Array(json.utf8), tail: tail)
 }
 
 /// The item a `release` reply hands out: its overview with the secrets of the reply's tail.

@@ -19,7 +19,7 @@ import VaultWire
         var c = ItemChange()
         c.rename = "y"
         c.username = "u"
-        c.clear = [.notes]
+        c.clear = [.notes, .userPrompt]
         return c
     }()
 
@@ -31,9 +31,12 @@ import VaultWire
         .lock(vault: nil), .lock(vault: "/v"), .status, .probe(vault: "/v"), .overview(vault: "/v", name: "x"),
         .freshMatchNonce(vault: "/v", name: "x", purpose: .release), .freshMatchNonce(vault: "/v", name: nil, purpose: .releaseAll),
         .freshMatchNonce(vault: "/v", name: "x", purpose: .fingerprintLoginSwitch),
-        .release(vault: "/v", name: "x", fields: ["password", "notes"], command: "get", freshMatch: token),
-        .releaseSecret(vault: "/v", name: "x", field: "password", command: "get", freshMatch: nil),
-        .releaseSecret(vault: "/v", name: "x", field: "password", command: "get",
+        .release(vault: "/v", name: "x", fields: .all, command: "get", freshMatch: nil),
+        .release(vault: "/v", name: "x", fields: .fields([.password, .custom("pin"), .history, .custom("password")]), command: "get", freshMatch: nil),
+        .releaseSecret(vault: "/v", name: "x", field: .custom("pin"), command: "get", freshMatch: nil),
+        .release(vault: "/v", name: "x", fields: .fields([.password, .notes]), command: "get", freshMatch: token),
+        .releaseSecret(vault: "/v", name: "x", field: .password, command: "get", freshMatch: nil),
+        .releaseSecret(vault: "/v", name: "x", field: .password, command: "get",
                        freshMatch: FreshMatchToken(vaultID: [1], nonce: Array(repeating: 4, count: 32), reusedAge: nil, macs: [])),
         .releaseAll(vault: "/v", command: "export", freshMatch: token),
         .list(vault: "/v", term: nil, from: nil), .list(vault: "/v", term: "é", from: 1 << 40), .releaseAll(vault: "/v", command: "export"),
@@ -95,5 +98,27 @@ import VaultWire
         #expect(path(#"{"probe":"#) == "not a JSON request")
         #expect(path(#"{"audit":{"vault":"v","limit":1.5}}"#) == "'audit.limit' is invalid")
         #expect(throws: EncodingError.self) { _ = try WireJSON.encode(AgentRequest.unlock(root: "r", name: "n", generation: 0, idleSeconds: .nan, hardLimitSeconds: 1)) }
+    }
+
+    /// Fields travel as names (a custom one as `{"custom": NAME}`, so a custom field named like
+    /// a built-in one stays custom); a selection of every secret as "all". These are the bytes
+    /// of docs/format.md; a name that is no field is refused at decoding.
+    @Test func fieldsTravelAsNamesAndAnUnknownNameIsRefused() throws {
+        let release = AgentRequest.release(vault: "/v", name: "db", fields: .fields([.password, .custom("password"), .userPrompt]), command: "get")
+        #expect(String(decoding: try WireJSON.encode(release), as: UTF8.self)
+            == #"{"release":{"vault":"/v","name":"db","fields":["password",{"custom":"password"},"user-prompt"],"command":"get"}}"#)
+        let all = AgentRequest.release(vault: "/v", name: "db", fields: .all, command: "get")
+        #expect(String(decoding: try WireJSON.encode(all), as: UTF8.self) == #"{"release":{"vault":"/v","name":"db","fields":"all","command":"get"}}"#)
+        let old = #"{"releaseSecret":{"vault":"/v","name":"db","field":"password","command":"get"}}"#
+        #expect(try WireJSON.decode(AgentRequest.self, from: Array(old.utf8)) == .releaseSecret(vault: "/v", name: "db", field: .password, command: "get"))
+        for bad in [#"{"release":{"vault":"/v","name":"db","fields":["pin"],"command":"get"}}"#,
+                    #"{"release":{"vault":"/v","name":"db","fields":["all"],"command":"get"}}"#,
+                    #"{"release":{"vault":"/v","name":"db","fields":"every","command":"get"}}"#,
+                    #"{"release":{"vault":"/v","name":"db","fields":["Password"],"command":"get"}}"#,
+                    #"{"releaseSecret":{"vault":"/v","name":"db","field":{"other":"pin"},"command":"get"}}"#,
+                    #"{"update":{"vault":"/v","name":"db","change":{"clear":["everything"],"setFields":[],"removeFields":[]}}}"#] {
+            #expect(throws: DecodingError.self, "\(bad)") { _ = try WireJSON.decode(AgentRequest.self, from: Array(bad.utf8)) }
+            #expect(throws: DecodingError.self, "\(bad)") { _ = try JSONDecoder().decode(AgentRequest.self, from: Data(bad.utf8)) }
+        }
     }
 }

@@ -191,7 +191,7 @@ final class LineReader {
                 r.nextKeyID = grant.next?.binding.keyID
             case .raw(let json, let tail):
                 let connection = try UnixSocket.connect(path: socket)
-                try connection.sendAll(AuthorityFrame(json: Array(json.utf8), tail: tail).encoded())
+                try connection.sendAll(try AuthorityFrame(json: Array(json.utf8), tail: tail).encoded())
                 let replies = try rawReplies(connection, within: 10)
                 if case .failed(let e)? = replies.last?.0 {
                     r.exitCode = e.exitCode

@@ -94,7 +94,7 @@ import VaultSystem
             ([0x7f, 0xff, 0xff, 0xff], "over the key authority's limit"),
             ([0, 0, 0, 9, 1, 0, 0, 0, 0, 1, 2, 3, 4], "version 1 is not supported"),
             ([0, 0, 0, 7, 2, 0, 0, 0, 2] + Array("{}".utf8), "malformed request"),
-            (AuthorityFrame(json: Array(#"{"fingers":{}}"#.utf8), tail: [1]).encoded(), "only bind, rekey and reregister carry binary data"),
+            (try AuthorityFrame(json: Array(#"{"fingers":{}}"#.utf8), tail: [1]).encoded(), "only bind, rekey and reregister carry binary data"),
         ]
         for (bytes, message) in cases {
             let connection = try UnixSocket.connect(path: socket)

@@ -87,8 +87,8 @@ import VaultKit
         (#"{"ping":{},"fingers":{}}"#, 0),
         (#"[1,2,3]"#, 0), (#"null"#, 0), (#""#, 0),
     ])
-    func malformedRequestsAreUsageErrors(json: String, tail: Int) {
-        let frame = AuthorityFrame(json: Array(json.utf8), tail: Array(repeating: 1, count: tail))
+    func malformedRequestsAreUsageErrors(json: String, tail: Int) throws {
+        let frame = try AuthorityFrame(json: Array(json.utf8), tail: Array(repeating: 1, count: tail))
         #expect(throws: VaultError.self) { _ = try AuthorityCodec.request(frame) }
         do { _ = try AuthorityCodec.request(frame) } catch { #expect(error.exitCode == 2, "\(json): \(error)") }
     }

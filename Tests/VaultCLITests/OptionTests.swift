@@ -87,41 +87,58 @@ import VaultKit
                                      fields: [CustomField(name: "pin", kind: .hidden, value: "1234"), CustomField(name: "site", value: "a")]))
 
     @Test func aBuiltInSecretFieldNeedsNoOverview() {
-        #expect(GetRequest(name: "x", field: "password").direct == .secret(field: "password"))
-        #expect(GetRequest(name: "x", field: "password", json: true).direct == nil)
-        #expect(GetRequest(name: "x", field: "password", clip: true).direct == nil)
-        #expect(GetRequest(name: "x", field: "totp").direct == nil)
-        #expect(GetRequest(name: "x", field: "username").direct == nil)
+        #expect(GetRequest(name: "x", field: .password).direct == .secret(field: .password))
+        #expect(GetRequest(name: "x", field: .password, json: true).direct == nil)
+        #expect(GetRequest(name: "x", field: .password, clip: true).direct == nil)
+        #expect(GetRequest(name: "x", field: .totp).direct == nil)
+        #expect(GetRequest(name: "x", field: .username).direct == nil)
     }
 
     @Test func onlyTheSecretsPrintedAreReleased() throws {
-        #expect(try GetRequest(name: "x").plan(for: overview) == .item(overview, release: []))
-        #expect(try GetRequest(name: "x", reveal: true).plan(for: overview) == .item(overview, release: ["password", "totp", "notes", "pin"]))
-        #expect(try GetRequest(name: "x", field: "username").plan(for: overview) == .item(overview, release: []))
-        #expect(try GetRequest(name: "x", field: "pin").plan(for: overview) == .secret(field: "pin"))
-        #expect(try GetRequest(name: "x", field: "pin", json: true).plan(for: overview) == .item(overview, release: ["pin"]))
-        #expect(try GetRequest(name: "x", field: "history").plan(for: overview) == .item(overview, release: ["history"]))
+        #expect(try GetRequest(name: "x").plan(for: overview) == .item(overview, release: .nothing))
+        #expect(try GetRequest(name: "x", reveal: true).plan(for: overview) == .item(overview, release: .all))
+        #expect(try GetRequest(name: "x", field: .username).plan(for: overview) == .item(overview, release: .nothing))
+        #expect(try GetRequest(name: "x", field: .custom("pin")).plan(for: overview) == .secret(field: .custom("pin")))
+        #expect(try GetRequest(name: "x", field: .custom("pin"), json: true).plan(for: overview) == .item(overview, release: .fields([.custom("pin")])))
+        #expect(try GetRequest(name: "x", field: .history).plan(for: overview) == .item(overview, release: .fields([.history])))
     }
 
     @Test func totpAndTheClipboard() throws {
-        #expect(try GetRequest(name: "x", field: "totp").plan(for: overview) == .totp(.code, .text))
-        #expect(try GetRequest(name: "x", field: "totp", json: true).plan(for: overview) == .totp(.code, .json))
-        #expect(try GetRequest(name: "x", field: "totp-uri").plan(for: overview) == .totpURI(json: false))
-        #expect(try GetRequest(name: "x", field: "totp-uri", clip: true).plan(for: overview) == .totp(.uri, .clipboard))
-        #expect(try GetRequest(name: "x", clip: true).plan(for: overview) == .copy(field: "password", secret: true, release: ["password"], item: "x"))
-        #expect(try GetRequest(name: "x", field: "site", clip: true).plan(for: overview) == .copy(field: "site", secret: false, release: [], item: "x"))
-        #expect(try GetRequest(name: "x", field: "history", clip: true).plan(for: overview) == .copy(field: "history", secret: false, release: ["history"], item: "x"))
+        #expect(try GetRequest(name: "x", field: .totp).plan(for: overview) == .totp(.code, .text))
+        #expect(try GetRequest(name: "x", field: .totp, json: true).plan(for: overview) == .totp(.code, .json))
+        #expect(try GetRequest(name: "x", field: .totpURI).plan(for: overview) == .totpURI(json: false))
+        #expect(try GetRequest(name: "x", field: .totpURI, clip: true).plan(for: overview) == .totp(.uri, .clipboard))
+        #expect(try GetRequest(name: "x", clip: true).plan(for: overview) == .copy(field: .password, secret: true, release: .fields([.password]), item: "x"))
+        #expect(try GetRequest(name: "x", field: .custom("site"), clip: true).plan(for: overview) == .copy(field: .custom("site"), secret: false, release: .nothing, item: "x"))
+        #expect(try GetRequest(name: "x", field: .history, clip: true).plan(for: overview) == .copy(field: .history, secret: false, release: .fields([.history]), item: "x"))
+    }
+
+    /// `--field` is read by `ItemField(parsing:)`: built-in names in any case, the `user` alias,
+    /// `otp` as the current code, the prompts; a custom field by its exact name.
+    @Test func theFieldIsReadInTheOneVocabulary() throws {
+        let parse = { (args: [String]) throws -> GetRequest in try GetRequest(try #require(try Parser.parse(args, table: VaultCLI.table))) }
+        #expect(try parse(["get", "x", "--field", "PASSWORD"]).direct == .secret(field: .password))
+        #expect(try parse(["get", "x", "--field", "user"]).plan(for: overview) == .item(overview, release: .nothing))
+        #expect(try parse(["get", "x", "--field", "user"]).field == .username)
+        #expect(try parse(["get", "x", "--field", "otp"]).plan(for: overview) == .totp(.code, .text))
+        #expect(try parse(["get", "x", "--field", "user-prompt", "--json"]).plan(for: overview) == .item(overview, release: .nothing))
+        #expect(try parse(["get", "x", "--field", "notes", "--json"]).plan(for: overview) == .item(overview, release: .fields([.notes])))
+        #expect(try parse(["get", "x", "--field", "Pin"]).field == .custom("Pin"))
+        #expect(throws: VaultError.usage("unknown field 'Pin'", hint: ItemField.hint(for: "Pin", in: overview.item))) {
+            _ = try parse(["get", "x", "--field", "Pin"]).plan(for: overview)
+        }
+        #expect(ItemField.hint(for: "Pin", in: overview.item).hasPrefix("did you mean 'pin'?"))
     }
 
     @Test func unknownAndMissingFieldsAreRefusedBeforeAnyRelease() {
-        #expect(throws: VaultError.self) { _ = try GetRequest(name: "x", field: "nope").plan(for: overview) }
+        #expect(throws: VaultError.self) { _ = try GetRequest(name: "x", field: .custom("nope")).plan(for: overview) }
         let bare = ItemOverview(Item(name: "y"))
-        #expect(throws: VaultError.failure("item 'y' has no password")) { _ = try GetRequest(name: "y", field: "password", json: true).plan(for: bare) }
+        #expect(throws: VaultError.failure("item 'y' has no password")) { _ = try GetRequest(name: "y", field: .password, json: true).plan(for: bare) }
     }
 
     @Test func theRequestIsCheckedWhenParsed() throws {
         let parse = { (args: [String]) throws -> GetRequest in try GetRequest(try #require(try Parser.parse(args, table: VaultCLI.table))) }
-        #expect(try parse(["get", "x", "-f", "pin", "--reveal"]) == GetRequest(name: "x", field: "pin", reveal: true))
+        #expect(try parse(["get", "x", "-f", "pin", "--reveal"]) == GetRequest(name: "x", field: .custom("pin"), reveal: true))
         #expect(try parse(["get", "x", "--clip", "--clear-after", "2m"]) == GetRequest(name: "x", clip: true, clearAfter: 120))
         #expect(throws: VaultError.usage("--clip and --json exclude each other")) { _ = try parse(["get", "x", "--clip", "--json"]) }
         #expect(throws: VaultError.usage("--clear-after is at most 1h, not '2h'")) { _ = try parse(["get", "x", "--clear-after", "2h"]) }

@@ -161,7 +161,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         let store = try boundVault(bootID: "boot-1", clock: clock)
         let stranger = ScriptedReader(identity: sensor, answer: nil)
         let authority = try authority(bootID: "boot-1", clock: clock, reader: stranger)
-        #expect(throws: VaultError.authenticationFailed("no match: retry limit exceeded")) { try context(authority).unlock(store) }
+        #expect(throws: VaultError.authenticationFailed("3 fingers did not match")) { try context(authority).unlock(store) }
         #expect(stranger.scans == 3)
         #expect(try failures(authority) == 3)
         // Two more: the fifth failure ends the evaluation with the lockout.
@@ -302,7 +302,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         reader.interruption = .retry(advice: "center your finger")
         var said: [String] = []
         let ctx = AuthContext(authority: authority, policy: .biometrics, readPasscode: { _ in nil }, say: { said.append($0) })
-        #expect(throws: VaultError.authenticationFailed("no match: retry limit exceeded")) { try ctx.unlock(store) }
+        #expect(throws: VaultError.authenticationFailed("3 fingers did not match")) { try ctx.unlock(store) }
         #expect(said.first == "vault: center your finger (2 tries left)")
         #expect(try failures(authority) == 0)
     }
@@ -320,12 +320,12 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         }
         let first = try match()
         #expect(reader.scans == 1 && first.reusedAge == nil)
-        #expect(try vault.release(named: "guarded", fields: ["password"], command: "login", freshMatch: first).password == "g-pw")
+        #expect(try vault.release(named: "guarded", fields: .fields([.password]), command: "login", freshMatch: first).password == "g-pw")
         clock.advance(hours: 0, seconds: 100)
         let reused = try match(reuse: 120)
         #expect(reader.scans == 1, "a match 100 s old counts with --reuse 120")
         #expect(reused.reusedAge == 100)
-        #expect(try vault.release(named: "guarded", fields: ["password"], command: "login", freshMatch: reused).password == "g-pw")
+        #expect(try vault.release(named: "guarded", fields: .fields([.password]), command: "login", freshMatch: reused).password == "g-pw")
         _ = try match(reuse: 60)
         #expect(reader.scans == 2)
         // A vault this very command unlocked by a finger asks no second time: the authority
@@ -336,7 +336,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         let own = try context(authority, clock: clock).requireFreshMatch(store, nonce: try unlocked.freshMatchNonce(for: .release(item: "guarded")),
                                                                          unlocked: unlocked, prompt: "log in")
         #expect(reader.scans == 3 && own.reusedAge == 20)
-        #expect(try unlocked.release(named: "guarded", fields: ["password"], command: "login", freshMatch: own).password == "g-pw")
+        #expect(try unlocked.release(named: "guarded", fields: .fields([.password]), command: "login", freshMatch: own).password == "g-pw")
         // So does a match the command had verified before (`matchedAt`); one older than 300 s does not.
         _ = try match(matchedAt: clock.now - 20)
         #expect(reader.scans == 3)
@@ -363,7 +363,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         }
         func refused(_ t: FreshMatchToken?, _ item: String = "guarded", sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(throws: VaultError.freshMatchNeeded(item: item), sourceLocation: sourceLocation) {
-                _ = try vault.releaseSecret(named: item, field: "password", command: "get", freshMatch: t)
+                _ = try vault.releaseSecret(named: item, field: .password, command: "get", freshMatch: t)
             }
         }
         let before = try vault.auditRecords().count
@@ -392,7 +392,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         #expect(try vault.auditRecords().count == before, "a refused release is not logged")
         // A valid one releases once, and only once.
         let good = try token(.release(item: "guarded"))
-        #expect(Array(try vault.releaseSecret(named: "guarded", field: "password", command: "get", freshMatch: good).exposedBytes()) == Array("g-pw".utf8))
+        #expect(Array(try vault.releaseSecret(named: "guarded", field: .password, command: "get", freshMatch: good).exposedBytes()) == Array("g-pw".utf8))
         refused(good)
         #expect(try vault.auditRecords().count == before + 1)
         // A bounded book: nonces asked for in a loop push the oldest out.
@@ -451,7 +451,7 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         let slot = try #require(try vault.store.fingerprintSlot()).reference
         let token = try authority.verify(slot, nonce: try vault.freshMatchNonce(for: .release(item: "guarded")), reuse: 0, prompt: "touch", events: { _ in })
         #expect(token.macs.count == 2, "the binding before the rotation and the one after")
-        #expect(try vault.release(named: "guarded", fields: ["password"], command: "get", freshMatch: token).password == "g-pw")
+        #expect(try vault.release(named: "guarded", fields: .fields([.password]), command: "get", freshMatch: token).password == "g-pw")
     }
 
     @Test func anAlteredOrTruncatedLockoutRecordReadsAsLockedOut() throws {
@@ -526,15 +526,15 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         try vault.add(Item(name: "plain", password: "pw2"))
         let peer = Requester(uid: 4242, pid: 77)
         #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) {
-            _ = try vault.release(named: "guarded", fields: ["password"], command: "get", to: peer)
+            _ = try vault.releaseSecrets(named: "guarded", fields: .fields([.password]), command: "get", to: peer).item()
         }
         #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) { try vault.releaseEach(command: "export", to: peer) { _ in } }
         #expect(try vault.auditRecords().isEmpty, "a refused release is not logged")
         // A field that is not secret needs no touch; with the match, the password comes out.
-        #expect(try vault.release(named: "guarded", fields: ["username"], command: "get", to: peer).password == nil)
+        #expect(try vault.releaseSecrets(named: "guarded", fields: .fields([.username]), command: "get", to: peer).item().password == nil)
         let token = try vault.tokenOfItsOwnProofKey(for: .release(item: "guarded"))
-        #expect(try vault.release(named: "guarded", fields: ["password"], command: "get", to: peer, freshMatch: token).password == "pw")
-        #expect(try vault.release(named: "plain", fields: ["password"], command: "get", to: peer).password == "pw2")
+        #expect(try vault.releaseSecrets(named: "guarded", fields: .fields([.password]), command: "get", to: peer, freshMatch: token).item().password == "pw")
+        #expect(try vault.releaseSecrets(named: "plain", fields: .fields([.password]), command: "get", to: peer).item().password == "pw2")
         let records = try vault.auditRecords().compactMap { try? $0.get() }
         #expect(records.map(\.item) == ["guarded", "guarded", "plain"] && records.allSatisfy { $0.uid == 4242 && $0.pid == 77 })
     }

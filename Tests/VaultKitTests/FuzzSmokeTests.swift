@@ -121,8 +121,12 @@ enum KitFuzzTarget: String, CaseIterable {
     /// What `UnlockedVault` does with a record: normalise its name, seal it (JSON), open it again.
     private static func checkRecord(_ item: Item) throws(KitFuzzFinding) {
         try Self.record.expectOnly(VaultError.self, "Item.normalize") { _ = try Item.normalize(name: item.name) }
-        for field in Item.fieldNames { try Self.record.expectOnly(VaultError.self, "Item.field") { _ = try item.field(field) } }
-        _ = item.releaseNeedsFreshMatch(["password"])
+        for field in ItemField.builtIn + item.fields.map({ .custom($0.name) }) {
+            _ = item.value(of: field)
+            try Self.record.expectOnly(VaultError.self, "ItemField.checked") { _ = try field.checked(in: item) }
+        }
+        _ = item.releaseNeedsFreshMatch(.fields([.password]))
+        _ = item.releaseNeedsFreshMatch(.all)
         let overview = ItemOverview(item)
         guard overview.item.password == nil, overview.item.totp == nil, overview.hasPassword == (item.password != nil) else {
             throw Self.record.finding("an overview shows a secret")

@@ -4,9 +4,9 @@ import Testing
 @Suite struct SecretReferenceTests {
     @Test func referencesNameAnItemAFieldAndOptionallyAVault() throws {
         let r = try SecretReference(parsing: "vault://github/password")
-        #expect(r.vault == nil && r.item == "github" && r.field == "password" && r.text == "vault://github/password")
+        #expect(r.vault == nil && r.item == "github" && r.field == .password && r.text == "vault://github/password")
         let q = try SecretReference(parsing: "vault://work/prod%2Fdb%20main/USERNAME")
-        #expect(q.vault == "work" && q.item == "prod/db main" && q.field == "USERNAME")
+        #expect(q.vault == "work" && q.item == "prod/db main" && q.field == .username)
         // A literal '/' splits: three parts are VAULT/ITEM/FIELD.
         let g = try SecretReference(parsing: "vault://git/example.org (bob)/password")
         #expect(g.vault == "git" && g.item == "example.org (bob)")
@@ -18,28 +18,32 @@ import Testing
         }
     }
 
-    @Test func theOneLookupKnowsTheBuiltInFieldsCustomFieldsAndWhichAreSecrets() throws {
+    @Test func aReferenceNamesItsFieldInTheOneVocabulary() throws {
         var item = Item(name: "x", username: "u", password: "p", urls: ["https://a", "https://b"], notes: "n", totp: "otpauth://totp/x?secret=A")
         item.fields = [CustomField(name: "PIN", kind: .hidden, value: "1234"), CustomField(name: "Account No", kind: .text, value: "42")]
-        let expected: [String: (String?, String)] = ["password": ("password", "p"), "username": (nil, "u"), "url": (nil, "https://a"),
-                                                     "notes": ("notes", "n"), "totp-uri": ("totp", "otpauth://totp/x?secret=A"),
-                                                     // otp: the TOTP secret is released; the resolver turns it into the code.
-                                                     "otp": ("totp", "otpauth://totp/x?secret=A")]
-        #expect(Set(expected.keys) == Set(ReferenceField.builtIn))
-        for (field, (released, value)) in expected {
+        // The field, whether reading it is a release (and of which stored field), and its value.
+        let expected: [String: (ItemField, ItemField?, String?)] = [
+            "password": (.password, .password, "p"), "username": (.username, nil, "u"), "url": (.url, nil, "https://a"),
+            "notes": (.notes, .notes, "n"), "totp-uri": (.totpURI, .totp, "otpauth://totp/x?secret=A"),
+            // otp: the TOTP secret is released; the resolver turns it into the code.
+            "otp": (.otp, .totp, nil),
+        ]
+        for (field, (parsed, released, value)) in expected {
             for spelling in [field, field.uppercased()] {
-                let reader = ReferenceField.lookup(spelling)
-                #expect(reader.isBuiltIn && reader.released(item) == released, "\(spelling)")
-                #expect(try reader.value(item) == value, "\(spelling)")
+                let f = try SecretReference(parsing: "vault://x/\(spelling)").field
+                #expect(f == parsed && f.isBuiltIn, "\(spelling)")
+                #expect((item.isSecretField(f) ? f.source : nil) == released, "\(spelling)")
+                #expect(item.value(of: f) == value, "\(spelling)")
             }
         }
+        #expect(SecretReference.builtInFields.contains(.totp) && !SecretReference.builtInFields.contains(.history))
         // Custom fields by their exact name: a hidden one is a release of that field.
-        let pin = ReferenceField.lookup("PIN")
-        #expect(try !pin.isBuiltIn && pin.released(item) == "PIN" && pin.value(item) == "1234")
-        let account = ReferenceField.lookup("Account No")
-        #expect(try account.released(item) == nil && account.value(item) == "42")
-        #expect(try ReferenceField.lookup("pin").value(item) == nil, "custom names are exact")
-        #expect(try ReferenceField.lookup("nothing").value(item) == nil)
+        let pin = try SecretReference(parsing: "vault://x/PIN").field
+        #expect(pin == .custom("PIN") && item.isSecretField(pin) && item.value(of: pin) == "1234")
+        let account = try SecretReference(parsing: "vault://x/Account%20No").field
+        #expect(account == .custom("Account No") && !item.isSecretField(account) && item.value(of: account) == "42")
+        #expect(item.value(of: try SecretReference(parsing: "vault://x/pin").field) == nil, "custom names are exact")
+        #expect(item.value(of: .custom("nothing")) == nil)
     }
 
     @Test func templatesKeepTheirTextAndFindEveryPlaceholder() throws {

@@ -29,20 +29,20 @@ import Testing
         let vault = try makeVault()
         try vault.add(Self.full)
         let before = try vault.auditRecords().count
-        let released = try vault.releaseSecrets(named: "db", fields: ["password", "pin", "username", "url"], command: "get", freshMatch: nil)
+        let released = try vault.releaseSecrets(named: "db", fields: .fields([.password, .custom("pin"), .username, .url]), command: "get", freshMatch: nil)
         #expect(released.overview.item.password == nil && released.overview.hasTOTP, "the overview carries no secret")
         released.withSecrets { s in
-            #expect(s.value(of: "password").map { Array($0) } == Array(Self.full.password!.utf8))
-            #expect(s.value(of: "pin").map { Array($0) } == Array("1234".utf8))
-            #expect(s.value(of: "totp") == nil && s.value(of: "notes") == nil && s.value(of: "second") == nil, "not named: withheld")
+            #expect(s.value(of: .password).map { Array($0) } == Array(Self.full.password!.utf8))
+            #expect(s.value(of: .custom("pin")).map { Array($0) } == Array("1234".utf8))
+            #expect(s.value(of: .totp) == nil && s.value(of: .notes) == nil && s.value(of: .custom("second")) == nil, "not named: withheld")
             #expect(s.formerPasswordCount == 0)
         }
         let item = try released.item()
-        #expect(item == Self.full.withholdingSecrets(except: ["password", "pin"]))
+        #expect(item == Self.full.withholdingSecrets(except: .fields([.password, .custom("pin")])))
         let records = try vault.auditRecords().dropFirst(before).map { try $0.get() }
         #expect(records.map(\.field) == ["password", "pin", "username", "url"])
 
-        let history = try vault.releaseSecrets(named: "db", fields: ["history"], command: "get", freshMatch: nil)
+        let history = try vault.releaseSecrets(named: "db", fields: .fields([.history]), command: "get", freshMatch: nil)
         var entries: [(Int64, String)] = []
         history.withSecrets { s in s.forEachFormerPassword { when, pw in entries.append((when, String(decoding: pw, as: UTF8.self))) } }
         #expect(entries.map(\.0) == [50, 80] && entries.map(\.1) == ["older", "old"])
@@ -56,15 +56,15 @@ import Testing
         try vault.add(guarded)
         try vault.add(Item(name: "bare", username: "u", now: 1))
         let before = try vault.auditRecords().count
-        let bare = try vault.releaseSecrets(named: "bare", fields: ["password", "notes"], command: "get", freshMatch: nil)
-        bare.withSecrets { #expect(!$0.has("password") && !$0.has("notes")) }
+        let bare = try vault.releaseSecrets(named: "bare", fields: .fields([.password, .notes]), command: "get", freshMatch: nil)
+        bare.withSecrets { #expect(!$0.has(.password) && !$0.has(.notes)) }
         #expect(try vault.auditRecords().count == before, "nothing the item has was released")
         #expect(throws: VaultError.freshMatchNeeded(item: "guarded")) {
-            _ = try vault.releaseSecrets(named: "guarded", fields: ["password"], command: "get", freshMatch: nil)
+            _ = try vault.releaseSecrets(named: "guarded", fields: .fields([.password]), command: "get", freshMatch: nil)
         }
-        #expect(try vault.releaseSecrets(named: "guarded", fields: ["username"], command: "get", freshMatch: nil).item().password == nil)
+        #expect(try vault.releaseSecrets(named: "guarded", fields: .fields([.username]), command: "get", freshMatch: nil).item().password == nil)
         let token = try vault.tokenOfItsOwnProofKey(for: .release(item: "guarded"))
-        #expect(try vault.releaseSecrets(named: "guarded", fields: ["password"], command: "get", freshMatch: token).item().password == "g")
+        #expect(try vault.releaseSecrets(named: "guarded", fields: .fields([.password]), command: "get", freshMatch: token).item().password == "g")
     }
 
     /// Export's stream lends each record in place: decoded, it is the item; the whole-item

@@ -36,6 +36,28 @@ extension UnlockedVault {
         return (r.vault, r.recoveryKey)
     }
 
+    // Issue 25, item 8: one passcode in NFC and NFD, and a vault sealed with NFD bytes before
+    // passcodes were normalised still opens, its slot sealed again in NFC.
+    @Test func aPasscodeSealedAsDecomposedBytesOpensInEitherFormAndMovesToNFC() throws {
+        let nfd = "cafe\u{301}-pass", nfc = "caf\u{e9}-pass"
+        #expect(Array(nfd.utf8) != Array(nfc.utf8))
+        // As vault sealed it before: the bytes typed, unnormalised.
+        _ = try VaultStore.create(at: try root.location(), passcode: try SecretBytes(copying: Array(nfd.utf8)), kdf: fastKDF)
+        let store = try VaultStore.open(try root.location())
+        let before = try store.slotSequence()
+        _ = try store.unlock(passcode: try SecretBytes(copying: Array(nfc.utf8)))
+        #expect(try store.slotSequence() != before, "the passcode slot was not sealed again")
+        // Now sealed in NFC: both forms open it, a wrong passcode still does not.
+        _ = try VaultStore.open(try root.location()).unlock(passcode: try SecretBytes(copying: Array(nfd.utf8)))
+        _ = try VaultStore.open(try root.location()).unlock(passcode: try SecretBytes(copying: Array(nfc.utf8)))
+        #expect(throws: VaultError.wrongPasscode) {
+            _ = try VaultStore.open(try root.location()).unlock(passcode: try SecretBytes(copying: Array("cafe-pass".utf8)))
+        }
+        #expect(throws: VaultError.self) { _ = try PasscodeRule.normalized(try SecretBytes(copying: [0xff, 0xfe, 0x41, 0x42, 0x43])) }
+        let normalized = try PasscodeRule.normalized(try SecretBytes(copying: Array(nfd.utf8)))
+        #expect(normalized.withUnsafeBytes { Array($0) } == Array(nfc.utf8))
+    }
+
     @Test func createsPrivateFilesAndReopensWithThePasscode() throws {
         let (vault, _) = try makeVault()
         try vault.add(Item(name: "github", username: "me", password: "s3cret", urls: ["https://github.com"]))

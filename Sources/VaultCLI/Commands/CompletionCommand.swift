@@ -75,7 +75,7 @@ struct CompletionModel {
 
     /// Fixed values an option takes, by option name.
     static let optionValues: [String: [String]] = [
-        "--field": Item.fieldNames, "--clear": ["username", "url", "notes", "tags", "totp", "password", "user-prompt", "password-prompt"],
+        "--field": ItemField.builtIn.map(\.spelling), "--clear": ItemField.clearable.map(\.spelling),
         "--finger": FingerNames.all, "--policy": AuthPolicy.allCases.map(\.rawValue),
         "--format": ["env", "json", "netrc"], "--authority": ["system", "embedded"], "--fingerprint-login": ["on", "off"],
         "--passcode-after-reboot": ["on", "off"],

@@ -66,14 +66,14 @@ enum CredentialHelpers {
     /// nil; an answer also releases `answerFields` (git's refresh token) when the item has them.
     @discardableResult
     static func carryOut(_ plan: CredentialPlan, on vault: any VaultAccess, command: String,
-                         _ inv: Invocation, _ ctx: CommandContext, answerFields: [String] = [],
+                         _ inv: Invocation, _ ctx: CommandContext, answerFields: [ItemField] = [],
                          accepts: (ReleasedItem) throws -> Bool = { _ in true }) throws -> ReleasedItem? {
         func release(_ name: String) throws -> ReleasedItem {
-            try Release.secrets(name, fields: ["password"] + answerFields, command: command, from: vault, inv, ctx)
+            try Release.secrets(name, fields: .fields([.password] + answerFields), command: command, from: vault, inv, ctx)
         }
         func releasedPasswordIs(_ name: String, _ password: String) throws -> Bool {
-            try Release.secrets(name, fields: ["password"], command: command, from: vault, inv, ctx).withSecrets {
-                $0.value(of: "password")?.elementsEqual(password.utf8) ?? false
+            try Release.secrets(name, fields: .fields([.password]), command: command, from: vault, inv, ctx).withSecrets {
+                $0.value(of: .password)?.elementsEqual(password.utf8) ?? false
             }
         }
         switch plan {

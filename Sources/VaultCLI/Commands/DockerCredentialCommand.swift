@@ -65,7 +65,7 @@ enum DockerCredentialCommand {
             // released record: it is never a String.
             let out = try SecretOutput()
             released.withSecrets { s in
-                let secret: Any = s.value(of: "password").map(JSONSecret.init) ?? ""
+                let secret: Any = s.value(of: .password).map(JSONSecret.init) ?? ""
                 JSONText.append(["ServerURL": raw, "Username": released.overview.item.username ?? "", "Secret": secret], to: out)
             }
             out.append("\n")

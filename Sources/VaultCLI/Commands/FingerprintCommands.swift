@@ -1,6 +1,7 @@
 import Foundation
 import ReaderLink
 import VaultAuthority
+import VaultAgent
 import VaultKit
 
 enum FingerprintCommands {
@@ -356,20 +357,36 @@ enum FingerprintCommands {
         static let timeout = OptionSpec.value("--timeout", "D", "end the session after D idle (default 120s; 90, 90s, 5m, 12h)")
         static let maxLifetime = OptionSpec.value("--max-lifetime", "D", "end the session after D at most (default 12h)")
         static let rotate = OptionSpec.flag("--rotate", "with --passcode: replace the vault's keys and re-bind it to the current prints")
+        static let scope = OptionSpec.value("--scope", "terminal|user", "whom the session serves: this terminal's session (default) or every process of yours (scripts, services)")
     }
 
     static let unlock = CommandSpec(
         name: "unlock", summary: "authenticate once (finger or passcode) and open an unlock session for scripts",
-        usage: "vault unlock [--timeout D] [--max-lifetime D] [--passcode [--rotate]] [--reason T] [--policy P]",
+        usage: "vault unlock [--timeout D] [--max-lifetime D] [--scope terminal|user] [--passcode [--rotate]] [--reason T] [--policy P]",
         options: Auth.options + [UnlockOptions.json,
                                  UnlockOptions.timeout,
                                  UnlockOptions.maxLifetime,
+                                 UnlockOptions.scope,
                                  UnlockOptions.rotate],
-        examples: "vault unlock --no-input && echo unlocked\nvault unlock --passcode --rotate     # after exit 20",
+        examples: "vault unlock --no-input && echo unlocked\nvault unlock --scope user --timeout 10m     # for a script started elsewhere\nvault unlock --passcode --rotate     # after exit 20",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
             let idle = try SessionCommands.duration(inv, UnlockOptions.timeout, default: 120)
             let hard = try SessionCommands.duration(inv, UnlockOptions.maxLifetime, default: 12 * 3600)
+            let scope = try inv[UnlockOptions.scope].map { raw -> SessionScope in
+                guard let s = SessionScope(rawValue: raw) else { throw VaultError.usage("--scope expects terminal or user, not '\(raw)'") }
+                return s
+            } ?? .terminal
+            let name = store.location.name
+            // A second unlock with nothing new to say: the session this terminal has stays.
+            let changes = [UnlockOptions.timeout, UnlockOptions.maxLifetime, UnlockOptions.scope, UnlockOptions.rotate, AuthOptions.passcode, GlobalOptions.passcodeFD]
+            if !changes.contains(where: inv.has), let open = SessionCommands.ownSession(store.location, ctx) {
+                if inv.has(UnlockOptions.json) {
+                    ctx.stdout.write(jsonText(["vault": name, "unlocked": true, "already": true, "idle_left": open.idleLeft, "scope": open.scope.rawValue]))
+                }
+                ctx.say("vault: vault '\(name)' is already unlocked (\(open.idleLeft) s idle left)")
+                return
+            }
             let vault: UnlockedVault
             if inv.has(UnlockOptions.rotate) {
                 guard inv.has(AuthOptions.passcode) || inv.has(GlobalOptions.passcodeFD) else {
@@ -381,10 +398,14 @@ enum FingerprintCommands {
             } else {
                 vault = try Auth.unlock(store, inv, ctx, purpose: "unlock")
             }
-            try SessionCommands.openSession(vault, idle: idle, hardLimit: hard, ctx)
+            try SessionCommands.openSession(vault, idle: idle, hardLimit: hard, scope: scope, ctx)
             if inv.has(UnlockOptions.json) {
-                ctx.stdout.write(jsonText(["vault": store.location.name, "unlocked": true, "idle_timeout": Int(idle), "max_lifetime": Int(hard)]))
+                ctx.stdout.write(jsonText(["vault": name, "unlocked": true, "idle_timeout": Int(idle), "max_lifetime": Int(hard), "scope": scope.rawValue]))
             }
-            ctx.say("vault: vault '\(store.location.name)' unlocked: scripts can fetch logins until \(Int(idle)) s idle (at most \(SessionCommands.describe(hard))); 'vault lock' ends it")
+            // Durations as the person gave them (10m stays 10m).
+            let idleText = inv[UnlockOptions.timeout] ?? SessionCommands.describe(idle)
+            let hardText = inv[UnlockOptions.maxLifetime] ?? SessionCommands.describe(hard)
+            let who = scope == .terminal ? "commands in this terminal" : "every process of yours"
+            ctx.say("vault: vault '\(name)' unlocked: \(who) can fetch logins until \(idleText) idle (at most \(hardText)); 'vault lock' ends it")
         })
 }

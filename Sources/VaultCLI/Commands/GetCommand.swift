@@ -6,7 +6,7 @@ import VaultOTP
 extension ItemCommands {
     /// The options of `get`, declared once: the table lists them and the command reads them.
     enum GetOptions {
-        static let field = OptionSpec.value("--field", "F", "print only this field: \(Item.fieldNames.joined(separator: ", ")), totp-uri, or a custom field's name (totp prints the current code)")
+        static let field = OptionSpec.value("--field", "F", "print only this field: \(ItemField.builtIn.map(\.spelling).joined(separator: ", ")), or a custom field's name (totp and otp print the current code)")
         static let json = OptionSpec.flag("--json", "print JSON (the password only with --reveal or --field password)")
         static let reveal = OptionSpec.flag("--reveal", "include the password, the TOTP secret and the notes")
         static let clip = OptionSpec.flag("--clip", "copy the value (the password, or --field) to the clipboard instead of printing it")
@@ -25,14 +25,23 @@ extension ItemCommands {
         PGPASSWORD=$(vault get prod-db --field password --no-input) psql ...
         """,
         run: { inv, ctx in
-            let request = try GetRequest(inv)
+            var request = try GetRequest(inv)
             // No touch is spent on a copy that cannot be made.
             if request.clip { try Clipboard.check(ctx.environment) }
             let vault = try openAccess(inv, ctx, purpose: "read '\(request.name)'")
             // A built-in secret field needs no overview to be checked first: a script's
-            // `get --field password` is one request to the agent, not two.
-            let plan = try request.direct ?? request.plan(for: try vault.overview(named: request.name))
-            try perform(plan, request, vault, inv, ctx)
+            // `get --field password` is one request to the agent, not two. A name that is not
+            // there is looked up afterwards: for a person at a terminal (who sees the note) a
+            // unique substring match is taken, as `bw get` does; a script gets only the exact
+            // name, so a rename never hands it another item's secret.
+            do {
+                let plan = try request.direct ?? request.plan(for: try vault.overview(named: request.name))
+                try perform(plan, request, vault, inv, ctx)
+            } catch VaultError.itemNotFound(let n) where n == request.name {
+                request.name = try ItemLookup.resolve(n, in: vault, ctx, substring: ctx.stderr.isTerminal)
+                let plan = try request.direct ?? request.plan(for: try vault.overview(named: request.name))
+                try perform(plan, request, vault, inv, ctx)
+            }
         })
 
     /// Carries out what `get` decided: releases what the plan names (and nothing else) and
@@ -50,10 +59,10 @@ extension ItemCommands {
             ctx.stdout.write("\n")
         case .totpURI(let json):
             // The URI printed is the secret itself: from the record's guarded memory to write(2).
-            let secret = try Release.secret(name, field: "totp", command: "get", from: vault, inv, ctx)
+            let secret = try Release.secret(name, field: .totp, command: "get", from: vault, inv, ctx)
             if json {
                 let out = try SecretOutput(capacity: secret.count + 32)
-                secret.withUnsafeBytes { JSONText.append(["totp-uri": JSONSecret($0)], to: out) }
+                secret.withUnsafeBytes { JSONText.append([ItemField.totpURI.spelling: JSONSecret($0)], to: out) }
                 out.append("\n")
                 ctx.stdout.writeSecret(out)
             } else {
@@ -67,7 +76,7 @@ extension ItemCommands {
             case .code:
                 value = try OTPCommand.current(name, command: command, from: vault, inv, ctx).code
             case .uri:
-                let item = try Release.item(name, fields: ["totp"], command: command, from: vault, inv, ctx)
+                let item = try Release.item(name, fields: .fields([.totp]), command: command, from: vault, inv, ctx)
                 guard let uri = item.totp else { throw VaultError.failure("item '\(item.name)' has no totp") }
                 value = uri
             }
@@ -85,10 +94,10 @@ extension ItemCommands {
                 try Clipboard.copy(value, clearAfter: request.clearAfter, ctx)
             } else {
                 let item = try Release.item(name, fields: release, command: "get --clip", from: vault, inv, ctx)
-                guard let value = try item.field(field) else { throw VaultError.failure("item '\(item.name)' has no \(field)") }
+                guard let value = item.value(of: field) else { throw VaultError.failure("item '\(item.name)' has no \(field)") }
                 try Clipboard.copy(value, clearAfter: request.clearAfter, ctx)
             }
-            copied(field, of: itemName)
+            copied(field.spelling, of: itemName)
         case .item(let overview, let release):
             // The secrets go from the released record (guarded memory) into a guarded output.
             try printItem(release.isEmpty ? try ReleasedItem(withholdingAllOf: overview)
@@ -117,7 +126,7 @@ extension ItemCommands {
             if onTerminal { out.appendTerminalSafe(bytes) } else { out.append(bytes) }
         }
         try released.withSecrets { s in
-            // Former passwords, newest first, one a line (as `Item.field("history")`).
+            // Former passwords, newest first, one a line (as `Item.value(of: .history)`).
             let history = try SecretOutput()
             var former: [UnsafeRawBufferPointer] = []
             s.forEachFormerPassword { _, p in former.append(p) }
@@ -128,20 +137,19 @@ extension ItemCommands {
             try history.withUnsafeBytes { historyBytes in
                 if let f = request.field {
                     let value: FieldValue?
-                    if f == "history" {
+                    if f == .history {
                         value = former.isEmpty ? nil : .secret(historyBytes)
-                    } else if ["password", "totp", "notes"].contains(f) {
-                        value = s.value(of: f).map(FieldValue.secret)
-                    } else if let custom = item.customField(f), custom.kind.isSecret, !Item.fieldNames.contains(f) {
-                        value = s.customValue(of: f).map(FieldValue.secret) ?? .text(custom.value)
+                    } else if item.isSecretField(f) {
+                        // A secret custom field not released shows its overview's (empty) value.
+                        value = s.value(of: f).map(FieldValue.secret) ?? item.value(of: f).map(FieldValue.text)
                     } else {
-                        value = try item.field(f).map(FieldValue.text)
+                        value = item.value(of: f).map(FieldValue.text)
                     }
                     guard let value else { throw VaultError.failure("item '\(item.name)' has no \(f)") }
                     if request.json {
                         switch value {
-                        case .text(let t): JSONText.append([f: t], to: out)
-                        case .secret(let b): JSONText.append([f: JSONSecret(b)], to: out)
+                        case .text(let t): JSONText.append([f.spelling: t], to: out)
+                        case .secret(let b): JSONText.append([f.spelling: JSONSecret(b)], to: out)
                         }
                         out.append("\n")
                     } else {
@@ -155,11 +163,11 @@ extension ItemCommands {
                 }
                 let reveal = request.reveal
                 func customValue(_ f: CustomField) -> Any {
-                    f.kind.isSecret ? s.customValue(of: f.name).map(JSONSecret.init) ?? "" : f.value
+                    f.kind.isSecret ? s.value(of: .custom(f.name)).map(JSONSecret.init) ?? "" : f.value
                 }
                 if request.json {
                     var o = listingJSON(item)
-                    if let n = s.value(of: "notes") { o["notes"] = JSONSecret(n) }
+                    if let n = s.value(of: .notes) { o["notes"] = JSONSecret(n) }
                     o["type"] = item.type.rawValue
                     if !item.fields.isEmpty {
                         o["fields"] = item.fields.map { f -> [String: Any] in
@@ -170,8 +178,8 @@ extension ItemCommands {
                     }
                     if overview.historyCount > 0 { o["history_count"] = overview.historyCount }
                     if reveal {
-                        if let p = s.value(of: "password") { o["password"] = JSONSecret(p) }
-                        if let t = s.value(of: "totp") { o["totp"] = JSONSecret(t) }
+                        if let p = s.value(of: .password) { o["password"] = JSONSecret(p) }
+                        if let t = s.value(of: .totp) { o["totp"] = JSONSecret(t) }
                     } else {
                         o["has_password"] = overview.hasPassword
                         o["has_notes"] = overview.hasNotes
@@ -185,15 +193,15 @@ extension ItemCommands {
                 if let u = item.username { put("\nusername: \(u)") }
                 if overview.hasPassword {
                     put("\npassword: ")
-                    if reveal { s.value(of: "password").map { put(secret: $0) } } else { put("******** (--reveal or --field password shows it)") }
+                    if reveal { s.value(of: .password).map { put(secret: $0) } } else { put("******** (--reveal or --field password shows it)") }
                 }
                 for u in item.urls { put("\nurl: \(u)") }
                 if !item.tags.isEmpty { put("\ntags: \(item.tags.joined(separator: ", "))") }
                 if overview.hasTOTP {
                     put("\ntotp: ")
-                    if reveal { s.value(of: "totp").map { put(secret: $0) } } else { put("set") }
+                    if reveal { s.value(of: .totp).map { put(secret: $0) } } else { put("set") }
                 }
-                if let n = s.value(of: "notes") {
+                if let n = s.value(of: .notes) {
                     put("\nnotes: ")
                     put(secret: n)
                 } else if overview.hasNotes {
@@ -203,7 +211,7 @@ extension ItemCommands {
                     put("\n\(f.name): ")
                     if !f.kind.isSecret {
                         put(f.value)
-                    } else if reveal, let v = s.customValue(of: f.name), !v.isEmpty {
+                    } else if reveal, let v = s.value(of: .custom(f.name)), !v.isEmpty {
                         put(secret: v)
                     } else {
                         put("******** (--field '\(f.name)' shows it)")
@@ -221,7 +229,8 @@ extension ItemCommands {
 /// What `vault get` was asked: the item and its options, checked.
 struct GetRequest: Equatable {
     var name: String
-    var field: String?
+    /// `--field`, as `ItemField(parsing:)` reads it (checked against the item by `plan`).
+    var field: ItemField?
     var json = false
     var reveal = false
     var clip = false
@@ -229,7 +238,7 @@ struct GetRequest: Equatable {
     var clearAfter: Double = 45
 
     /// A request as given (tests).
-    init(name: String, field: String? = nil, json: Bool = false, reveal: Bool = false, clip: Bool = false, clearAfter: Double = 45) {
+    init(name: String, field: ItemField? = nil, json: Bool = false, reveal: Bool = false, clip: Bool = false, clearAfter: Double = 45) {
         self.name = name
         self.field = field
         self.json = json
@@ -249,14 +258,14 @@ struct GetRequest: Equatable {
         clearAfter = try SessionCommands.duration(inv, O.clearAfter, default: 45)
         // The clearer waits at most an hour: a longer promise would not be kept.
         guard clearAfter <= 3600 else { throw VaultError.usage("--clear-after is at most 1h, not '\(inv[O.clearAfter] ?? "")'") }
-        field = inv[O.field]
+        field = inv[O.field].map(ItemField.init(parsing:))
         reveal = inv.has(O.reveal)
     }
 
-    /// The plan that needs no overview: a built-in secret field printed as is (nil: look at the
-    /// item first).
+    /// The plan that needs no overview: a built-in secret field printed as is, the password or
+    /// the notes (nil: look at the item first; `totp` prints a code).
     var direct: GetPlan? {
-        guard let f = field, !json, !clip, f != "totp", ItemField(rawValue: f)?.isSecret == true else { return nil }
+        guard let f = field, !json, !clip, f == .password || f == .notes else { return nil }
         return .secret(field: f)
     }
 
@@ -265,30 +274,25 @@ struct GetRequest: Equatable {
     /// - Throws: `.usage` for a field the item does not have, `.failure` for a secret field it lacks.
     func plan(for overview: ItemOverview) throws -> GetPlan {
         let item = overview.item
-        if let f = field, !Item.fieldNames.contains(f), f != "totp-uri", item.customField(f) == nil {
-            throw VaultError.usage("unknown field '\(f)'", hint: "fields: \((Item.fieldNames + ["totp-uri"]).joined(separator: ", "))\(item.fields.isEmpty ? "" : ", or one of this item's: " + item.fields.map(\.name).joined(separator: ", "))")
-        }
-        // `totp` is the current code, `totp-uri` the secret's URI: both release the secret.
-        if field == "totp-uri", !clip { return .totpURI(json: json) }
-        if field == "totp" || field == "totp-uri" {
-            return .totp(field == "totp" ? .code : .uri, clip ? .clipboard : json ? .json : .text)
+        let field = try self.field?.checked(in: item)
+        // `totp` and `otp` are the current code, `totp-uri` the secret's URI: all release the secret.
+        if field == .totpURI, !clip { return .totpURI(json: json) }
+        if let f = field, f.source == .totp {
+            return .totp(f == .totpURI ? .uri : .code, clip ? .clipboard : json ? .json : .text)
         }
         if clip {
-            let f = field ?? "password"
+            let f = field ?? .password
             let secret = item.isSecretField(f)
-            return .copy(field: f, secret: secret && f != "history", release: secret ? [f] : [], item: item.name)
+            return .copy(field: f, secret: f.isSingleSecret(of: item), release: secret ? .fields([f]) : .nothing, item: item.name)
         }
-        if let f = field, !json, f != "history", item.isSecretField(f) { return .secret(field: f) }
-        let release: [String]
+        if let f = field, !json, f.isSingleSecret(of: item) { return .secret(field: f) }
+        let release: FieldSelection
         if let f = field {
-            release = item.isSecretField(f) ? [f] : []
-        } else {
-            release = reveal ? ["password", "totp", "notes"] + item.fields.filter(\.kind.isSecret).map(\.name) : []
-        }
-        if let f = release.first, field != nil {
+            release = item.isSecretField(f) ? .fields([f]) : .nothing
             // A field the item does not have is not released, so not logged as released.
-            let present = f == "password" ? overview.hasPassword : f == "totp" ? overview.hasTOTP : true
-            if !present { throw VaultError.failure("item '\(item.name)' has no \(f)") }
+            if f == .password, !overview.hasPassword { throw VaultError.failure("item '\(item.name)' has no password") }
+        } else {
+            release = reveal ? .all : .nothing
         }
         return .item(overview, release: release)
     }
@@ -298,22 +302,22 @@ struct GetRequest: Equatable {
 /// released: the executor, `ItemCommands.perform`, releases exactly what a case names.
 enum GetPlan: Equatable {
     /// One secret field, from the record's guarded memory to stdout, then a newline.
-    case secret(field: String)
+    case secret(field: ItemField)
     /// The TOTP secret as its otpauth:// URI, as is or as JSON `{"totp-uri": ...}`.
     case totpURI(json: Bool)
     /// The TOTP code or URI as text: to the clipboard, as JSON or as a line.
     case totp(TOTPValue, GetDestination)
     /// One field to the clipboard: a secret straight from the released record, else read from
     /// the item released with `release`; the message names `item`.
-    case copy(field: String, secret: Bool, release: [String], item: String)
+    case copy(field: ItemField, secret: Bool, release: FieldSelection, item: String)
     /// The item (all of it, or `--field` as text or JSON) with these secrets released.
-    case item(ItemOverview, release: [String])
+    case item(ItemOverview, release: FieldSelection)
 
     /// Which TOTP value `get` prints.
     enum TOTPValue {
         case code, uri
         /// The field's name as `--field` and JSON spell it.
-        var field: String { self == .code ? "totp" : "totp-uri" }
+        var field: String { (self == .code ? ItemField.totp : .totpURI).spelling }
     }
 }
 

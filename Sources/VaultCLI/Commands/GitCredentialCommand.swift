@@ -44,7 +44,7 @@ enum GitCredentialCommand {
         // there: the password is never a String.
         var answer: SecretOutput?
         _ = try CredentialHelpers.carryOut(plan, on: vault, command: GitCredentialRules.auditCommand(action), inv, ctx,
-                                           answerFields: [CredentialExtras.refreshTokenField],
+                                           answerFields: [.custom(CredentialExtras.refreshTokenField)],
                                            accepts: { answer = try GitCredentialRules.answer(from: $0); return answer != nil })
         if let answer { ctx.stdout.writeSecret(answer) }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import VaultAgent
 import VaultKit
 import VaultInterchange
 import VaultSystem
@@ -250,17 +251,19 @@ enum ImportExport {
         static let passphraseFD = OptionSpec.value("--passphrase-fd", "N", "with --encrypt: read the passphrase from file descriptor N (else asked twice)")
         static let kdfMemory = OptionSpec.value("--kdf-memory", "MIB", "with --encrypt: Argon2id memory (default 256)")
         static let kdfOps = OptionSpec.value("--kdf-ops", "N", "with --encrypt: Argon2id passes (default 3)")
+        static let force = OptionSpec.flag("--force", "write a plain export to a terminal (else refused: every secret would be on the screen)")
     }
 
     static let exportCommand = CommandSpec(
         name: "export", summary: "print every item, secrets included (vault JSON, Bitwarden JSON, or encrypted)",
-        usage: "vault export [--format vault|bitwarden] [--encrypt [--passphrase-fd N] [--kdf-memory MIB] [--kdf-ops N]]",
+        usage: "vault export [--format vault|bitwarden] [--encrypt [--passphrase-fd N] [--kdf-memory MIB] [--kdf-ops N]] [--force]",
         options: [
             ExportOptions.format,
             ExportOptions.encrypt,
             ExportOptions.passphraseFD,
             ExportOptions.kdfMemory,
             ExportOptions.kdfOps,
+            ExportOptions.force,
         ] + Auth.options,
         examples: """
         vault export > items.json
@@ -275,6 +278,10 @@ enum ImportExport {
                     throw VaultError.usage("\(option.name) goes with --encrypt")
                 }
             }
+            if !inv.has(ExportOptions.encrypt) && ctx.stdout.isTerminal && !inv.has(ExportOptions.force) {
+                throw VaultError.usage("refusing to print every secret of the vault on the terminal",
+                                       hint: "redirect it to a file ('vault export > items.json'), seal it with --encrypt, or pass --force")
+            }
             let cost = try kdfParameters(inv) ?? KDFParameters()
             // The passphrase first: a mistake there should not cost a fingerprint scan.
             var sealer: EncryptedExport.Writer?
@@ -282,7 +289,13 @@ enum ImportExport {
                 let passphrase = try newPassphrase(inv, ctx)
                 sealer = try EncryptedExport.Writer(passphrase: passphrase, cost: cost) { ctx.stdout.write($0) }
             }
-            let vault = try openAccess(inv, ctx, purpose: "export every item")
+            // Every secret at once: a finger or the passcode now, even in an unlock session
+            // (whose key any process of the user could otherwise use for it, with --no-input).
+            let loc = try location(inv, ctx)
+            if !inv.has(AuthOptions.passcode) && !inv.has(GlobalOptions.passcodeFD), (try? SessionAccess.open(loc, environment: ctx.environment)) != nil {
+                ctx.say("vault: an export hands out every secret: it needs a finger or the passcode even in an unlock session")
+            }
+            let vault = try Auth.unlock(try VaultStore.open(loc), inv, ctx, purpose: "export every item")
             // Written as read, about 64 KiB at a time (sealed in 64 KiB chunks with --encrypt):
             // never the whole vault in memory. The chunk is guarded memory: vault JSON copies
             // each item's secrets into it from the opened record, escaped byte by byte.
@@ -297,7 +310,7 @@ enum ImportExport {
                 }
                 chunk.removeAll()
             }
-            var damaged = 0, first = true
+            var damaged = 0, first = true, exported = 0
             var bitwarden = BitwardenJSON.Exporter()
             chunk.append(format == "bitwarden" ? #"{"encrypted":false,"items":["# : "[")
             try Release.each(command: "export", from: vault, inv, ctx) { e in
@@ -313,6 +326,7 @@ enum ImportExport {
                         ExportJSON.write(overview, secrets, to: chunk)
                     }
                     first = false
+                    exported += 1
                     if chunk.count >= 1 << 16 { try flush() }
                 case .damaged: damaged += 1
                 }
@@ -326,6 +340,10 @@ enum ImportExport {
             }
             try flush()
             try sealer?.finish()
+            if ctx.stdout.failure == nil {
+                let what = sealer != nil ? "encrypted" : format == "bitwarden" ? "plain Bitwarden JSON: every secret readable" : "plain vault JSON: every secret readable"
+                ctx.say("vault: exported \(exported) item\(exported == 1 ? "" : "s") (\(what))")
+            }
             if damaged > 0 { throw VaultError.corrupt("\(damaged) damaged item(s) were not exported") }
         })
 }

@@ -55,6 +55,10 @@ func printListing(_ vault: any VaultAccess, term: String? = nil, tag: String? = 
         }
         if !chunk.isEmpty { ctx.stdout.write(chunk) }
     }
+    // An empty answer says so to a person (a script reads the empty output).
+    if names.isEmpty && items.isEmpty && damaged.isEmpty && ctx.stderr.isTerminal && !json {
+        ctx.say(term.map { "vault: no item matches '\($0)'" } ?? (tag.map { "vault: no item is tagged '\($0)'" } ?? "vault: the vault holds no items yet ('vault add NAME')"))
+    }
     for id in damaged { ctx.say("vault: warning: item row \(id) is damaged and was skipped") }
     if !damaged.isEmpty { throw VaultError.corrupt("\(damaged.count) item(s) could not be read") }
 }
@@ -65,13 +69,14 @@ func printListing(_ vault: any VaultAccess, term: String? = nil, tag: String? = 
 enum ItemOptions {
     static let username = OptionSpec.value("--username", "U", "the account name")
     static let url = OptionSpec.value("--url", "URL", "where the login is used (repeatable)", repeatable: true)
-    static let notes = OptionSpec.value("--notes", "TEXT", "free text")
+    static let notes = OptionSpec.value("--notes", "TEXT", "free text (seen by ps and kept in shell history: --notes-stdin for a secret)")
+    static let notesStdin = OptionSpec.flag("--notes-stdin", "read the notes from standard input (the rest of it; on a terminal one line, asked twice with echo off)")
     static let tag = OptionSpec.value("--tag", "TAG", "a label (repeatable)", repeatable: true)
     static let passwordStdin = OptionSpec.flag("--password-stdin", "read the password from the first line of standard input")
     static let totpStdin = OptionSpec.flag("--totp-stdin", "read an otpauth:// URI from the next line of standard input")
     static let generate = OptionSpec.flag("--generate", "generate a random password (with generate's options below)")
     static let force = OptionSpec.flag("--force", "replace an existing item of that name")
-    static let clear = OptionSpec.value("--clear", "FIELD", "remove a field: username, url, notes, tags, totp, password, user-prompt, password-prompt", repeatable: true)
+    static let clear = OptionSpec.value("--clear", "FIELD", "remove a field: \(ItemField.clearable.map(\.spelling).joined(separator: ", "))", repeatable: true)
     static let userPrompt = OptionSpec.value("--user-prompt", "REGEX", "how 'vault login' recognises the program's username prompt")
     static let passwordPrompt = OptionSpec.value("--password-prompt", "REGEX", "how 'vault login' recognises the program's password prompt")
     static let fingerprintLogin = OptionSpec.value("--fingerprint-login", "on|off", "let 'vault login' fill this login after a fresh finger scan (changing it needs a scan)")
@@ -96,6 +101,7 @@ enum ItemOptions {
         (username, .bothWorded(edit: "new account name")),
         (url, .bothWorded(edit: "replace the URLs (repeatable)")),
         (notes, .bothWorded(edit: "replace the notes")),
+        (notesStdin, .bothWorded(edit: "read the new notes from standard input (the rest of it; on a terminal one line, asked twice)")),
         (tag, .bothWorded(edit: "replace the tags (repeatable)")),
         (passwordStdin, .bothWorded(edit: "read the new password from standard input")),
         (totpStdin, .bothWorded(edit: "read a new otpauth:// URI from standard input")),
@@ -121,8 +127,50 @@ enum ItemOptions {
     }
 
     /// The options that change an item: `edit` needs at least one.
-    static let changes = [username, url, notes, tag, passwordStdin, generate, totpStdin, clear,
+    static let changes = [username, url, notes, notesStdin, tag, passwordStdin, generate, totpStdin, clear,
                           userPrompt, passwordPrompt, fingerprintLogin, type, field, removeField]
+}
+
+/// Item names a person may have mistyped: after an unlock, a missing name gets "did you mean",
+/// and `get` takes a name that is the only one containing what was typed (as `bw get`).
+enum ItemLookup {
+    /// `name` when the vault holds it; otherwise `.itemNotFound`, or `.itemNotFoundNear` naming
+    /// the nearest name.
+    static func existing(_ name: String, in vault: any VaultAccess) throws -> String {
+        if try vault.contains(name) { return name }
+        throw notFound(name, among: try names(vault))
+    }
+
+    /// `name`, or (`substring`) the one name that contains it, said on stderr; else not found
+    /// with the nearest name.
+    static func resolve(_ name: String, in vault: any VaultAccess, _ ctx: CommandContext, substring: Bool) throws -> String {
+        let all = try names(vault)
+        if all.contains(name) { return name }
+        if substring {
+            let term = name.lowercased()
+            let containing = all.filter { $0.lowercased().contains(term) }
+            if containing.count == 1 {
+                ctx.say("vault: no item named '\(name)'; using '\(containing[0])', the only one whose name contains it")
+                return containing[0]
+            }
+            if containing.count > 1 {
+                throw VaultError.itemNotFoundNear(name, near: containing.sorted().prefix(3).joined(separator: "' or '"))
+            }
+        }
+        throw notFound(name, among: all)
+    }
+
+    static func notFound(_ name: String, among all: [String]) -> VaultError {
+        if let near = Parser.suggestion(name, among: all) { return .itemNotFoundNear(name, near: near) }
+        return .itemNotFound(name)
+    }
+
+    /// Every readable name (overviews only: no secret is opened).
+    static func names(_ vault: any VaultAccess) throws -> [String] {
+        var out: [String] = []
+        try vault.forEachOverview(matching: nil) { e in if case .item(let o) = e { out.append(o.item.name) } }
+        return out
+    }
 }
 
 enum ItemCommands {
@@ -140,7 +188,11 @@ enum ItemCommands {
             if inv.has(ItemOptions.passwordStdin) && inv.has(ItemOptions.generate) {
                 throw VaultError.usage("--password-stdin and --generate exclude each other")
             }
+            if inv.has(ItemOptions.notes) && inv.has(ItemOptions.notesStdin) {
+                throw VaultError.usage("--notes and --notes-stdin exclude each other")
+            }
             let name = try Item.normalize(name: inv.arguments[0])
+            let type = try itemType(inv)
             let vault = try openAccess(inv, ctx, purpose: "add '\(name)'")
             if try vault.contains(name) {
                 guard inv.has(ItemOptions.force) else { throw VaultError.alreadyExists(name) }
@@ -153,15 +205,17 @@ enum ItemCommands {
                 }
             }
             let fieldSpecs = try inv.all(ItemOptions.field).map(FieldSpec.parse)
-            let type = try itemType(inv)
             var item = Item(name: name, type: type ?? .login, username: inv[ItemOptions.username], urls: inv.all(ItemOptions.url),
                             notes: inv[ItemOptions.notes], tags: inv.all(ItemOptions.tag), now: ctx.clock())
-            item.password = try newPassword(inv, ctx, name: name, askWhenMissing: true)
-            if inv.has(ItemOptions.totpStdin) { item.totp = try totp(ctx, label: name) }
-            item.fields = try FieldSpec.values(fieldSpecs, ctx, label: name)
+            // Only a login is asked for a password it was not given: notes, cards and identities
+            // have none as a rule.
+            item.password = try newPassword(inv, ctx, name: name, askWhenMissing: item.type == .login)
+            if inv.has(ItemOptions.totpStdin) { item.totp = try totp(ctx, inv, label: name) }
+            item.fields = try FieldSpec.values(fieldSpecs, ctx, inv, label: name)
+            if inv.has(ItemOptions.notesStdin) { item.notes = try SecretInput.notes(ctx, inv, label: name) }
             try vault.add(item, replace: inv.has(ItemOptions.force))
             ctx.say("vault: saved '\(name)'")
-            if item.password == nil && item.totp == nil {
+            if item.type == .login && item.password == nil && item.totp == nil {
                 ctx.say("vault: warning: '\(name)' has no password; add one with 'vault edit \(name) --password-stdin' or '--generate'")
             }
         })
@@ -187,29 +241,14 @@ enum ItemCommands {
     /// A password typed on the terminal: echo off, asked twice, three rounds; `optional`: Enter
     /// alone at the first prompt gives none.
     static func typedPassword(_ ctx: CommandContext, _ inv: Invocation, name: String, optional: Bool) throws -> String? {
-        for _ in 1...3 {
-            let first = try SecretInput.ask(ctx, inv, prompt: "password for '\(name)'\(optional ? " (Enter for none)" : ""): ", reason: "no terminal")
-            if first.count == 0 {
-                if optional { return nil }
-                ctx.say("vault: the password is empty; try again")
-                continue
-            }
-            let second = try SecretInput.ask(ctx, inv, prompt: "repeat the password: ", reason: "no terminal")
-            guard first.isEqual(to: second) else {
-                ctx.say("vault: the two passwords differ; try again")
-                continue
-            }
-            guard let text = first.withUnsafeBytes({ String(validating: $0, as: UTF8.self) }) else {
-                throw VaultError.usage("the password typed is not valid UTF-8")
-            }
-            return text
-        }
-        throw VaultError.usage("no password was given; nothing was saved")
+        try SecretInput.typedSecret(ctx, inv, prompt: "password for '\(name)'\(optional ? " (Enter for none)" : ""): ", what: "password", optional: optional)
     }
 
-    /// A TOTP secret from the next line of stdin: an otpauth:// URI (checked) or a bare base32 secret.
-    static func totp(_ ctx: CommandContext, label: String) throws -> String {
-        try OTP.normalize(try SecretInput.stdinText(ctx, what: "otpauth:// URI or base32 secret"), label: label)
+    /// A TOTP secret: an otpauth:// URI (checked) or a bare base32 secret, from the next line of
+    /// stdin, or typed at a prompt (echo off, twice) when standard input is the terminal.
+    static func totp(_ ctx: CommandContext, _ inv: Invocation, label: String) throws -> String {
+        let text = try SecretInput.secretValue(ctx, inv, prompt: "TOTP secret or otpauth:// URI for '\(label)': ", what: "TOTP secret")
+        return try OTP.normalize(text, label: label)
     }
 
     /// `--type`, checked.
@@ -233,10 +272,17 @@ enum ItemCommands {
             if inv.has(ItemOptions.passwordStdin) && inv.has(ItemOptions.generate) {
                 throw VaultError.usage("--password-stdin and --generate exclude each other")
             }
+            if inv.has(ItemOptions.notes) && inv.has(ItemOptions.notesStdin) {
+                throw VaultError.usage("--notes and --notes-stdin exclude each other")
+            }
             let name = try Item.normalize(name: inv.arguments[0])
-            let clears = inv.all(ItemOptions.clear)
-            for c in clears where !["username", "url", "notes", "tags", "totp", "password", "user-prompt", "password-prompt"].contains(c) {
-                throw VaultError.usage("--clear: unknown field '\(c)'")
+            let clears = try inv.all(ItemOptions.clear).map { c in
+                let field = ItemField(parsing: c)
+                guard ItemField.clearable.contains(field) else {
+                    let near = Spelling.nearest(to: c, among: ItemField.clearable.map(\.spelling))
+                    throw VaultError.usage("--clear: unknown field '\(c)'", hint: (near.map { "did you mean '\($0)'? " } ?? "") + "fields: \(ItemField.clearable.map(\.spelling).joined(separator: ", "))")
+                }
+                return field
             }
             for option in [ItemOptions.userPrompt, ItemOptions.passwordPrompt] {
                 if let p = inv[option], (try? NSRegularExpression(pattern: p)) == nil {
@@ -250,7 +296,7 @@ enum ItemCommands {
             let fieldSpecs = try inv.all(ItemOptions.field).map(FieldSpec.parse)
             let type = try itemType(inv)
             let vault = try openAccess(inv, ctx, purpose: "edit '\(name)'")
-            guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
+            _ = try ItemLookup.existing(name, in: vault)
             // A live scan, never a --reuse of an older match: this switch decides when a finger is
             // demanded. Turning it off, the vault checks the token; on, the touch shows the finger works.
             let switchPrompt = { (item: String) in "touch the fingerprint reader to turn fingerprint login \(fingerprintLogin == true ? "on" : "off") for '\(item)'" }
@@ -259,13 +305,14 @@ enum ItemCommands {
                 switchToken = try Release.freshMatch(.fingerprintLoginSwitch(item: name), vault, inv, ctx, prompt: switchPrompt(name))
             }
             let password = try newPassword(inv, ctx, name: name)
-            let totp = inv.has(ItemOptions.totpStdin) ? try totp(ctx, label: name) : nil
-            let setFields = try FieldSpec.values(fieldSpecs, ctx, label: name)
+            let totp = inv.has(ItemOptions.totpStdin) ? try totp(ctx, inv, label: name) : nil
+            let setFields = try FieldSpec.values(fieldSpecs, ctx, inv, label: name)
+            let notes = inv.has(ItemOptions.notesStdin) ? try SecretInput.notes(ctx, inv, label: name) : inv[ItemOptions.notes]
             var change = ItemChange()
-            change.clear = clears.compactMap(ItemField.init(rawValue:))
+            change.clear = clears
             change.username = inv[ItemOptions.username]
             change.urls = inv.has(ItemOptions.url) ? inv.all(ItemOptions.url) : nil
-            change.notes = inv[ItemOptions.notes]
+            change.notes = notes
             change.tags = inv.has(ItemOptions.tag) ? inv.all(ItemOptions.tag) : nil
             change.password = password
             change.totp = totp
@@ -285,12 +332,12 @@ enum ItemCommands {
 
     /// The options of `rm`, declared once: the table lists them and the command reads them.
     enum RmOptions {
-        static let force = OptionSpec.flag("--force", "do not ask for confirmation (required without a terminal)")
+        static let force = OptionSpec.flag("--force", "do not ask for confirmation (required without a terminal)").alias("-f")
     }
 
     static let rm = CommandSpec(
         name: "rm", summary: "delete a login",
-        usage: "vault rm NAME [--force]",
+        usage: "vault rm NAME [--force | -f]",
         options: [RmOptions.force] + Auth.options,
         arguments: 1...1,
         examples: "vault rm old-login\nvault rm old-login --force --no-input --passcode-fd 3",
@@ -300,7 +347,7 @@ enum ItemCommands {
                 throw VaultError.usage("refusing to delete '\(name)' without confirmation", hint: "pass --force")
             }
             let vault = try openAccess(inv, ctx, purpose: "delete '\(name)'")
-            guard try vault.contains(name) else { throw VaultError.itemNotFound(name) }
+            _ = try ItemLookup.existing(name, in: vault)
             if !inv.has(RmOptions.force) {
                 let answer = ctx.terminal.readLine(prompt: "delete '\(name)'? [y/N] ") ?? ""
                 guard ["y", "yes"].contains(answer.lowercased()) else { throw VaultError.userCancel }
@@ -321,7 +368,7 @@ enum ItemCommands {
             if try vault.contains(new) { throw VaultError.alreadyExists(new) }
             var change = ItemChange()
             change.rename = new
-            try vault.update(old, change)
+            try vault.update(try ItemLookup.existing(old, in: vault), change)
             ctx.say("vault: renamed '\(old)' to '\(new)'")
         })
 
@@ -414,7 +461,7 @@ struct FieldSpec {
         }
         name = name.trimmingCharacters(in: .whitespaces)
         guard !name.isEmpty else { throw VaultError.usage("--field needs a name: --field NAME[:KIND][=VALUE]") }
-        if Item.fieldNames.contains(name) || name == "totp-uri" || name == "all" {
+        if ItemField(parsing: name).isBuiltIn {
             throw VaultError.usage("--field: '\(name)' is a built-in field; use its own option")
         }
         if kind.isSecret, value != nil {
@@ -426,11 +473,13 @@ struct FieldSpec {
     }
 
     /// The fields, secret values read from stdin now.
-    static func values(_ specs: [FieldSpec], _ ctx: CommandContext, label: String) throws -> [CustomField] {
+    /// On a terminal each is asked at a prompt, echo off, twice.
+    static func values(_ specs: [FieldSpec], _ ctx: CommandContext, _ inv: Invocation, label: String) throws -> [CustomField] {
         var out: [CustomField] = []
         for spec in specs {
             if out.contains(where: { $0.name == spec.name }) { throw VaultError.usage("--field '\(spec.name)' given twice") }
-            var value = try spec.value ?? SecretInput.stdinText(ctx, what: "value of the field '\(spec.name)'")
+            var value = try spec.value ?? SecretInput.secretValue(ctx, inv, prompt: "\(spec.name) (\(spec.kind.rawValue)) for '\(label)': ",
+                                                                  what: "value of the field '\(spec.name)'")
             if spec.kind == .totp { value = try OTP.normalize(value, label: label) }
             out.append(CustomField(name: spec.name, kind: spec.kind, value: value))
         }

@@ -62,7 +62,7 @@ enum LoginCommand {
                 let release = { () throws -> SecretBytes in
                     defer { token = nil }
                     return try Release.guarded(vault, inv, ctx, first: token, reuse: reuse, prompt: loginPrompt) {
-                        try vault.releaseSecret(named: item.name, field: "password", command: "login", freshMatch: $0)
+                        try vault.releaseSecret(named: item.name, field: .password, command: "login", freshMatch: $0)
                     }
                 }
                 guard program != nil else {

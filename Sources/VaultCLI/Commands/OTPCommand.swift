@@ -22,7 +22,12 @@ enum OTPCommand {
         run: { inv, ctx in
             let name = try Item.normalize(name: inv.arguments[0])
             let vault = try openAccess(inv, ctx, purpose: "make a code for '\(name)'")
-            let code = try current(name, command: "otp", from: vault, inv, ctx)
+            let code: OTPCode
+            do {
+                code = try current(try ItemLookup.existing(name, in: vault), command: "otp", from: vault, inv, ctx)
+            } catch VaultError.failure(let message, nil) where message.hasSuffix("has no TOTP secret") {
+                throw VaultError.failure(message, hint: "add one with 'printf '%s\\n' \"$URI\" | vault edit \(name) --totp-stdin' (an otpauth:// URI or a base32 secret)")
+            }
             if inv.has(OTPOptions.json) {
                 var o: [String: Any] = ["code": code.code, "type": code.advancedURI == nil ? "totp" : "hotp"]
                 if let left = code.secondsRemaining { o["seconds_left"] = left }
@@ -40,7 +45,7 @@ enum OTPCommand {
     static func current(_ name: String, command: String, from vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext) throws -> OTPCode {
         var attempt = 0
         while true {
-            let item = try Release.item(name, fields: ["totp"], command: command, from: vault, inv, ctx)
+            let item = try Release.item(name, fields: .fields([.totp]), command: command, from: vault, inv, ctx)
             let code = try OTP.code(for: item, at: Date(timeIntervalSince1970: TimeInterval(ctx.clock())))
             guard let next = code.advancedURI else { return code }
             var change = ItemChange()

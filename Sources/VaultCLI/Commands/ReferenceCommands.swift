@@ -40,17 +40,17 @@ final class ReferenceResolver {
         return a
     }
 
-    /// The item with the secrets in `fields` from `vault`, after the fresh match its fingerprint
-    /// login asks for (one touch per vault and command: later items reuse that match, each with
-    /// a token of its own).
-    func release(_ item: String, fields: [String], vault: String?) throws -> Item {
+    /// The item with the secrets `fields` selects from `vault`, after the fresh match its
+    /// fingerprint login asks for (one touch per vault and command: later items reuse that
+    /// match, each with a token of its own).
+    func release(_ item: String, fields: FieldSelection, vault: String?) throws -> Item {
         let (a, i) = try accessAndInvocation(vault)
         return try Release.guarded(a, i, ctx) { try a.release(named: item, fields: fields, command: command, freshMatch: $0) }
     }
 
     /// One secret field of an item into guarded memory (`VaultAccess.releaseSecret`: one audit
     /// record), after the fresh match its fingerprint login asks for (as `release`).
-    func releaseSecret(_ item: String, field: String, vault: String?) throws -> SecretBox {
+    func releaseSecret(_ item: String, field: ItemField, vault: String?) throws -> SecretBox {
         let (a, i) = try accessAndInvocation(vault)
         return SecretBox(try Release.guarded(a, i, ctx) { try a.releaseSecret(named: item, field: field, command: command, freshMatch: $0) })
     }
@@ -71,8 +71,6 @@ final class ReferenceResolver {
     func resolve(_ references: [SecretReference]) throws -> [(key: String, part: SecretValues.Part, secret: Bool)] {
         var seen = Set<SecretReference>()
         let references = references.filter { seen.insert($0).inserted }
-        var readers: [SecretReference: ReferenceField.Reader] = [:]
-        for r in references { readers[r] = ReferenceField.lookup(r.field) }
         // Everything is checked on the overviews (no secret) before the first release.
         var overviews: [SecretReference: ItemOverview] = [:]
         for r in references {
@@ -84,35 +82,31 @@ final class ReferenceResolver {
             } catch VaultError.vaultNotFound(let n, _) {
                 throw VaultError.referenceNotFound(reference: r.text, "no vault named '\(n)'")
             }
-            let reader = readers[r]!
-            let present = switch reader.released(overview.item) {
-            case "password"?: overview.hasPassword
-            case "totp"?: overview.hasTOTP
-            case "notes"?: overview.hasNotes
-            case nil: try reader.value(overview.item) != nil
-            // A secret custom field: its value is withheld in the overview, the field is there.
-            default: overview.item.customField(r.field) != nil
+            let item = overview.item
+            guard r.field != .history else {
+                throw VaultError.referenceNotFound(reference: r.text, "a reference names one value, not the password history (vault get ITEM --field history)")
             }
-            guard present else {
-                throw VaultError.referenceNotFound(reference: r.text, "item '\(overview.item.name)' has no \(reader.isBuiltIn ? r.field.lowercased() : "field '\(r.field)'")")
+            guard overview.has(r.field) else {
+                throw VaultError.referenceNotFound(reference: r.text, "item '\(item.name)' has no \(r.field.isBuiltIn ? r.field.spelling : "field '\(r.field)'")")
             }
             overviews[r] = overview
         }
         // One release per secret (vault, item, field), however often it is named.
-        struct SecretKey: Hashable { let vault: String; let item: String; let field: String }
+        struct SecretKey: Hashable { let vault: String; let item: String; let field: ItemField }
         var released: [SecretKey: SecretBox] = [:]
         return try references.map { r in
-            let overview = overviews[r]!.item
-            let reader = readers[r]!
-            guard let field = reader.released(overview) else {
-                guard let value = try reader.value(overview) else {
-                    throw VaultError.referenceNotFound(reference: r.text, "item '\(overview.name)' has no \(r.field)")
+            let item = overviews[r]!.item
+            guard item.isSecretField(r.field) else {
+                guard let value = item.value(of: r.field) else {
+                    throw VaultError.referenceNotFound(reference: r.text, "item '\(item.name)' has no \(r.field)")
                 }
                 return (r.text, .bytes(Array(value.utf8)), false)
             }
-            let key = SecretKey(vault: try vaultName(r.vault), item: overview.name, field: field)
-            if released[key] == nil { released[key] = try releaseSecret(overview.name, field: field, vault: r.vault) }
-            if r.field.lowercased() == "otp" { return (r.text, .secret(try Self.currentCode(of: released[key]!, r)), true) }
+            let field = r.field.source
+            let key = SecretKey(vault: try vaultName(r.vault), item: item.name, field: field)
+            if released[key] == nil { released[key] = try releaseSecret(item.name, field: field, vault: r.vault) }
+            // `otp` and `totp` are the current code of the TOTP secret released; `totp-uri` the secret.
+            if r.field == .otp || r.field == .totp { return (r.text, .secret(try Self.currentCode(of: released[key]!, r.text, item: r.item)), true) }
             return (r.text, .secret(released[key]!), true)
         }
     }
@@ -121,11 +115,11 @@ final class ReferenceResolver {
 extension ReferenceResolver {
     /// The current TOTP code of a released `otpauth://` URI. An HOTP secret is refused: a
     /// reference cannot advance and store its counter (`vault otp NAME` does).
-    static func currentCode(of uri: SecretBox, _ r: SecretReference) throws -> SecretBox {
+    static func currentCode(of uri: SecretBox, _ what: String, item: String) throws -> SecretBox {
         let text = uri.bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         let auth = try OTPAuth(uri: text)
         guard auth.kind == .totp else {
-            throw VaultError.usage("'\(r.text)' names an HOTP secret: a reference cannot advance its counter", hint: "use 'vault otp \(r.item)'")
+            throw VaultError.usage("'\(what)' names an HOTP secret: a reference cannot advance its counter", hint: "use 'vault otp \(item)'")
         }
         let code = try OTP.code(for: auth, uri: text, at: Int64(Date().timeIntervalSince1970.rounded(.down)))
         return SecretBox(try SecretBytes(copying: Array(code.code.utf8)))

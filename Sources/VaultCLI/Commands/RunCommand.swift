@@ -82,7 +82,7 @@ enum RunCommand {
             let resolver = ReferenceResolver(inv, ctx, command: "run", purpose: "run \(program.name)")
             // The command's vault is opened for NAME[.FIELD] bindings only: references name their
             // own. Bindings and references are all checked before anything is released.
-            let named = bindings.isEmpty ? [] : try { () throws -> [(EnvBinding, (String, String))] in
+            let named = bindings.isEmpty ? [] : try { () throws -> [(EnvBinding, (String, ItemField))] in
                 let vault = try resolver.access(nil)
                 return try bindings.map { b in (b, try b.resolve(in: vault)) }
             }()
@@ -90,23 +90,21 @@ enum RunCommand {
             do {
                 for (b, (name, field)) in named {
                     let overview = try resolver.access(nil).overview(named: name)
-                    if overview.item.isSecretField(field), field != "history" {
+                    if field.isSingleSecret(of: overview.item) {
                         // A secret goes from the record into guarded memory, never a String.
-                        let present = switch field {
-                        case "password": overview.hasPassword
-                        case "totp": overview.hasTOTP
-                        case "notes": overview.hasNotes
-                        default: overview.item.customField(field) != nil
-                        }
-                        guard present else { throw VaultError.failure("item '\(overview.item.name)' has no \(field) (for \(b.variable))") }
-                        resolved.append(("--env " + b.variable, .secret(try resolver.releaseSecret(name, field: field, vault: nil)), true))
+                        guard overview.has(field) else { throw VaultError.failure("item '\(overview.item.name)' has no \(field) (for \(b.variable))") }
+                        var secret = try resolver.releaseSecret(name, field: field.source, vault: nil)
+                        // `otp` is the current code; `totp` and `totp-uri` the otpauth:// URI.
+                        if field == .otp { secret = try ReferenceResolver.currentCode(of: secret, "--env \(b.variable)", item: overview.item.name) }
+                        resolved.append(("--env " + b.variable, .secret(secret), true))
                         continue
                     }
-                    let item = try resolver.release(name, fields: [field], vault: nil)
-                    guard let value = try item.field(field) else {
+                    let item = try resolver.release(name, fields: .fields([field]), vault: nil)
+                    guard let value = item.value(of: field) else {
                         throw VaultError.failure("item '\(item.name)' has no \(field) (for \(b.variable))")
                     }
-                    resolved.append(("--env " + b.variable, .bytes(Array(value.utf8)), false))
+                    // The password history is released as text; it is still masked as a secret.
+                    resolved.append(("--env " + b.variable, .bytes(Array(value.utf8)), item.isSecretField(field)))
                 }
             }
             let values = try SecretValues(resolved)
@@ -169,29 +167,27 @@ struct EnvBinding {
         return EnvBinding(variable: variable, reference: reference)
     }
 
-    /// Fields `NAME.FIELD` may name (`Item.field(_:)`'s, with its `user` alias).
-    static let fields = Item.fieldNames + ["user"]
-
     /// The item and field meant. `a.b.username` is field `username` of item `a.b` when that item
     /// exists; a name whose last part is no field (`github.com`) is an item name, field password.
-    func resolve(in vault: any VaultAccess) throws -> (String, String) {
-        var candidates: [(String, String)] = []
+    func resolve(in vault: any VaultAccess) throws -> (String, ItemField) {
+        var candidates: [(String, ItemField)] = []
         var unknownField: (item: String, field: String)?
         if let dot = reference.lastIndex(of: "."), dot != reference.startIndex {
             let prefix = String(reference[..<dot]), suffix = String(reference[reference.index(after: dot)...])
-            if EnvBinding.fields.contains(suffix) {
-                candidates.append((try Item.normalize(name: prefix), suffix == "user" ? "username" : suffix))
+            let field = ItemField(parsing: suffix)
+            if field.isBuiltIn {
+                candidates.append((try Item.normalize(name: prefix), field))
             } else if !suffix.isEmpty {
                 unknownField = (prefix, suffix)
             }
         }
-        candidates.append((try Item.normalize(name: reference), "password"))
+        candidates.append((try Item.normalize(name: reference), .password))
         for (name, field) in candidates where try vault.contains(name) {
             return (try vault.overview(named: name).item.name, field)
         }
         if let u = unknownField, let name = try? Item.normalize(name: u.item), try vault.contains(name) {
             throw VaultError.usage("--env \(variable): item '\(name)' has no field '\(u.field)'",
-                                   hint: "fields: \(Item.fieldNames.joined(separator: ", "))")
+                                   hint: ItemField.hint(for: u.field, in: nil))
         }
         throw VaultError.itemNotFound(candidates[0].0)
     }

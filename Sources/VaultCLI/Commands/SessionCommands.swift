@@ -28,8 +28,15 @@ enum SessionCommands {
 
     /// Starts the agent if needed and hands it `vault`'s key for a session (`vault unlock`).
     /// - Throws: the agent's refusal, or why it could not start.
-    static func openSession(_ vault: UnlockedVault, idle: Double, hardLimit: Double, _ ctx: CommandContext) throws {
-        try AgentClient.ensureRunning(ctx.environment).openSession(for: vault, idleSeconds: idle, hardLimitSeconds: hardLimit)
+    static func openSession(_ vault: UnlockedVault, idle: Double, hardLimit: Double, scope: SessionScope, _ ctx: CommandContext) throws {
+        try AgentClient.ensureRunning(ctx.environment).openSession(for: vault, idleSeconds: idle, hardLimitSeconds: hardLimit, scope: scope)
+    }
+
+    /// The open session of `loc` that serves this process, if any (no agent is started).
+    static func ownSession(_ loc: VaultLocation, _ ctx: CommandContext) -> SessionStatus? {
+        guard let client = AgentClient.connect(ctx.environment),
+              case .status(_, let sessions)? = try? client.send(.status) else { return nil }
+        return sessions.first { $0.vault == loc.databasePath && $0.servesCaller }
     }
 
     /// The options of `lock`, declared once: the table lists them and the command reads them.
@@ -88,6 +95,10 @@ enum SessionCommands {
               let mine = sessions.first(where: { $0.vault == loc.databasePath }) else {
             return ["session": ["open": false]]
         }
-        return ["session": ["open": true, "idle_left": mine.idleLeft, "hard_left": mine.hardLeft, "agent_pid": Int(pid)]]
+        guard mine.servesCaller else {
+            // Open, but for another terminal: this one authenticates itself.
+            return ["session": ["open": false, "other_terminal": true, "scope": mine.scope.rawValue]]
+        }
+        return ["session": ["open": true, "idle_left": mine.idleLeft, "hard_left": mine.hardLeft, "agent_pid": Int(pid), "scope": mine.scope.rawValue]]
     }
 }

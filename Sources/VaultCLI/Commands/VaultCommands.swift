@@ -56,7 +56,7 @@ enum VaultCommands {
             }
             let passcode: SecretBytes
             if let fd = try SecretInput.descriptor(inv, GlobalOptions.passcodeFD) {
-                passcode = try SecretInput.line(fd: fd, what: "passcode")
+                passcode = try PasscodeRule.normalized(try SecretInput.line(fd: fd, what: "passcode"))
                 try PasscodeRule.check(passcode)
             } else {
                 passcode = try SecretInput.newPasscode(ctx, inv, fdOption: GlobalOptions.passcodeFD)
@@ -183,7 +183,10 @@ enum VaultCommands {
         var lines: [String] = []
         let session = o["session"] as? [String: Any] ?? [:]
         if session["open"] as? Bool == true, let idle = session["idle_left"] as? Int, let hard = session["hard_left"] as? Int {
-            lines.append("vault '\(name)': unlocked (session ends in \(span(idle)) idle, \(span(hard)) at most; 'vault lock\(v)')")
+            let scope = session["scope"] as? String == "user" ? "for every process of yours" : "for this terminal"
+            lines.append("vault '\(name)': unlocked \(scope) (session ends in \(span(idle)) idle, \(span(hard)) at most; 'vault lock\(v)')")
+        } else if session["other_terminal"] as? Bool == true {
+            lines.append("vault '\(name)': locked here (unlocked in another terminal)")
         } else {
             lines.append("vault '\(name)': locked")
         }
@@ -244,16 +247,47 @@ enum VaultCommands {
 
     /// The options of `generate`, declared once: the table lists them and the command reads them.
     enum GenerateOptions {
-        static let json = OptionSpec.flag("--json", "print {\"password\": ..., \"entropy_bits\": ...}")
+        static let json = OptionSpec.flag("--json", "print {\"password\": ..., \"entropy_bits\": ...} (with NAME: the name and the bits, never the password)")
+        static let clip = OptionSpec.flag("--clip", "copy the password to the clipboard (cleared after 45s) instead of printing it")
+        static let force = OptionSpec.flag("--force", "with NAME: give an existing item a new password")
     }
 
     static let generate = CommandSpec(
-        name: "generate", summary: "print a random password",
-        usage: "vault generate [--length N] [--no-symbols] [--no-digits] [--no-upper] [--no-lower] [--exclude-similar] [--chars SET] | --words N [--separator S] [--json]",
-        options: passwordOptions + [GenerateOptions.json],
-        examples: "vault generate --length 32\nvault generate --words 6\nvault generate --chars 0123456789abcdef --length 40\nvault add wifi --generate --length 20 --no-symbols",
+        name: "generate", summary: "print a random password, copy it (--clip) or store it as NAME's password",
+        usage: "vault generate [NAME [--force]] [--clip] [--length N] [--no-symbols] [--no-digits] [--no-upper] [--no-lower] [--exclude-similar] [--chars SET] | --words N [--separator S] [--json]",
+        options: passwordOptions + [GenerateOptions.json, GenerateOptions.clip, GenerateOptions.force] + Auth.options,
+        arguments: 0...1,
+        examples: "vault generate --length 32\nvault generate --words 6\nvault generate --clip\nvault generate wifi --length 20 --no-symbols     # stored, as pass generate\nvault generate github --force                 # a new password for an existing login",
         run: { inv, ctx in
+            if inv.has(GenerateOptions.clip) { try Clipboard.check(ctx.environment) }
+            if inv.has(GenerateOptions.force) && inv.arguments.isEmpty { throw VaultError.usage("--force goes with NAME: it replaces NAME's password") }
             let (password, bits) = try password(inv)
+            if let raw = inv.arguments.first {
+                // As `pass generate NAME`: stored in one step (a new login, or with --force a new
+                // password for an existing one); printed only when asked (--json, or --clip copies it).
+                let name = try Item.normalize(name: raw)
+                let vault = try openAccess(inv, ctx, purpose: "store a new password for '\(name)'")
+                if try vault.contains(name) {
+                    guard inv.has(GenerateOptions.force) else {
+                        throw VaultError.usage("'\(name)' exists", hint: "'vault generate \(name) --force' gives it a new password (the old one stays in its history)")
+                    }
+                    var change = ItemChange()
+                    change.password = password
+                    try vault.update(name, change)
+                    ctx.say("vault: gave '\(name)' a new password (\(Int(bits)) bits)")
+                } else {
+                    try vault.add(Item(name: name, password: password, now: ctx.clock()), replace: false)
+                    ctx.say("vault: saved '\(name)' with a new password (\(Int(bits)) bits)")
+                }
+                if inv.has(GenerateOptions.clip) { try Clipboard.copy(password, clearAfter: 45, ctx); ctx.say("vault: copied it to the clipboard; it is cleared in 45s") }
+                if inv.has(GenerateOptions.json) { ctx.stdout.write(jsonText(["name": name, "entropy_bits": (bits * 10).rounded(.down) / 10])) }
+                return
+            }
+            if inv.has(GenerateOptions.clip) {
+                try Clipboard.copy(password, clearAfter: 45, ctx)
+                ctx.say("vault: copied a new password (\(Int(bits)) bits) to the clipboard; it is cleared in 45s")
+                return
+            }
             if inv.has(GenerateOptions.json) {
                 ctx.stdout.write(jsonText(["password": password, "entropy_bits": (bits * 10).rounded(.down) / 10]))
             } else {

@@ -32,22 +32,11 @@ public struct ItemSecrets {
         while let next = try? r.next(repeatable: SecretsRecord.repeatable), let (t, v) = Optional(next) { try body(t, v) }
     }
 
-    /// The bytes of `field` (`password`, `totp`, `notes`, or a secret custom field's name), nil
-    /// when the item has none or it was not released.
-    public func value(of field: String) -> UnsafeRawBufferPointer? {
+    /// The bytes of `field` (the password, the TOTP secret for `totp`, `totp-uri` and `otp`,
+    /// the notes, a secret custom field `.custom(name)`, even one named like a built-in field),
+    /// nil when the item has none or it was not released.
+    public func value(of field: ItemField) -> UnsafeRawBufferPointer? {
         (try? SecretsRecord.value(of: field, in: record)) ?? nil
-    }
-
-    /// The bytes of the secret custom field `name` (hidden or TOTP), nil when the item has none
-    /// of that name or it was not released. Unlike `value(of:)`, a custom field named like a
-    /// built-in one is still the custom field.
-    public func customValue(of name: String) -> UnsafeRawBufferPointer? {
-        var found: UnsafeRawBufferPointer?
-        forEachField { t, v in
-            guard found == nil, t == SecretsRecord.field, let (n, value) = try? RecordReader.named(v), n == name else { return }
-            found = value
-        }
-        return found
     }
 
     /// The password history, oldest first: when each password was replaced, and its bytes.
@@ -65,9 +54,9 @@ public struct ItemSecrets {
         return n
     }
 
-    /// Whether `field` (as `value(of:)` names them, or `history`) was released and the item has it.
-    public func has(_ field: String) -> Bool {
-        field == "history" ? formerPasswordCount > 0 : value(of: field) != nil
+    /// Whether `field` (as `value(of:)` names them, or `.history`) was released and the item has it.
+    public func has(_ field: ItemField) -> Bool {
+        field == .history ? formerPasswordCount > 0 : value(of: field) != nil
     }
 
     /// Fills `item`'s secrets as `String`s, for the paths that still hand secrets out as text

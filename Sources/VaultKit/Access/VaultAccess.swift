@@ -12,11 +12,15 @@ public struct Requester: Codable, Equatable, Sendable {
     /// The requesting process's executable as the kernel links it (`/proc/PID/exe`), nil when
     /// it could not be read (a peer that is not dumpable, to an agent that is not root).
     public var executable: String?
+    /// The requesting process's terminal session (`/proc/PID/stat`, read with the executable),
+    /// nil when it could not be read: what a terminal-scoped unlock session compares.
+    public var terminal: TerminalSession?
     /// Creates a requester.
-    public init(uid: UInt32, pid: Int32, executable: String? = nil) {
+    public init(uid: UInt32, pid: Int32, executable: String? = nil, terminal: TerminalSession? = nil) {
         self.uid = uid
         self.pid = pid
         self.executable = executable
+        self.terminal = terminal
     }
     /// This process.
     public static var current: Requester {
@@ -25,7 +29,8 @@ public struct Requester: Codable, Equatable, Sendable {
     /// The peer of a socket: its credentials, and its executable read now (at connection time,
     /// before its pid could be reused).
     public static func peer(uid: UInt32, pid: Int32) -> Requester {
-        Requester(uid: uid, pid: pid, executable: try? ProcessIdentity.executable(of: pid))
+        Requester(uid: uid, pid: pid, executable: try? ProcessIdentity.executable(of: pid),
+                  terminal: TerminalSession(of: pid))
     }
 
     /// The audit record of releasing `field` of `item` to this requester, labelled `command`
@@ -35,15 +40,26 @@ public struct Requester: Codable, Equatable, Sendable {
     }
 }
 
-/// The fields of an item a command can name (`get --field`, `--clear`, `--env VAR=NAME.FIELD`).
-public enum ItemField: String, Codable, CaseIterable, Sendable {
-    case name, username, password, url, urls, notes, tags, totp
-    case userPrompt = "user-prompt"
-    case passwordPrompt = "password-prompt"
+/// A process's terminal session: what sudo's tty tickets and a terminal-scoped unlock session
+/// compare. Two processes share one when they are in the same session (`setsid`) with the same
+/// controlling terminal: the shell of one terminal window and what it started.
+public struct TerminalSession: Codable, Equatable, Hashable, Sendable {
+    /// The session id (the pid of the session's leader).
+    public var sessionID: Int32
+    /// The controlling terminal's device number (`tty_nr`), 0 when there is none.
+    public var terminal: Int32
 
-    /// Fields whose value lives in the item's secrets record: reading one is a release, written
-    /// to the audit log.
-    public var isSecret: Bool { self == .password || self == .totp || self == .notes }
+    /// A session.
+    public init(sessionID: Int32, terminal: Int32) {
+        self.sessionID = sessionID
+        self.terminal = terminal
+    }
+
+    /// The session of process `pid` as the kernel reports it, nil when it cannot be read.
+    public init?(of pid: Int32) {
+        guard let s = try? ProcessIdentity.terminalSession(of: pid) else { return nil }
+        self.init(sessionID: s.sessionID, terminal: s.terminal)
+    }
 }
 
 /// A change to an item, sent as field changes (not a whole item) and applied to the current
@@ -51,7 +67,7 @@ public enum ItemField: String, Codable, CaseIterable, Sendable {
 public struct ItemChange: Codable, Equatable, Sendable {
     /// A new name.
     public var rename: String?
-    /// Fields emptied first.
+    /// Fields emptied first (of `ItemField.clearable`; any other is ignored).
     public var clear: [ItemField] = []
     /// New values (nil: unchanged).
     public var username: String?
@@ -92,7 +108,7 @@ public struct ItemChange: Codable, Equatable, Sendable {
             case .totp: item.totp = nil
             case .userPrompt: item.userPrompt = nil
             case .passwordPrompt: item.passwordPrompt = nil
-            case .name: break
+            case .name, .type, .totpURI, .otp, .history, .custom: break
             }
         }
         if let rename { item.name = rename }
@@ -162,20 +178,22 @@ public protocol VaultAccess: AnyObject {
     var vaultName: String { get }
     /// One item without its secrets (`.itemNotFound`, `.corrupt`).
     func overview(named name: String) throws -> ItemOverview
-    /// One item's overview with the secrets named in `fields` (`password`, `totp`, `notes`,
-    /// `history`, secret custom fields' names; other names are fields of the overview), the
-    /// secrets as a secrets record in guarded memory: they are never Strings on the way from the
-    /// record to the caller. One audit record per field the item has is written first. An item
+    /// One item's overview with the secrets `fields` selects (`FieldSelection.resolved(for:)`;
+    /// the non-secret fields named are the overview's), the secrets as a secrets record in
+    /// guarded memory: they are never Strings on the way from the record to the caller. One
+    /// audit record per field named that the item has is written first. An item
     /// with fingerprint login on is released only with `freshMatch`, a key authority's token
     /// over a nonce the vault issued for releasing this item (`freshMatchNonce(for:)`), used once;
     /// otherwise `.freshMatchNeeded`.
     /// - Throws: `.itemNotFound`, `.corrupt`, `.freshMatchNeeded`.
-    func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> ReleasedItem
-    /// One secret of an item (a field of its secrets record: `password`, `totp`, `notes`, or a
-    /// secret custom field), in guarded memory: it is never a String on the way from the record
-    /// to the caller. One audit record is written first; fingerprint login as for `release`.
-    /// - Throws: `.itemNotFound`, `.failure` when the item has no such secret, `.freshMatchNeeded`.
-    func releaseSecret(named name: String, field: String, command: String, freshMatch: FreshMatchToken?) throws -> SecretBytes
+    func releaseSecrets(named name: String, fields: FieldSelection, command: String, freshMatch: FreshMatchToken?) throws -> ReleasedItem
+    /// One secret of an item, the value of its secrets record `field` reads (`ItemField.source`:
+    /// the password, the TOTP secret's URI for `totp`, `totp-uri` and `otp`, the notes, a secret
+    /// custom field), in guarded memory: it is never a String on the way from the record to the
+    /// caller. One audit record is written first; fingerprint login as for `releaseSecrets`.
+    /// - Throws: `.itemNotFound`, `.usage` for a field that is not one secret of the item (the
+    ///   history, a username), `.failure` when the item has no such secret, `.freshMatchNeeded`.
+    func releaseSecret(named name: String, field: ItemField, command: String, freshMatch: FreshMatchToken?) throws -> SecretBytes
     /// Streams every row's overview (damaged rows reported as such), or with `term` only the
     /// items `OverviewMatcher` matches. No secret is opened.
     func forEachOverview(matching term: String?, _ body: (OverviewEntry) throws -> Void) throws
@@ -215,9 +233,10 @@ extension VaultAccess {
         return try add(replace: replace) { rest.popFirst() }
     }
 
-    /// One item with the secrets named in `fields` as `String`s (the others withheld), audited
-    /// as `releaseSecrets`: for the paths that still hand secrets out as text.
-    package func release(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> Item {
+    /// One item with the secrets `fields` selects as `String`s (the others withheld), audited
+    /// as `releaseSecrets`: for the paths that still hand secrets out as text. Without
+    /// `freshMatch`, an item with fingerprint login on refuses a secret.
+    package func release(named name: String, fields: FieldSelection, command: String, freshMatch: FreshMatchToken? = nil) throws -> Item {
         try releaseSecrets(named: name, fields: fields, command: command, freshMatch: freshMatch).item()
     }
 
@@ -226,16 +245,8 @@ extension VaultAccess {
         try releaseEachSecrets(command: command, freshMatch: freshMatch) { try body($0.decoded()) }
     }
 
-    /// A release without a fresh match (items with fingerprint login on refuse it).
-    public func release(named name: String, fields: [String], command: String) throws -> Item {
-        try release(named: name, fields: fields, command: command, freshMatch: nil)
-    }
-
-    /// Every item without a fresh match.
-    public func releaseAll(command: String) throws -> [ItemEntry] { try releaseAll(command: command, freshMatch: nil) }
-
     /// Every item with its secrets, collected (tests and small vaults; export streams).
-    package func releaseAll(command: String, freshMatch: FreshMatchToken?) throws -> [ItemEntry] {
+    package func releaseAll(command: String, freshMatch: FreshMatchToken? = nil) throws -> [ItemEntry] {
         var out: [ItemEntry] = []
         try releaseEach(command: command, freshMatch: freshMatch) { out.append($0) }
         return out
@@ -259,95 +270,60 @@ extension VaultAccess {
     }
 }
 
-/// The rule of fingerprint login: which releases need a fresh match.
-extension Item {
-    /// Whether handing out `fields` of this item needs a fresh fingerprint match.
-    public func releaseNeedsFreshMatch(_ fields: [String]) -> Bool {
-        fingerprintLogin && fields.contains { isSecretField($0) }
-    }
-
-    /// Whether `field` (a built-in field, `all`, `history` or a custom field's name) names a value
-    /// of the secrets record: reading it is a release.
-    public func isSecretField(_ field: String) -> Bool {
-        if field == "all" || field == "history" { return true }
-        if let builtIn = ItemField(rawValue: field) { return builtIn.isSecret }
-        return customField(field)?.kind.isSecret ?? false
-    }
-
-    /// This item with every secret not named in `fields` withheld (as its overview has them).
-    /// Only fields named one by one are released ("all" is not a field here: each released field
-    /// gets its own audit record).
-    public func withholdingSecrets(except fields: [String]) -> Item {
-        var item = self
-        if !fields.contains("password") { item.password = nil }
-        if !fields.contains("totp") { item.totp = nil }
-        if !fields.contains("notes") { item.notes = nil }
-        if !fields.contains("history") { item.passwordHistory = [] }
-        for k in item.fields.indices where item.fields[k].kind.isSecret && !fields.contains(item.fields[k].name) {
-            item.fields[k].value = ""
-        }
-        return item
-    }
-}
-
 extension UnlockedVault: VaultAccess {
     /// The vault's name.
     public var vaultName: String { store.location.name }
 
-    /// One item's overview and the secrets named in `fields`, audited as released to this process.
-    public func releaseSecrets(named name: String, fields: [String], command: String, freshMatch: FreshMatchToken?) throws -> ReleasedItem {
+    /// One item's overview and the secrets `fields` selects, audited as released to this process.
+    public func releaseSecrets(named name: String, fields: FieldSelection, command: String, freshMatch: FreshMatchToken?) throws -> ReleasedItem {
         try releaseSecrets(named: name, fields: fields, command: command, to: .current, freshMatch: freshMatch)
     }
 
-    /// One item with the secrets named in `fields` as `String`s (the others withheld, as the
-    /// agent does), audited as released to `requester`.
-    package func release(named name: String, fields: [String], command: String, to requester: Requester,
-                        freshMatch: FreshMatchToken? = nil) throws -> Item {
-        try releaseSecrets(named: name, fields: fields, command: command, to: requester, freshMatch: freshMatch).item()
-    }
-
-    /// One item's overview and the secrets named in `fields`, audited as released to
+    /// One item's overview and the secrets `fields` selects, audited as released to
     /// `requester` (the agent passes its peer): the overview and the secrets record are opened
-    /// from one read of the row, and the fields named are copied from the opened record (in
+    /// from one read of the row, and the fields selected are copied from the opened record (in
     /// guarded memory) into a new secrets record in guarded memory. The secrets record is
     /// opened only when a secret is asked for; only what the item has is logged. Fingerprint
     /// login is checked here (`requireFreshMatch`), for every caller.
-    package func releaseSecrets(named name: String, fields: [String], command: String, to requester: Requester,
+    package func releaseSecrets(named name: String, fields: FieldSelection, command: String, to requester: Requester,
                                freshMatch: FreshMatchToken? = nil) throws -> ReleasedItem {
         let n = try Item.normalize(name: name)
         let row = try row(named: n)
         let scratch = try RecordScratch(capacity: max(row.secrets.count, row.overview.count))
         let overview = try reading(n, record: .overview) { try openOverview(row, scratch: scratch) }
-        if overview.item.releaseNeedsFreshMatch(fields) {
-            try requireFreshMatch(freshMatch, for: .release(item: overview.item.name), item: overview.item.name)
+        let item = overview.item
+        if item.releaseNeedsFreshMatch(fields) {
+            try requireFreshMatch(freshMatch, for: .release(item: item.name), item: item.name)
         }
-        let secret = Set(fields.filter { overview.item.isSecretField($0) && $0 != "all" })
+        let named = fields.resolved(for: item)
+        let secret = Set(named.filter { item.isSecretField($0) })
         let released = secret.isEmpty ? try ReleasedItem(withholdingAllOf: overview) : try ReleasedItem(overview: overview, record: try reading(n, record: .secrets) {
             try withSecrets(row, scratch: scratch) { try SecretsRecord.keeping(secret, of: $0) }
         })
         let has = released.withSecrets { s in
-            fields.filter { f in secret.contains(f) ? s.has(f) : ((try? overview.item.field(f)) ?? nil) != nil }
+            named.filter { f in secret.contains(f) ? s.has(f) : item.value(of: f) != nil }
         }
         for field in has {
-            try appendAudit(requester.auditRecord(item: overview.item.name, field: field, command: command))
+            try appendAudit(requester.auditRecord(item: item.name, field: field.spelling, command: command))
         }
         return released
     }
 
     /// One secret in guarded memory, audited as released to this process.
-    public func releaseSecret(named name: String, field: String, command: String, freshMatch: FreshMatchToken?) throws -> SecretBytes {
+    public func releaseSecret(named name: String, field: ItemField, command: String, freshMatch: FreshMatchToken?) throws -> SecretBytes {
         try releaseSecret(named: name, field: field, command: command, to: .current, freshMatch: freshMatch)
     }
 
     /// One secret in guarded memory, audited as released to `requester`: the secrets record is
     /// opened into guarded memory and the field's bytes copied from there into the result.
-    package func releaseSecret(named name: String, field: String, command: String, to requester: Requester,
+    package func releaseSecret(named name: String, field asked: ItemField, command: String, to requester: Requester,
                               freshMatch: FreshMatchToken? = nil) throws -> SecretBytes {
         let overview = try overview(named: name).item
-        guard overview.isSecretField(field), field != "all", field != "history" else {
-            throw VaultError.usage("'\(field)' is not a secret of item '\(overview.name)'")
+        let field = asked.source
+        guard field.isSingleSecret(of: overview) else {
+            throw VaultError.usage("'\(asked)' is not a secret of item '\(overview.name)'")
         }
-        if overview.releaseNeedsFreshMatch([field]) { try requireFreshMatch(freshMatch, for: .release(item: overview.name), item: overview.name) }
+        if overview.releaseNeedsFreshMatch(.fields([field])) { try requireFreshMatch(freshMatch, for: .release(item: overview.name), item: overview.name) }
         let n = overview.name
         let row = try row(named: n)
         let scratch = try RecordScratch(capacity: row.secrets.count)
@@ -358,7 +334,7 @@ extension UnlockedVault: VaultAccess {
             }
         }
         guard let value else { throw VaultError.failure("item '\(n)' has no \(field)") }
-        try appendAudit(requester.auditRecord(item: n, field: field, command: command))
+        try appendAudit(requester.auditRecord(item: n, field: field.spelling, command: command))
         return value
     }
 

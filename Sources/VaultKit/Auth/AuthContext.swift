@@ -221,9 +221,9 @@ package final class AuthContext {
                                        prompt: shown("touch the fingerprint reader to unlock vault '\(store.location.name)'"),
                                        events: { self.say($0.message) })
         } catch is RetryLimitExceeded {
-            let noMatch = VaultError.authenticationFailed("no match: retry limit exceeded")
+            let noMatch = VaultError.authenticationFailed("3 fingers did not match")
             if policy == .biometricsOrPasscode {
-                return try passcodeUnlock(store, prompt: "retry limit exceeded; passcode for vault '\(store.location.name)'", otherwise: noMatch)
+                return try passcodeUnlock(store, prompt: "3 fingers did not match; passcode for vault '\(store.location.name)'", otherwise: noMatch)
             }
             throw noMatch
         }
@@ -257,7 +257,7 @@ package final class AuthContext {
             }
             return token
         } catch is RetryLimitExceeded {
-            throw VaultError.authenticationFailed("no match: retry limit exceeded")
+            throw VaultError.authenticationFailed("3 fingers did not match")
         }
     }
 

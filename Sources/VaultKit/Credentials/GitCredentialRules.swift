@@ -88,8 +88,8 @@ package enum GitCredentialRules {
         guard GitCredentialRequest.canCarry(item.username ?? "") else { return nil }
         func carries(_ v: UnsafeRawBufferPointer) -> Bool { !v.contains(0x0A) && !v.contains(0) }
         return try released.withSecrets { s -> SecretOutput? in
-            guard let password = s.value(of: "password"), carries(password) else { return nil }
-            let token = s.value(of: CredentialExtras.refreshTokenField).flatMap { $0.isEmpty ? nil : $0 }
+            guard let password = s.value(of: .password), carries(password) else { return nil }
+            let token = s.value(of: .custom(CredentialExtras.refreshTokenField)).flatMap { $0.isEmpty ? nil : $0 }
             if let token, !carries(token) { return nil }
             let out = try SecretOutput(capacity: 256 + password.count + (token?.count ?? 0))
             if let u = item.username { out.append("username=\(u)\n") }

@@ -1,4 +1,6 @@
 internal import CSodium
+internal import Foundation
+internal import VaultSystem
 
 /// Argon2id parameters, stored in the passcode slot so the cost can change without a format change.
 public struct KDFParameters: Codable, Equatable, Sendable {
@@ -72,5 +74,37 @@ public enum PasscodeRule {
             throw VaultError.usage("a passcode needs at least \(minimumCharacters) characters")
         }
         guard !blank else { throw VaultError.usage("a passcode cannot be only spaces or tabs") }
+    }
+
+    /// A new passcode as vault keeps it: valid UTF-8 (else it could never be typed again from a
+    /// UTF-8 terminal) in Unicode normalisation form C, so the composed and decomposed `é` typed
+    /// by two keyboards are one passcode. An ASCII passcode is returned as it is, never made a
+    /// String; another goes through a Foundation String for the normalisation (its heap copy is
+    /// not wiped: core dumps and ptrace are off in every vault process).
+    /// - Throws: `.usage` for bytes that are not UTF-8, with a hint about the terminal's encoding.
+    public static func normalized(_ passcode: borrowing SecretBytes) throws -> SecretBytes {
+        if passcode.withUnsafeBytes({ $0.allSatisfy { $0 < 0x80 } }) { return try passcode.duplicate() }
+        guard let nfc = nfcForm(passcode) else {
+            throw VaultError.usage("the passcode is not valid UTF-8",
+                                   hint: "the terminal does not send UTF-8: set a UTF-8 locale (locale: LANG=C.UTF-8) and the terminal's encoding to UTF-8, then try again")
+        }
+        return nfc
+    }
+
+    /// The NFC (or NFD, `decomposed`) form of a non-ASCII UTF-8 `passcode`, else nil: an unlock tries NFC
+    /// first, then the bytes typed and NFD (a vault sealed before normalisation, from a keyboard
+    /// of either form, keeps opening, and is sealed again in NFC).
+    static func form(_ passcode: borrowing SecretBytes, decomposed: Bool) -> SecretBytes? {
+        if passcode.withUnsafeBytes({ $0.allSatisfy { $0 < 0x80 } }) { return nil }
+        return nfcForm(passcode, decomposed: decomposed)
+    }
+
+    private static func nfcForm(_ passcode: borrowing SecretBytes, decomposed: Bool = false) -> SecretBytes? {
+        passcode.withUnsafeBytes { raw -> SecretBytes? in
+            guard let text = String(validating: raw, as: UTF8.self) else { return nil }
+            var bytes = Array((decomposed ? text.decomposedStringWithCanonicalMapping : text.precomposedStringWithCanonicalMapping).utf8)
+            defer { wipe(&bytes) }
+            return try? SecretBytes(copying: bytes)
+        }
     }
 }

@@ -74,7 +74,7 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
 }
 
 /// Constant-time comparison of two public-length byte arrays (MACs, checksums).
-func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+public func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     guard a.count == b.count else { return false }
     if a.isEmpty { return true }
     return a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in sodium_memcmp(pa.baseAddress!, pb.baseAddress!, a.count) == 0 } }

@@ -40,7 +40,7 @@ extension JSONText {
                 text(#","name":"#, f.name)
                 if f.kind.isSecret {
                     out.append(ascii: #","value":"#)
-                    if let v = secrets.customValue(of: f.name) { appendString(bytes: v, to: &out) } else { appendString("", to: &out) }
+                    if let v = secrets.value(of: .custom(f.name)) { appendString(bytes: v, to: &out) } else { appendString("", to: &out) }
                 } else {
                     text(#","value":"#, f.value)
                 }
@@ -52,9 +52,9 @@ extension JSONText {
         out.append(ascii: #","modified":"#)
         out.append(ascii: String(item.modified))
         text(#","name":"#, item.name)
-        secret(#","notes":"#, secrets.value(of: "notes"))
+        secret(#","notes":"#, secrets.value(of: .notes))
         text(#","origin":"#, item.origin)
-        secret(#","password":"#, secrets.value(of: "password"))
+        secret(#","password":"#, secrets.value(of: .password))
         var formerPasswords = 0
         secrets.forEachFormerPassword { replaced, password in
             out.append(ascii: formerPasswords == 0 ? #","password_history":["# : ",")
@@ -67,7 +67,7 @@ extension JSONText {
         if formerPasswords > 0 { out.append(UInt8(ascii: "]")) }
         text(#","password_prompt":"#, item.passwordPrompt)
         texts(#","tags":"#, item.tags)
-        secret(#","totp":"#, secrets.value(of: "totp"))
+        secret(#","totp":"#, secrets.value(of: .totp))
         text(#","type":"#, item.type.rawValue)
         texts(#","urls":"#, item.urls)
         text(#","user_prompt":"#, item.userPrompt)

@@ -9,8 +9,8 @@ package struct SecretReference: Hashable, Sendable, CustomStringConvertible {
     package var vault: String?
     /// The item's name, normalised (`Item.normalize`).
     package var item: String
-    /// The field as written (`ReferenceField`: built-in names in any case, custom fields exactly).
-    package var field: String
+    /// The field named (`ItemField(parsing:)`: built-in names in any case, custom fields exactly).
+    package var field: ItemField
     /// The reference as written (what errors name).
     package var text: String
 
@@ -47,7 +47,7 @@ package struct SecretReference: Hashable, Sendable, CustomStringConvertible {
         } catch let e as VaultError {
             throw VaultError.usage("'\(text)': \(e.message)")
         }
-        field = decodedParts[decodedParts.count - 1]
+        field = ItemField(parsing: decodedParts[decodedParts.count - 1])
         self.text = text
     }
 
@@ -55,53 +55,12 @@ package struct SecretReference: Hashable, Sendable, CustomStringConvertible {
     package var description: String { text }
 }
 
-/// The fields a reference can name, and the one place their values are looked up.
-package enum ReferenceField {
-    /// The built-in field names (matched in any case); any other name is a custom field's.
-    package static let builtIn = ["password", "username", "url", "notes", "totp-uri", "otp"]
-
-    /// How `field` of an item is read: the item field released for it (nil when the value is no
-    /// secret and comes from the overview: no release, no audit record) and its value.
-    ///
-    /// This is the one lookup every reference goes through (`read`, `run`, `inject`); for `otp`
-    /// the TOTP secret is what is released, and the resolver hands out its current code.
-    package static func lookup(_ field: String) -> ReferenceField.Reader {
-        switch field.lowercased() {
-        // The TOTP secret is released; the resolver turns it into the current code (VaultOTP).
-        case "otp": Reader(builtIn: "totp") { $0.totp }
-        case "password": Reader(builtIn: "password") { $0.password }
-        case "username": Reader(builtIn: nil) { $0.username }
-        case "url": Reader(builtIn: nil) { $0.urls.first }
-        case "notes": Reader(builtIn: "notes") { $0.notes }
-        case "totp-uri": Reader(builtIn: "totp") { $0.totp }
-        default:
-            // A custom field, by its exact name: a hidden or TOTP one is a release.
-            Reader(isBuiltIn: false, released: { $0.customField(field)?.kind.isSecret == true ? field : nil }) { $0.customField(field)?.value }
-        }
-    }
-
-    /// One field's reader (see `lookup(_:)`).
-    package struct Reader: Sendable {
-        /// Whether the field is a built-in one (else a custom field of that name).
-        package let isBuiltIn: Bool
-        /// The field of `VaultAccess.release` that hands the value of this item (its overview)
-        /// out, and is audited; nil when the overview has the value.
-        package let released: @Sendable (Item) -> String?
-        /// The value in a (released) item, nil when the item has none.
-        package let value: @Sendable (Item) throws -> String?
-
-        /// A reader of a field: which item field its release names, and how the value is read.
-        package init(isBuiltIn: Bool, released: @escaping @Sendable (Item) -> String?, value: @escaping @Sendable (Item) throws -> String?) {
-            self.isBuiltIn = isBuiltIn
-            self.released = released
-            self.value = value
-        }
-
-        /// A built-in field's reader, released as `released` (nil: read from the overview).
-        package init(builtIn released: String?, value: @escaping @Sendable (Item) throws -> String?) {
-            self.init(isBuiltIn: true, released: { _ in released }, value: value)
-        }
-    }
+extension SecretReference {
+    /// The built-in fields a reference can name: every one but the password history (many
+    /// values, not one). `otp` and `totp` are the current code, `totp-uri` the URI; a field
+    /// whose value is a secret (`Item.isSecretField`) is released and audited, the others are
+    /// read from the overview.
+    package static let builtInFields = ItemField.builtIn.filter { $0 != .history }
 }
 
 /// A template of `vault inject`: text with `{{ vault://... }}` placeholders (white space inside

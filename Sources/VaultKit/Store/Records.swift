@@ -330,44 +330,47 @@ enum SecretsRecord {
         }
     }
 
-    /// The bytes of one field of a secrets record's plaintext, in place (nil when absent):
-    /// `password`, `totp`, `notes`, or a secret custom field's name.
-    static func value(of fieldName: String, in record: UnsafeRawBufferPointer) throws(RecordFormatError) -> UnsafeRawBufferPointer? {
+    /// The bytes of one field of a secrets record's plaintext, in place (nil when absent, or
+    /// when `field` is no single value of the record): the password, the TOTP secret (for
+    /// `totp`, `totp-uri`, `otp`), the notes, or a secret custom field.
+    static func value(of field: ItemField, in record: UnsafeRawBufferPointer) throws(RecordFormatError) -> UnsafeRawBufferPointer? {
         var r = try RecordReader(record, kind: .secrets)
-        let wanted: UInt8? = switch fieldName {
-        case "password": password
-        case "totp": totp
-        case "notes": notes
-        default: nil
+        let wanted: UInt8
+        var customName: String?
+        switch field.source {
+        case .password: wanted = password
+        case .totp: wanted = totp
+        case .notes: wanted = notes
+        case .custom(let name): wanted = self.field; customName = name
+        default: return nil
         }
         while let (t, v) = try r.next(repeatable: repeatable) {
-            if let wanted, t == wanted { return v }
-            if wanted == nil, t == field {
-                let (n, value) = try RecordReader.named(v)
-                if n == fieldName { return value }
-            }
+            guard t == wanted else { continue }
+            guard let customName else { return v }
+            let (n, value) = try RecordReader.named(v)
+            if n == customName { return value }
         }
         return nil
     }
 }
 
 extension SecretsRecord {
-    /// Whether a field of a secrets record is one of `fields` (`password`, `totp`, `notes`,
-    /// `history`, or a secret custom field's name).
-    static func isNamed(_ tag: UInt8, _ value: UnsafeRawBufferPointer, in fields: Set<String>) throws(RecordFormatError) -> Bool {
+    /// Whether a field of a secrets record is one of `fields` (their sources: `password`,
+    /// `totp`, `notes`, `history`, `.custom(name)` for a secret custom field).
+    static func isNamed(_ tag: UInt8, _ value: UnsafeRawBufferPointer, in fields: Set<ItemField>) throws(RecordFormatError) -> Bool {
         switch tag {
-        case password: return fields.contains("password")
-        case totp: return fields.contains("totp")
-        case notes: return fields.contains("notes")
-        case history: return fields.contains("history")
-        case field: return fields.contains(try RecordReader.named(value).name)
+        case password: return fields.contains(.password)
+        case totp: return fields.contains(.totp)
+        case notes: return fields.contains(.notes)
+        case history: return fields.contains(.history)
+        case field: return fields.contains(.custom(try RecordReader.named(value).name))
         default: throw RecordFormatError(reason: "unknown secrets field \(tag)")
         }
     }
 
     /// A new secrets record holding only the fields of `record` named in `fields`, written into
     /// guarded memory (the values go from one guarded buffer to the other, never a String).
-    static func keeping(_ fields: Set<String>, of record: UnsafeRawBufferPointer) throws -> SecretOutput {
+    static func keeping(_ fields: Set<ItemField>, of record: UnsafeRawBufferPointer) throws -> SecretOutput {
         var r = try RecordReader(record, kind: .secrets)
         let out = try SecretOutput(capacity: record.count)
         out.append(RecordWriter.version)

@@ -224,7 +224,29 @@ public final class VaultStore {
     ///   passcode (or an altered slot: the two cannot be told apart), `.corrupt` for parameters
     ///   outside the accepted range.
     /// `migrating` false leaves a schema 1 vault as it is (tests that build one).
+    ///
+    /// A passcode typed in another normalisation form than NFC is tried in NFC first (what vault
+    /// seals since passcodes are normalised); a vault whose passcode was sealed as other bytes
+    /// before opens with those bytes, and its passcode slot is sealed again in NFC (best effort).
     func unlock(passcode: borrowing SecretBytes, migrating: Bool = true) throws -> UnlockedVault {
+        guard let nfc = PasscodeRule.form(passcode, decomposed: false) else { return try unlockExactly(passcode: passcode, migrating: migrating) }
+        do {
+            return try unlockExactly(passcode: nfc, migrating: migrating)
+        } catch VaultError.wrongPasscode {
+            if !nfc.isEqual(to: passcode), let vault = try? unlockExactly(passcode: passcode, migrating: migrating) {
+                try? vault.changePasscode(to: nfc, kdf: nil)
+                return vault
+            }
+            if let nfd = PasscodeRule.form(passcode, decomposed: true), !nfd.isEqual(to: nfc), !nfd.isEqual(to: passcode),
+               let vault = try? unlockExactly(passcode: nfd, migrating: migrating) {
+                try? vault.changePasscode(to: nfc, kdf: nil)
+                return vault
+            }
+            throw VaultError.wrongPasscode
+        }
+    }
+
+    private func unlockExactly(passcode: borrowing SecretBytes, migrating: Bool) throws -> UnlockedVault {
         let sequence = try slotSequence()
         guard let slot = try slot(.passcode) else { throw VaultError.passcodeNotSet }
         do {

@@ -1,0 +1,212 @@
+import VaultKit
+internal import VaultSystem
+internal import Foundation
+
+/// What one connection has told the agent: its session bindings.
+public struct AgentConnectionState {
+    var binds: [SessionBind] = []
+    /// A new connection's state.
+    public init() {}
+}
+
+/// Answers one agent message at a time (draft-miller-ssh-agent, OpenSSH's PROTOCOL.agent), as
+/// OpenSSH's agent does: the same replies, constraints, lock and destination rules. Tests drive
+/// it in-process; the server calls it from each connection's thread.
+public final class AgentHandler: @unchecked Sendable {
+    /// The keys.
+    public let store: AgentKeyStore
+    /// Asks the person whether a key may be used (`ssh-add -c`): the prompt; true to allow.
+    let confirm: @Sendable (String) -> Bool
+    /// The fingerprint hash of prompts (`-E`).
+    let fingerprintHash: String
+    /// The wall clock, for certificate validity.
+    let now: @Sendable () -> UInt64
+    /// Debug lines (`-d`): why a request failed, never a secret.
+    let log: (@Sendable (String) -> Void)?
+
+    /// A handler over `store`; `confirm` asks the person (SSH_ASKPASS by default).
+    public init(store: AgentKeyStore, fingerprintHash: String = "sha256",
+                confirm: @escaping @Sendable (String) -> Bool = Askpass.confirm,
+                now: (@Sendable () -> UInt64)? = nil, log: (@Sendable (String) -> Void)? = nil) {
+        self.log = log
+        self.store = store
+        self.fingerprintHash = fingerprintHash
+        self.confirm = confirm
+        self.now = now ?? { UInt64(max(0, Date().timeIntervalSince1970)) }
+    }
+
+    private static let failure: [UInt8] = [AgentMessage.failure]
+    private static let success: [UInt8] = [AgentMessage.success]
+    private static func status(_ ok: Bool) -> [UInt8] { ok ? success : failure }
+
+    /// The reply to one message (its payload: the type byte first), for a connection in
+    /// `state`. Every malformed message gets `SSH_AGENT_FAILURE`, never a crash.
+    public func respond(_ message: [UInt8], state: inout AgentConnectionState) -> [UInt8] {
+        var r = SSHReader(message)
+        guard let type = try? r.byte() else { return Self.failure }
+        if store.isLocked, type != AgentMessage.unlock {
+            return type == AgentMessage.requestIdentities ? [AgentMessage.identitiesAnswer, 0, 0, 0, 0] : Self.failure
+        }
+        switch type {
+        case AgentMessage.requestIdentities:
+            return identities(state)
+        case AgentMessage.signRequest:
+            do { return try sign(&r, state) } catch {
+                log?("sign failed: \(error)")
+                return Self.failure
+            }
+        case AgentMessage.addIdentity, AgentMessage.addIDConstrained:
+            do { return Self.status(try add(&r, state)) } catch {
+                log?("add identity failed: \(error)")
+                return Self.failure
+            }
+        case AgentMessage.removeIdentity:
+            guard let blob = try? r.string(), r.isAtEnd, let id = store.find(blob),
+                  DestinationRules.identityPermitted(id.destinations, binds: state.binds, user: nil, now: now()) else { return Self.failure }
+            return Self.status(store.remove(blob))
+        case AgentMessage.removeAllIdentities, AgentMessage.removeAllRSAIdentities:
+            store.removeAll()
+            return Self.success
+        case AgentMessage.lock, AgentMessage.unlock:
+            guard var passphrase = try? r.string() else { return Self.failure }
+            defer { wipe(&passphrase) }
+            return Self.status(type == AgentMessage.lock ? store.lock(passphrase: passphrase) : store.unlock(passphrase: passphrase))
+        case AgentMessage.extension:
+            return (try? `extension`(&r, &state)) ?? Self.failure
+        default:
+            // Smartcard keys (20, 21, 26) and every unknown message.
+            return Self.failure
+        }
+    }
+
+    private func identities(_ state: AgentConnectionState) -> [UInt8] {
+        var w = SSHWriter()
+        var n: UInt32 = 0
+        let time = now()
+        for id in store.all() where DestinationRules.identityPermitted(id.destinations, binds: state.binds, user: nil, now: time) {
+            w.string(id.key.publicKey.blob)
+            w.text(id.comment)
+            n += 1
+        }
+        var out = SSHWriter()
+        out.byte(AgentMessage.identitiesAnswer)
+        out.uint32(n)
+        out.raw(w.bytes)
+        return out.bytes
+    }
+
+    private func sign(_ r: inout SSHReader, _ state: AgentConnectionState) throws -> [UInt8] {
+        let blob = try r.string(), data = try r.string(), flags = try r.uint32()
+        guard r.isAtEnd, let id = store.find(blob) else { return Self.failure }
+        var destination: String?
+        if !id.destinations.isEmpty {
+            guard !state.binds.isEmpty, let request = UserauthRequest.parse(data, signedBy: id.key.publicKey),
+                  DestinationRules.identityPermitted(id.destinations, binds: state.binds, user: request.user, now: now()),
+                  let last = state.binds.last, constantTimeEqual(request.sessionID, last.sessionID) else { return Self.failure }
+            if state.binds.count > 1, request.hostKey == nil { return Self.failure }
+            if let hk = request.hostKey, hk.blob != last.hostKey.blob { return Self.failure }
+            destination = "public key authentication request for user \"\(request.user)\" to listed host"
+        }
+        if id.confirm {
+            var prompt = "Allow use of key \(id.comment)?\nKey fingerprint \(id.key.publicKey.fingerprint(hash: fingerprintHash))."
+            if let destination { prompt += "\n" + destination }
+            guard confirm(prompt) else { return Self.failure }
+        }
+        var out = SSHWriter()
+        out.byte(AgentMessage.signResponse)
+        out.string(try id.key.sign(data, flags: flags))
+        return out.bytes
+    }
+
+    private func add(_ r: inout SSHReader, _ state: AgentConnectionState) throws -> Bool {
+        let key = try SSHPrivateKey.readAgentEncoding(from: &r)
+        let comment = try r.text()
+        var lifetime: UInt32?, confirm = false, destinations: [DestinationConstraint]?
+        while !r.isAtEnd {
+            switch try r.byte() {
+            case AgentMessage.constrainLifetime:
+                guard lifetime == nil else { return false }
+                lifetime = try r.uint32()
+            case AgentMessage.constrainConfirm:
+                guard !confirm else { return false }
+                confirm = true
+            case AgentMessage.constrainExtension:
+                let name = try r.text()
+                guard name == "restrict-destination-v00@openssh.com", destinations == nil else { return false }
+                var inner = SSHReader(try r.string())
+                var list: [DestinationConstraint] = []
+                while !inner.isAtEnd {
+                    guard list.count < AgentLimit.destinationConstraints else { return false }
+                    list.append(try DestinationConstraint.read(from: &inner))
+                }
+                destinations = list
+            default:
+                // maxsign is XMSS's, which vault does not hold; anything else is unknown.
+                return false
+            }
+        }
+        if let old = store.find(key.publicKey.blob),
+           !DestinationRules.identityPermitted(old.destinations, binds: state.binds, user: nil, now: now()) { return false }
+        let life = lifetime ?? store.defaultLifetime
+        let identity = AgentIdentity(key: key, comment: comment, death: life.map { MonotonicClock.seconds() + Double($0) },
+                                     confirm: confirm, destinations: destinations ?? [])
+        return store.add(identity)
+    }
+
+    /// The extensions: `session-bind@openssh.com` and `query`.
+    private func `extension`(_ r: inout SSHReader, _ state: inout AgentConnectionState) throws -> [UInt8] {
+        let name = try r.text()
+        switch name {
+        case "session-bind@openssh.com":
+            return Self.status(try bind(&r, &state))
+        case "query":
+            var w = SSHWriter()
+            w.byte(AgentMessage.success)
+            w.text("query")
+            w.text("session-bind@openssh.com")
+            return w.bytes
+        default:
+            return Self.failure
+        }
+    }
+
+    /// Records a binding after checking the host key's signature over the session id (OpenSSH's
+    /// `process_ext_session_bind`).
+    private func bind(_ r: inout SSHReader, _ state: inout AgentConnectionState) throws -> Bool {
+        let hostKey = try SSHPublicKey.parse(try r.string())
+        let sid = try r.string(), signature = try r.string()
+        let forwarded = try r.bool()
+        guard r.isAtEnd, !sid.isEmpty, sid.count <= AgentLimit.sessionIDBytes else { return false }
+        guard SSHSignature.verify(signature, of: sid, by: hostKey.kind) else { return false }
+        for b in state.binds {
+            guard b.forwarded else { return false }
+            let sameSID = constantTimeEqual(b.sessionID, sid)
+            if sameSID { return b.hostKey.blob == hostKey.blob }
+        }
+        guard state.binds.count < AgentLimit.sessionBinds else { return false }
+        state.binds.append(SessionBind(hostKey: hostKey, sessionID: sid, forwarded: forwarded))
+        return true
+    }
+}
+
+/// Asking the person through `SSH_ASKPASS` (OpenSSH's `ask_permission`): the program gets the
+/// prompt as its argument and `SSH_ASKPASS_PROMPT=confirm`; it allows by exiting 0 with an
+/// empty answer or "yes".
+public enum Askpass {
+    /// Runs the askpass program; false when there is none, it fails, or it says no.
+    @Sendable public static func confirm(_ prompt: String) -> Bool {
+        var env = ProcessInfo.processInfo.environment
+        let program = env["SSH_ASKPASS"].flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/bin/ssh-askpass"
+        env["SSH_ASKPASS_PROMPT"] = "confirm"
+        guard FileSystem.exists(program), var pipe = try? UnixPipe() else { return false }
+        let request = SpawnRequest(path: program, arguments: [program, prompt], environment: env,
+                                   fileActions: [.open(0, "/dev/null", .readOnly), .dup2(from: pipe.writeEnd.rawValue, to: 1)])
+        guard let child = try? ChildProcess.spawn(request) else { return false }
+        try? pipe.writeEnd.close()
+        var answer = (try? pipe.readEnd.readAll(limit: 1024)) ?? []
+        defer { wipe(&answer) }
+        guard (try? child.wait()) == .exited(0) else { return false }
+        while let last = answer.last, last == 10 || last == 13 { answer.removeLast() }
+        return answer.isEmpty || String(decoding: answer, as: UTF8.self).lowercased() == "yes"
+    }
+}
