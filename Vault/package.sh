@@ -13,10 +13,11 @@
 #   --output DIR   where the two .deb go (default: the current folder)
 #   --lintian      run lintian on the packages; any error (E:) fails
 #
-# Layout: /usr/bin (vault, its helpers vault-agent, vault-reader and vault-clipboard next to it, where
-# vault looks for them, vault-authd, the credential-helper links), /usr/lib/systemd/system and /user,
-# /usr/lib/sysusers.d, /usr/lib/udev/rules.d, /usr/share/polkit-1/rules.d, vault(1), the bash, zsh
-# and fish completions, /usr/share/doc/vault. vault-fprintd: the unit's drop-in in
+# Layout: /usr/bin (vault, its helpers vault-agent, vault-ssh-agent, vault-reader and
+# vault-clipboard beside it, where vault looks for them, vault-authd, the credential-helper links),
+# /usr/lib/systemd/system and /user, /usr/lib/sysusers.d, /usr/lib/udev/rules.d,
+# /usr/share/polkit-1/rules.d, vault(1), vault-authd(8), the bash, zsh and fish completions,
+# /usr/share/doc/vault. vault-fprintd: the unit's drop-in in
 # /usr/lib/systemd/system/vault-authd.service.d. The maintainer scripts are in Vault/debian/.
 set -euo pipefail
 umask 022
@@ -47,7 +48,7 @@ for tool in dpkg-deb dpkg-shlibdeps dpkg-gencontrol strip gzip; do
 done
 output=$(mkdir -p "$output" && cd "$output" && pwd) || die "cannot write to $output"
 
-helpers=(vault-agent vault-reader vault-clipboard)
+helpers=(vault-agent vault-ssh-agent vault-reader vault-clipboard)
 binaries=(vault "${helpers[@]}" vault-authd)
 
 # 1. The binaries: a release build with Swift's runtime linked in, as install.sh builds them.
@@ -153,9 +154,10 @@ done
 
 # 4. Depends: from the shared libraries the binaries link (dpkg-shlibdeps), and the libraries vault
 # opens with dlopen, which no ELF header names (Sources/C*/shim.h): those every command needs are
-# Depends, those of one feature Recommends (libarchive, libxml2: imports; tpm2-tss: a TPM).
+# Depends, those of one feature Recommends (libarchive, libxml2: imports; libcrypto: the SSH agent's
+# RSA, ECDSA and DSA keys; tpm2-tss: a TPM).
 dlopen_depends=(libsqlite3.so.0 libnettle.so.8)
-dlopen_recommends=(libarchive.so.13 libxml2.so.2 libtss2-esys.so.0 libtss2-tctildr.so.0 libtss2-mu.so.0 libtss2-rc.so.0)
+dlopen_recommends=(libarchive.so.13 libxml2.so.2 libcrypto.so.3 libtss2-esys.so.0 libtss2-tctildr.so.0 libtss2-mu.so.0 libtss2-rc.so.0)
 # packages SONAME...: the Debian packages that hold these libraries here, comma-separated.
 packages() {
   local soname path owner list=()
