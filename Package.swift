@@ -49,10 +49,10 @@ let package = Package(
         .target(
             name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem", "VaultWire"],
             swiftSettings: upcoming),
-        .target(name: "VaultSSH", dependencies: ["VaultKit", "VaultSystem", "CCrypto"], swiftSettings: upcoming),
+        .target(name: "VaultSSH", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "CCrypto"], swiftSettings: upcoming),
         .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .target(
-            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange"],
+            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "VaultSSH"],
             swiftSettings: upcoming),
         .executableTarget(name: "vault", dependencies: ["VaultCLI", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-ssh-agent", dependencies: ["VaultSSH", "VaultSystem"], swiftSettings: upcoming),

@@ -30,7 +30,7 @@ public enum VaultCLI {
          ImportExport.importCommand, ImportExport.exportCommand, SettingsCommand.settings]
             + RunLoginCommands.all + ReferenceCommands.all
             + FingerprintCommands.all
-            + [SessionCommands.lock, SessionCommands.agent]
+            + [SessionCommands.lock, SessionCommands.agent, SSHKeyCommand.sshKey]
             + [helpCommand, VaultCommands.version, CompletionCommand.completion, CompletionCommand.manpage, Clipboard.clearCommand]
             + CredentialHelpers.commands
     }
