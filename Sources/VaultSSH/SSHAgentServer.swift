@@ -34,8 +34,13 @@ final class SSHAgentServer: @unchecked Sendable {
 
     /// Serves until stopped or the parent is gone.
     func run() {
+        var lastReap = MonotonicClock.seconds()
         while !state.withLock({ stopped }) {
             handler.store.reap()
+            if let keys = handler.vaultKeys, MonotonicClock.seconds() - lastReap > 5 {
+                keys.reap()
+                lastReap = MonotonicClock.seconds()
+            }
             if let parentPID, ProcessIdentity.parentPID != parentPID { return }
             guard (try? Poll.isReadable(listener.rawValue, timeoutMilliseconds: 500)) == true,
                   let accepted = try? listener.accept() else { continue }
@@ -60,8 +65,9 @@ final class SSHAgentServer: @unchecked Sendable {
             return
         }
         let box = SocketBox(socket)
+        let program = RequestingProgram.of(pid: peer.pid)
         let thread = Thread { [self] in
-            serve(box)
+            serve(box, program: program)
             state.withLock {
                 connections -= 1
                 let left = (perProcess[peer.pid] ?? 1) - 1
@@ -74,9 +80,9 @@ final class SSHAgentServer: @unchecked Sendable {
 
     /// One connection: length-prefixed messages in, replies out, until the peer closes or
     /// sends a message longer than the limit.
-    private func serve(_ box: SocketBox) {
+    private func serve(_ box: SocketBox, program: RequestingProgram?) {
         defer { box.close() }
-        var connection = AgentConnectionState()
+        var connection = AgentConnectionState(program: program, client: box.socket.rawValue)
         while true {
             guard var header = try? box.socket.receiveExactly(4), header.count == 4 else { return }
             let length = header.reduce(0) { $0 << 8 | Int($1) }

@@ -10,7 +10,7 @@ enum SSHKeyCommand {
     enum SSHKeyOptions {
         static let type = OptionSpec.value("--type", "T", "generate: ed25519 (default), ecdsa or rsa")
         static let bits = OptionSpec.value("--bits", "N", "generate: ecdsa 256 (default), 384 or 521; rsa 2048 to 16384 (default 3072)")
-        static let comment = OptionSpec.value("--comment", "C", "the public key's comment (generate: default NAME; import: else the file's)")
+        static let comment = OptionSpec.value("--comment", "C", "the public key's comment (generate: default NAME; import: else the file's, else NAME)")
         static let confirm = OptionSpec.value("--confirm", "P", "when the agent asks for a finger: sign (every signature), session (default: once per program until 'vault lock'), none (once, then any program)")
         static let passphraseFD = OptionSpec.value("--passphrase-fd", "N", "import: read the key file's passphrase from file descriptor N (else asked on the terminal)")
         static let json = OptionSpec.flag("--json", "ls: print {\"keys\": [{\"name\", \"type\", \"fingerprint\", \"public_key\", \"confirm\"}]}")
@@ -111,7 +111,7 @@ enum SSHKeyCommand {
         } catch let e as SSHWireError {
             throw VaultError.failure("'\(path)' holds a key vault cannot use: \(e)")
         }
-        try store(read.key, name: name, comment: inv[SSHKeyOptions.comment] ?? read.comment, inv, ctx)
+        try store(read.key, name: name, comment: inv[SSHKeyOptions.comment] ?? (read.comment.isEmpty ? name : read.comment), inv, ctx)
     }
 
     /// The `ssh-key` item `name`'s listing, or a usage error for another item.
