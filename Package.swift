@@ -49,7 +49,7 @@ let package = Package(
         .target(
             name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem", "VaultWire"],
             swiftSettings: upcoming),
-        .target(name: "VaultSSH", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "CCrypto"], swiftSettings: upcoming),
+        .target(name: "VaultSSH", dependencies: ["VaultKit", "VaultSystem", "VaultWire", "VaultAgent", "CCrypto"], swiftSettings: upcoming),
         .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .target(
             name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "VaultSSH"],

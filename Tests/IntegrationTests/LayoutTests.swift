@@ -16,7 +16,7 @@ enum Layout {
         "VaultWire": ["VaultKit", "VaultSystem", "Foundation"],
         "VaultAgent": ["VaultKit", "VaultSystem", "VaultWire", "Foundation"],
         "VaultAuthority": ["VaultKit", "VaultSystem", "VaultWire", "Foundation", "Synchronization"],
-        "VaultSSH": ["VaultKit", "VaultSystem", "VaultAgent", "CCrypto", "Foundation"],
+        "VaultSSH": ["VaultKit", "VaultSystem", "VaultWire", "VaultAgent", "CCrypto", "Foundation"],
         "VaultInterchange": ["VaultKit", "VaultSystem", "CArchive", "CXML2", "Foundation"],
         "VaultCLI": ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "VaultSSH", "Foundation"],
         "vault": ["VaultCLI", "VaultSystem"],
