@@ -3,7 +3,7 @@
 #
 #   Fuzz/run.sh TARGET [ITERATIONS] [LIBFUZZER-OPTION...]
 #
-# TARGET is one of: frame handler record git docker import recovery references otpauth foreign. ITERATIONS defaults to
+# TARGET is one of: frame handler record git docker import recovery references otpauth foreign sshagent. ITERATIONS defaults to
 # 1000000 (libFuzzer's -runs). The modules are built with -sanitize=fuzzer,address into
 # .build-fuzz (the normal build never sees it); the target is the shared logic in
 # Tests/*/FuzzSmokeTests.swift plus Fuzz/Targets/TARGET.swift. The seeds in Fuzz/corpus/TARGET
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-targets="frame handler record git docker import recovery references otpauth foreign"
+targets="frame handler record git docker import recovery references otpauth foreign sshagent"
 usage() {
     echo "usage: Fuzz/run.sh TARGET [ITERATIONS] [LIBFUZZER-OPTION...]" >&2
     echo "targets: $targets" >&2
@@ -29,7 +29,8 @@ scratch=.build-fuzz
 build=$scratch/release
 mkdir -p "$scratch/logs"
 if ! { swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultAgent &&
-       swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultInterchange; } \
+       swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultInterchange &&
+       swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultSSH; } \
         >"$scratch/logs/build.log" 2>&1; then
     grep -E "error:" "$scratch/logs/build.log" >&2 || tail -20 "$scratch/logs/build.log" >&2
     echo "run.sh: error: the module build failed (log: $scratch/logs/build.log)" >&2
@@ -38,6 +39,7 @@ fi
 
 case $target in
 frame | handler) logic=Tests/VaultAgentTests/FuzzSmokeTests.swift ;;
+sshagent) logic=Tests/VaultSSHTests/FuzzSmokeTests.swift ;;
 *) logic=Tests/VaultKitTests/FuzzSmokeTests.swift ;;
 esac
 binary=$build/fuzz-$target
@@ -49,9 +51,10 @@ swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 -package-n
     -D VAULT_FUZZ_HARNESS -use-ld=lld -module-name "Fuzz_$target" \
     -I "$build/Modules" \
     -Xcc -fmodule-map-file=Sources/CSodium/module.modulemap -Xcc -fmodule-map-file=Sources/CSQLite/module.modulemap \
-    -Xcc -fmodule-map-file=Sources/CTSS2/module.modulemap \
+    -Xcc -fmodule-map-file=Sources/CTSS2/module.modulemap -Xcc -fmodule-map-file=Sources/CCrypto/module.modulemap \
     "Fuzz/Targets/$target.swift" "$logic" \
     "$build"/VaultSystem.build/*.o "$build"/VaultKit.build/*.o "$build"/VaultWire.build/*.o "$build"/VaultAgent.build/*.o "$build"/VaultInterchange.build/*.o \
+    "$build"/VaultSSH.build/*.o \
     $(pkg-config --libs libsodium sqlite3) -o "$binary"
 
 work=$scratch/corpus/$target
@@ -62,7 +65,7 @@ options=(-runs="$runs" -timeout=10 -rss_limit_mb=4096 -max_len=65536 -print_fina
          -artifact_prefix="$artifacts/$target-")
 case $target in
 git) options+=(-dict=Fuzz/dict/git.dict) ;;
-recovery) ;;
+recovery | sshagent) ;;
 *) options+=(-dict=Fuzz/dict/json.dict) ;;
 esac
 
