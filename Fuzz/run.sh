@@ -44,8 +44,8 @@ sshagent) logic=Tests/VaultSSHTests/FuzzSmokeTests.swift ;;
 esac
 binary=$build/fuzz-$target
 # The harness sees VaultKit's `package` declarations as the package's own modules do: SwiftPM names
-# the package after its folder (lowercased), and so must swiftc here.
-package_name=$(basename "$PWD" | tr '[:upper:]' '[:lower:]')
+# the package after its folder (lowercased, other characters than letters, digits and _ made _), and so must swiftc here.
+package_name=$(basename "$PWD" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9_]/_/g')
 swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 -package-name "$package_name" \
     -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault \
     -D VAULT_FUZZ_HARNESS -use-ld=lld -module-name "Fuzz_$target" \
