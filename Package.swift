@@ -56,10 +56,10 @@ let package = Package(
         .target(
             name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem", "VaultWire"],
             swiftSettings: upcoming),
-        .target(name: "VaultSSH", dependencies: ["VaultKit", "VaultSystem", "CCrypto"], swiftSettings: upcoming),
+        .target(name: "VaultSSH", dependencies: ["VaultKit", "VaultSystem", "VaultWire", "VaultAgent", "CCrypto"], swiftSettings: upcoming),
         .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .target(
-            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "VaultSync"],
+            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "VaultSync", "VaultSSH"],
             swiftSettings: upcoming),
         .target(
             name: "SecretService", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultDBus", "CGcrypt"],

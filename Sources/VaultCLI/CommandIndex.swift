@@ -7,7 +7,7 @@ enum CommandIndex {
     static let groups: [(title: String, commands: [String])] = [
         ("everyday", ["add", "get", "edit", "ls", "search", "rm", "mv", "generate", "otp"]),
         ("fingerprint", ["enroll", "unenroll", "fingers", "doctor"]),
-        ("sessions and scripts", ["unlock", "lock", "run", "login", "read", "inject", "log", "agent"]),
+        ("sessions and scripts", ["unlock", "lock", "run", "login", "read", "inject", "log", "agent", "ssh-key"]),
         ("vault management", ["init", "status", "settings", "passcode", "recover", "rotate", "repair",
                               "import", "export", "completion", "manpage", "version", "help", "secret-service"]),
     ]
@@ -23,7 +23,7 @@ enum CommandIndex {
         "recover": "new passcode (recovery key)", "rotate": "replace the vault's keys", "repair": "list or remove bad rows",
         "import": "add items from JSON", "export": "print every item as JSON", "completion": "shell completions",
         "manpage": "print the vault(1) page", "version": "print the version", "help": "show help",
-        "read": "print one vault:// field", "inject": "fill secrets into a file",
+        "read": "print one vault:// field", "ssh-key": "SSH keys a finger releases", "inject": "fill secrets into a file",
         "secret-service": "be the desktop keyring",
     ]
 

@@ -30,7 +30,7 @@ public enum VaultCLI {
          ImportExport.importCommand, ImportExport.exportCommand, SettingsCommand.settings]
             + RunLoginCommands.all + ReferenceCommands.all
             + FingerprintCommands.all
-            + [SessionCommands.lock, SessionCommands.agent, SecretServiceCommand.command]
+            + [SessionCommands.lock, SessionCommands.agent, SecretServiceCommand.command, SSHKeyCommand.sshKey]
             + [helpCommand, VaultCommands.version, CompletionCommand.completion, CompletionCommand.manpage, Clipboard.clearCommand]
             + CredentialHelpers.commands
             + SyncCommands.all

@@ -254,7 +254,7 @@ enum ItemCommands {
     /// `--type`, checked.
     static func itemType(_ inv: Invocation) throws -> ItemType? {
         guard let t = inv[ItemOptions.type] else { return nil }
-        guard let type = ItemType(rawValue: t) else { throw VaultError.usage("--type: unknown type '\(t)' (login, note, card, identity or secret-service)") }
+        guard let type = ItemType(rawValue: t) else { throw VaultError.usage("--type: unknown type '\(t)' (login, note, card, identity, secret-service or ssh-key)") }
         return type
     }
 
