@@ -26,7 +26,9 @@ enum Help {
                 i += 2
             }
         }
-        s += "\n" + style.bold("global options:") + "\n" + options(globalOptions, width: 22)
+        // The three every script needs, with their help; the others by name (40 lines in all).
+        s += "\n" + style.bold("global options:") + "\n" + options(Array(globalOptions.prefix(3)), width: 22)
+        s += "  also: " + globalOptions.dropFirst(3).map(label).joined(separator: ", ") + "\n"
         s += "\nmore: 'vault help COMMAND' (or 'vault COMMAND -h'), 'vault help exit-codes'\n"
         return s
     }
