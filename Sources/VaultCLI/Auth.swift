@@ -75,12 +75,18 @@ enum Auth {
     /// A vault bound to the system authority stays with it while vault-authd does not answer
     /// (its fingerprint slot then waits for the daemon): never a silent move to the embedded one.
     static func ownerAuthority(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) throws -> any KeyAuthority {
-        let bound = try? vault.store.fingerprintSlot()?.binding.authorityKind
-        let authority = try requestedAuthority(inv, ctx) == nil && bound == .system ? authority(inv, ctx, kind: .system) : authority(inv, ctx)
+        let authority = try enrolmentAuthority(vault.store, inv, ctx)
         if let why = try authority.resetIfDamaged() {
             ctx.say("vault: warning: \(why); it was reset: every vault needs its passcode once, then enrol your fingers again with 'vault enroll'")
         }
         return authority
+    }
+
+    /// The authority an owner of `store` enrols through (`ownerAuthority` without the reset):
+    /// the system one for a vault bound there, else the one for new bindings.
+    static func enrolmentAuthority(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> any KeyAuthority {
+        let bound = try? store.fingerprintSlot()?.binding.authorityKind
+        return try requestedAuthority(inv, ctx) == nil && bound == .system ? authority(inv, ctx, kind: .system) : authority(inv, ctx)
     }
 
     /// The context for `store`: policy from `--policy` or the vault, passcode from `--passcode-fd`

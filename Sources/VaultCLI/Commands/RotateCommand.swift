@@ -75,8 +75,11 @@ enum RotateCommand {
 
     /// What a rotation did; a new recovery key goes to stdout, once.
     static func report(_ result: RotationResult, of vault: UnlockedVault, _ ctx: CommandContext) {
-        ctx.say("vault: re-sealed \(result.items) item\(result.items == 1 ? "" : "s") of vault '\(vault.store.location.name)' under new keys (generation \(result.vault.generation))"
-                + (result.fingerprintBound ? "; fingerprint slot bound to the current prints" : "; no fingerprint slot (no reader or no prints): bind later with 'vault enroll --bind'"))
+        let name = vault.store.location.name, v = name == "default" ? "" : " --vault \(name)"
+        let slot = result.fingerprintBound ? "; fingerprint slot bound to the current prints"
+            : result.fingersEnrolled ? "; no fingerprint slot (no reader now): bind later with 'vault enroll --bind\(v)'"
+            : "; no fingerprint slot: no finger enrolled: enrol one with 'vault enroll\(v)'"
+        ctx.say("vault: re-sealed \(result.items) item\(result.items == 1 ? "" : "s") of vault '\(name)' under new keys (generation \(result.vault.generation))" + slot)
         if let why = result.authorityNotTold {
             ctx.say("vault: note: the key authority was not told the new key (\(why)); the next passcode unlock brings it in step")
         }
