@@ -193,17 +193,27 @@ enum Auth {
 
     /// Unlocks with the recovery key from `--recovery-key-fd` or the terminal; like a passcode
     /// unlock, it resets the fingerprint lockout.
+    /// Typed on a terminal, a mistyped or wrong key asks again: three tries, as the passcode.
     static func unlockWithRecoveryKey(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> UnlockedVault {
-        let key: SecretBytes
-        if let fd = try SecretInput.descriptor(inv, VaultCommands.RecoverOptions.recoveryKeyFD) {
-            key = try SecretInput.line(fd: fd, what: "recovery key")
-        } else {
-            key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
-        }
+        let fd = try SecretInput.descriptor(inv, VaultCommands.RecoverOptions.recoveryKeyFD)
         let authority = try authority(for: store, inv, ctx)
-        let vault = try authority.unlock(store, recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
-        sayUnrecorded(vault, ctx, authority: authority)
-        return vault
+        let tries = fd == nil && !inv.noInput && ctx.terminal.isAvailable ? 3 : 1
+        for attempt in 1...tries {
+            let key: SecretBytes
+            if let fd {
+                key = try SecretInput.line(fd: fd, what: "recovery key")
+            } else {
+                key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
+            }
+            do {
+                let vault = try authority.unlock(store, recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
+                sayUnrecorded(vault, ctx, authority: authority)
+                return vault
+            } catch let e as VaultError where e.kind == .authenticationFailed && attempt < tries && (try? store.slot(.recovery)) != nil {
+                ctx.say("vault: \(e.message); \(tries - attempt) \(tries - attempt == 1 ? "try" : "tries") left")
+            }
+        }
+        throw VaultError.authenticationFailed("wrong recovery key")
     }
 
     /// The fresh match fingerprint login demands (`vault login`, a release, the switch): a nonce

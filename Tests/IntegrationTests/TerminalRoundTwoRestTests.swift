@@ -45,4 +45,110 @@ private func fingerVault(sourceLocation: SourceLocation = #_sourceLocation) -> S
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.contains("no finger enrolled: enrol one with 'vault enroll'") && !r.stderr.contains("--bind"), "\(r.stderr)")
     }
+
+    // MARK: 10. the recovery key: written down, then off the screen; three tries to type it
+
+    @Test func theRecoveryKeyWaitsForEnterThenLeavesTheScreen() {
+        let box = Sandbox()
+        let t = TerminalRun(["init", "--no-fingerprint", "--passcode-fd", "3"] + cheapKDF, env: box.env, stdoutOnTerminal: true, fds: [3: pc + "\n"])
+        #expect(t.waitFor("press Enter once it is written down"))
+        t.type("\n")
+        #expect(t.finish() == 0, "\(t.screen)")
+        // The key's line and the prompt's (80 columns: one row each) are erased, then said so.
+        let screen = t.screen
+        guard let erase = screen.range(of: "\u{1b}[2A\r\u{1b}[J") else {
+            Issue.record("the key was not erased:\n\(screen)")
+            return
+        }
+        let before = screen[..<erase.lowerBound]
+        let key = String(before).components(separatedBy: "\r\n").dropLast(2).last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        #expect(key.count >= 56, "\(screen)")
+        #expect(screen[erase.upperBound...].contains("the recovery key was cleared from the screen"), "\(screen)")
+        #expect(!screen[erase.upperBound...].contains(key))
+        // The key shown opens the vault.
+        let r = box.vault(["recover", "--recovery-key-fd", "3", "--new-passcode-fd", "4"], fds: [3: key + "\n", 4: pc + "-new\n"])
+        #expect(r.status == 0, "\(r.stderr)")
+        // To a file or a pipe nothing is asked.
+        #expect(box.vault(["init", "--vault", "piped", "--no-fingerprint"] + cheapKDF, passcode: pc).status == 0)
+    }
+
+    @Test func recoverGivesThreeTriesOnATerminal() {
+        let box = Sandbox()
+        let key = box.initVault()
+        let t = TerminalRun(["recover", "--new-passcode-fd", "3"], env: box.env, fds: [3: pc + "-new\n"])
+        for wrong in ["AAAA-BBBB-CCCC", key.replacingOccurrences(of: key.prefix(4), with: "ZZZZ")] {
+            t.waitFor("recovery key: ")
+            #expect(t.waitForSecretPrompt())
+            t.type(wrong + "\n")
+        }
+        t.waitFor("1 try left")
+        t.waitFor("recovery key: ")
+        #expect(t.waitForSecretPrompt())
+        t.type(key + "\n")
+        #expect(t.finish() == 0, "\(t.screen)")
+        #expect(t.screen.contains("2 tries left") && t.screen.contains("new passcode set"), "\(t.screen)")
+        #expect(box.vault(["ls"], passcode: pc + "-new").status == 0)
+    }
+
+    // MARK: 11. progress bars and help that fit the terminal; TERM=dumb gets no escapes
+
+    @Test func progressBarsFitFortyColumnsAndADumbTerminalGetsNoEscapes() {
+        let box = Sandbox()
+        box.initVault()
+        for i in 1...3 { box.vault(["add", "item\(i)", "--password-stdin"], passcode: pc, stdin: "pw-\(i)\n") }
+        var t = TerminalRun(["rotate", "--passcode-fd", "3"], env: box.env, fds: [3: pc + "\n"], columns: 40)
+        #expect(t.finish() == 0, "\(t.screen)")
+        let draws = t.screen.components(separatedBy: "\r\u{1b}[K").dropFirst()
+        #expect(!draws.isEmpty, "\(t.screen)")
+        for d in draws {
+            let line = d.components(separatedBy: "\r\n")[0]
+            #expect(line.count <= 39 && line.contains("re-sealed"), "a redraw wider than 40 columns wraps: '\(line)'")
+        }
+        var env = box.env
+        env["TERM"] = "dumb"
+        t = TerminalRun(["rotate", "--passcode-fd", "3"], env: env, fds: [3: pc + "\n"])
+        #expect(t.finish() == 0, "\(t.screen)")
+        #expect(!t.screen.contains("\u{1b}") && t.screen.contains("] 3/3 items re-sealed\r\n"), "\(t.screen.debugDescription)")
+    }
+
+    @Test func helpWrapsToTheTerminalsWidth() {
+        let box = Sandbox()
+        for args in [["help"], ["help", "rotate"], ["enroll", "--help"], ["help", "export"]] {
+            let t = TerminalRun(args, env: box.env, stdoutOnTerminal: true, columns: 40)
+            #expect(t.finish() == 0)
+            // Examples are commands to copy: never broken.
+            let text = t.screen.components(separatedBy: "examples:")[0]
+            // A line of exactly 40 does not wrap (the cursor waits in the last column).
+            for line in text.components(separatedBy: "\r\n") {
+                #expect(line.count <= 40, "\(args): a line wider than 40 columns: '\(line)'")
+            }
+        }
+        // Not a terminal: the 80-column text.
+        let r = spawn(vaultBinary, ["help", "rotate"], env: box.env)
+        #expect(r.stdout.split(separator: "\n").contains { $0.count > 40 && $0.count < 80 })
+    }
+
+    // MARK: 12. doctor's exit code says whether a finger can unlock
+
+    @Test func doctorExitsNonZeroWhenNoFingerCanUnlock() {
+        let box = Sandbox()
+        box.env["VAULT_AUTHD_SOCKET"] = box.home + "/no-authd"
+        box.initVault()
+        var r = box.vault(["doctor"])
+        #expect(r.status == 15, "\(r.status) \(r.stdout) \(r.stderr)")
+        #expect(r.stdout.contains("finger unlock: NOT possible (no usable fingerprint reader: no fingerprint reader found)"), "\(r.stdout)")
+        let fingers = fingerVault()
+        fingers.env["VAULT_AUTHD_SOCKET"] = fingers.home + "/no-authd"
+        r = fingers.vault(["doctor"])
+        #expect(r.status == 0 && r.stdout.contains("finger unlock: works"), "\(r.status) \(r.stdout) \(r.stderr)")
+        r = fingers.vault(["doctor", "--json"])
+        #expect(r.status == 0 && json(r.stdout)["finger_unlock"] as? Bool == true, "\(r.stdout)")
+        // A reader, but no finger enrolled: 16.
+        let empty = Sandbox()
+        empty.env["VAULT_AUTHD_SOCKET"] = empty.home + "/no-authd"
+        empty.useVirtualReader("virtual_device")
+        empty.initVault()
+        r = empty.vault(["doctor", "--json"])
+        #expect(r.status == 16 && json(r.stdout)["finger_unlock"] as? Bool == false, "\(r.status) \(r.stdout) \(r.stderr)")
+    }
 }

@@ -327,14 +327,27 @@ enum FingerprintCommands {
             let backend = kind == .system
                 ? (try? authority.status(slot: nil, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0)))?.readerBackend
                 : "libfprint (vault-reader, in this user's processes)"
+            // Whether a finger can unlock anything: the authority answers, a reader opens (the
+            // daemon's own, behind vault-authd, is its to report) and fingers are enrolled.
+            let fingerUnlock: VaultError?
+            if !reachable {
+                fingerUnlock = .biometryNotAvailable("the \(kind.rawValue) key authority does not answer")
+            } else if kind == .embedded && !rows.contains(where: { $0["status"] as? String == "ok" }) {
+                fingerUnlock = .biometryNotAvailable(rows.isEmpty ? "no fingerprint reader found" : "no fingerprint reader opens")
+            } else if ((try? authority.fingers()) ?? []).isEmpty {
+                fingerUnlock = .biometryNotEnrolled
+            } else {
+                fingerUnlock = nil
+            }
             if inv.has(DoctorOptions.json) {
-                ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
+                ctx.stdout.write(jsonText(["finger_unlock": fingerUnlock == nil, "readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
                                                                          "reader_backend": backend.map { $0 as Any } ?? NSNull(),
                                                                          "requested": requested.map { $0.rawValue as Any } ?? NSNull(),
                                                                          "answers": reachable] as [String: Any],
                                            "daemon": daemon,
                                            "vaults": bindings.map { ["vault": $0.0, "binding_authority": $0.1.map { $0.rawValue as Any } ?? NSNull()] },
                                            "tpm": tpm]))
+                if let fingerUnlock { throw fingerUnlock }
                 return
             }
             ctx.stdout.write("vault-authd (\(socket)): \(daemonLine)\n")
@@ -367,6 +380,9 @@ enum FingerprintCommands {
                     "\((r["match_on_chip"] as? Bool) == true ? "match-on-chip" : "matched on this computer"), \(r["enroll_stages"]!) enrol stages: \(r["status"]!)\n")
                 if let h = r["hint"] { ctx.stdout.write("  hint: \(h)\n") }
             }
+            ctx.stdout.write(fingerUnlock == nil ? "finger unlock: works\n" : "finger unlock: NOT possible (\(fingerUnlock!.message))\n")
+            // The report is out; the exit code says whether a finger can unlock (15, 16).
+            if let fingerUnlock { throw fingerUnlock }
         })
 
     /// The options of `unlock`, declared once: the table lists them and the command reads them.

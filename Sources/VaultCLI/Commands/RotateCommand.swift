@@ -66,10 +66,10 @@ enum RotateCommand {
     /// A progress bar on the terminal (nothing otherwise).
     static func progressBar(_ inv: Invocation, _ ctx: CommandContext) -> (Int, Int) -> Void {
         let onTerminal = ctx.terminal.isAvailable && !inv.noInput
-        let terminal = ctx.terminal, style = Style.terminal(ctx)
+        let line = ProgressLine(ctx, everyStep: false)
         return { done, total in
             guard onTerminal, total > 0 else { return }
-            terminal.write("\r\u{1b}[K" + style.progress(done, of: total, width: 30, "items re-sealed") + (done == total ? "\n" : ""))
+            line.draw(done, of: total, width: 30, "items re-sealed")
         }
     }
 
@@ -86,6 +86,8 @@ enum RotateCommand {
         if let key = result.recoveryKey {
             ctx.say("vault: your new recovery key (the old one no longer works; printed once on standard output):")
             ctx.stdout.write(key + "\n")
+            // The rotation is committed: Ctrl-C here only skips the wait.
+            try? RecoveryKeyScreen.waitAndClear(key, nil, ctx)
         }
     }
 }
