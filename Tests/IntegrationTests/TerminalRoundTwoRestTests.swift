@@ -151,4 +151,69 @@ private func fingerVault(sourceLocation: SourceLocation = #_sourceLocation) -> S
         r = empty.vault(["doctor", "--json"])
         #expect(r.status == 16 && json(r.stdout)["finger_unlock"] as? Bool == false, "\(r.status) \(r.stdout) \(r.stderr)")
     }
+
+    // MARK: 13. a generic CSV import with a column map
+
+    @Test func aCSVFileImportsThroughAColumnMap() throws {
+        let box = Sandbox()
+        box.initVault()
+        let file = box.home + "/logins.csv"
+        try "github,me@example.org,gh-pw,https://github.com,\"two\nlines\"\nmail,,mail-pw,,\n".write(toFile: file, atomically: true, encoding: .utf8)
+        var r = box.vault(["import", "--from", "csv", "--columns", "name,username,password,url,notes", file], passcode: pc)
+        #expect(r.status == 0 && r.stderr.contains("imported 2 items from a CSV file"), "\(r.stderr)")
+        #expect(box.vault(["get", "github", "--field", "notes"], passcode: pc).stdout == "two\nlines\n")
+        #expect(box.vault(["get", "github", "--field", "username"], passcode: pc).stdout == "me@example.org\n")
+        #expect(box.vault(["get", "mail", "--field", "password"], passcode: pc).stdout == "mail-pw\n")
+        // A header row equal to the map is skipped; skipped columns and custom fields.
+        let other = box.home + "/other.csv"
+        try "Title,Secret,Ignored,PIN\nbank,bank-pw,x,1234\n".write(toFile: other, atomically: true, encoding: .utf8)
+        r = box.vault(["import", "--from", "csv", "--columns", "name,password,-,field:pin", other, "--dry-run"], passcode: pc)
+        #expect(r.status == 0 && r.stdout == "login\tTitle\nlogin\tbank\n", "a header unlike the map is data: \(r.stdout) \(r.stderr)")
+        try "name,password,-,field:pin\nbank,bank-pw,x,1234\n".write(toFile: other, atomically: true, encoding: .utf8)
+        r = box.vault(["import", "--from", "csv", other], passcode: pc)
+        #expect(r.status == 0 && r.stderr.contains("imported 1 item"), "the header is the map: \(r.stderr)")
+        #expect(box.vault(["get", "bank", "--field", "pin"], passcode: pc).stdout == "1234\n")
+        // A mistyped column is refused with a suggestion, before the vault is opened.
+        r = box.vault(["import", "--from", "csv", "--columns", "name,pasword", file])
+        #expect(r.status == 2 && r.stderr.contains("unknown column 'pasword'") && r.stderr.contains("did you mean 'password'?"), "\(r.stderr)")
+        r = box.vault(["import", "--columns", "name,password", file])
+        #expect(r.status == 2 && r.stderr.contains("--columns goes with --from csv"), "\(r.stderr)")
+        r = box.vault(["import", "--from", "csv", "--columns", "name,password", file])
+        #expect(r.status == 2 && r.stderr.contains("line 1: 5 fields, the column map has 2"), "\(r.stderr)")
+    }
+
+    // MARK: 2. notes edited with $EDITOR: the file in a private tmpfs folder, wiped after
+
+    @Test func notesEditRunsTheEditorOnAPrivateTmpfsFileAndRemovesIt() throws {
+        let box = Sandbox()
+        box.initVault()
+        box.vault(["add", "memo", "--type", "note", "--notes-stdin"], passcode: pc, stdin: "old secret notes\n")
+        let log = box.home + "/editor.log", editor = box.home + "/editor.sh"
+        try """
+        #!/bin/sh
+        { echo "$1"; stat -c %a "$(dirname "$1")"; stat -c %a "$1"; stat -f -c %T "$1"; cat "$1"; } > "\(log)"
+        touch "$1.swp"
+        printf 'new notes\\nline two\\n' > "$1"
+        """.write(toFile: editor, atomically: true, encoding: .utf8)
+        chmod(editor, 0o700)
+        var env = box.env
+        env["EDITOR"] = editor
+        var t = TerminalRun(["edit", "memo", "--notes-edit", "--passcode-fd", "3"], env: env, fds: [3: pc + "\n"])
+        #expect(t.finish() == 0, "\(t.screen)")
+        let seen = (try? String(contentsOfFile: log, encoding: .utf8))?.components(separatedBy: "\n") ?? []
+        #expect(seen.count >= 5, "\(seen)")
+        guard seen.count >= 5 else { return }
+        #expect(seen[1] == "700" && seen[2] == "600" && seen[3] == "tmpfs", "\(seen)")
+        #expect(seen[4] == "old secret notes", "\(seen)")
+        let folder = URL(fileURLWithPath: seen[0]).deletingLastPathComponent().path
+        #expect(!FileManager.default.fileExists(atPath: seen[0]) && !FileManager.default.fileExists(atPath: folder), "left behind: \(folder)")
+        #expect(box.vault(["get", "memo", "--field", "notes"], passcode: pc).stdout.hasPrefix("new notes\nline two"))
+        // An editor that fails changes nothing; no terminal: refused before anything is opened.
+        env["EDITOR"] = "false"
+        t = TerminalRun(["edit", "memo", "--notes-edit", "--passcode-fd", "3"], env: env, fds: [3: pc + "\n"])
+        #expect(t.finish() == 1 && t.screen.contains("were not changed"), "\(t.screen)")
+        #expect(box.vault(["get", "memo", "--field", "notes"], passcode: pc).stdout.hasPrefix("new notes\nline two"))
+        let r = box.vault(["edit", "memo", "--notes-edit"], passcode: pc)
+        #expect(r.status == 2 && r.stderr.contains("--notes-edit needs a terminal"), "\(r.stderr)")
+    }
 }
