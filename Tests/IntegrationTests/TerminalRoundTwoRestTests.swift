@@ -216,4 +216,59 @@ private func fingerVault(sourceLocation: SourceLocation = #_sourceLocation) -> S
         let r = box.vault(["edit", "memo", "--notes-edit"], passcode: pc)
         #expect(r.status == 2 && r.stderr.contains("--notes-edit needs a terminal"), "\(r.stderr)")
     }
+
+    // MARK: 14 and 15. the demo, and trying it by hand
+
+    /// The folder of the built binaries (the scripts take it as VAULT_BIN_DIR and build nothing).
+    private var binDir: String { URL(fileURLWithPath: vaultBinary).deletingLastPathComponent().path }
+
+    @Test func theDemoShowsWhatAPersonMeetsAndNoRedErrors() {
+        let box = Sandbox()
+        var env = ["PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": box.home, "LANG": "C.UTF-8", "TERM": "xterm",
+                   "VAULT_AUTHORITY": "embedded", "VAULT_BIN_DIR": binDir, "TMPDIR": box.home]
+        env["NO_COLOR"] = nil
+        let t = TerminalRun([packageRoot + "/Vault/demo.sh"], env: env, program: "/bin/bash", stdoutOnTerminal: true, color: true)
+        #expect(t.finish(timeout: 300) == 0, "\(t.screen)")
+        let screen = t.screen
+        // The passcode typed at a real prompt (the demo's pseudo-terminal) after Enter at the touch prompt.
+        #expect(screen.contains("(or press Enter for the passcode)") && screen.contains("passcode for vault 'personal': "), "\(screen)")
+        #expect(!screen.contains("correct horse battery"), "the typed passcode was on the screen")
+        #expect(screen.contains("password: ******** (--reveal or --field password shows it)"), "\(screen)")
+        // Expected failures in words, not red errors; status in words, not Python dicts.
+        #expect(screen.contains("expected: exit 17 (locked out)") && screen.contains("expected: exit 10 (3 fingers did not match)"), "\(screen)")
+        #expect(!screen.contains("\u{1b}[1;31m") && !screen.contains("vault: error:"), "\(screen)")
+        #expect(screen.contains("failed matches: 5 of 5") && !screen.contains("{'"), "\(screen)")
+    }
+
+    @Test func trySHOpensAShellWithVaultATouchCommandAndAThrowAwayHome() {
+        let box = Sandbox()
+        let env = ["PATH": "/usr/bin:/bin", "HOME": box.home, "LANG": "C.UTF-8", "TERM": "xterm", "VAULT_BIN_DIR": binDir, "TMPDIR": box.home]
+        let t = TerminalRun([packageRoot + "/Vault/try.sh"], env: env, program: "/bin/bash", stdoutOnTerminal: true)
+        #expect(t.waitFor("touch-finger alice 5 &"))
+        t.waitFor("(vault try) ")
+        t.type("command -v vault; echo \"home=$VAULT_HOME=\"\n")
+        #expect(t.waitFor(binDir + "/vault"))
+        t.waitFor("home=")
+        t.waitFor("(vault try) ")
+        t.type("touch-finger alice 5 & vault init --kdf-memory 8 --kdf-ops 1\n")
+        for _ in 0..<2 {
+            #expect(t.waitForSecretPrompt(timeout: 30))
+            t.type(pc + "\n")
+            _ = t.waitForEcho(true)
+        }
+        #expect(t.waitFor("press Enter once it is written down"))
+        t.type("\n")
+        #expect(t.waitFor("enrolled right-index", timeout: 60))
+        t.waitFor("(vault try) ")
+        t.type("touch-finger alice & printf 'pw-1\\n' | vault add gh --password-stdin; echo ADD-$?\n")
+        #expect(t.waitFor("ADD-0", timeout: 60))
+        t.waitFor("(vault try) ")
+        t.type("exit\n")
+        #expect(t.finish() == 0)
+        let screen = t.screen
+        // The line the shell printed (not the command's echo): home=/tmp/.../vaults=
+        let home = "/" + (screen.components(separatedBy: "home=/").dropFirst().first?.components(separatedBy: "=").first ?? "")
+        #expect(home.hasSuffix("/vaults") && !FileManager.default.fileExists(atPath: home), "the throw-away folder stays: \(home)")
+        #expect(!screen.contains(pc))
+    }
 }
