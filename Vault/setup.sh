@@ -6,7 +6,10 @@ packages=(libsodium-dev libfprint-2-dev libglib2.0-dev libsqlite3-dev libarchive
   swtpm swtpm-tools tpm2-tools libtss2-dev libtss2-tcti-swtpm0 zsh fish man-db
   fprintd dbus python3-dbusmock polkitd
   keepassxc pass gnupg oathtool golang-go
-  libssl-dev openssh-client openssh-server openssh-tests)
+  libssl-dev openssh-client openssh-server openssh-tests
+  libgcrypt20-dev libsecret-1-dev libsecret-tools gnome-keyring python3-secretstorage python3-keyring dbus-daemon
+  libglib2.0-bin pinentry-tty
+  dpkg-dev lintian systemd-container)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

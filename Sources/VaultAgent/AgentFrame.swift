@@ -53,14 +53,10 @@ public enum AgentCodec {
     /// A reply as a frame. A reply that cannot be encoded or is over the reply limit becomes a
     /// `failed` reply saying so.
     public static func frame(_ reply: AgentReply, tail: [UInt8] = []) -> AgentFrame {
-        do {
-            if let frame = try AgentFrame.encoding(reply, tail: tail, limit: AgentLimits.replyFrame) { return frame }
-        } catch {
-            return AgentFrame(json: (try? WireJSON.encode(AgentReply.failed(error: error.vaultError))) ?? [])
-        }
-        let error = VaultError.failure("the reply is over the unlock session's limit of \(AgentLimits.replyFrame) bytes",
-                                       hint: "run the command without the session: add --passcode")
-        return AgentFrame(json: (try? WireJSON.encode(AgentReply.failed(error: error))) ?? [])
+        .reply(reply, tail: tail, limit: AgentLimits.replyFrame,
+               overLimit: .failure("the reply is over the unlock session's limit of \(AgentLimits.replyFrame) bytes",
+                                   hint: "run the command without the session: add --passcode"),
+               failed: { .failed(error: $0) })
     }
 
     /// Decodes a reply frame.

@@ -54,13 +54,9 @@ public enum AuthorityCodec {
     /// A reply as a frame; `tail` is the key of `bound` and `key`. A reply that cannot be
     /// encoded or is over the limit becomes a `failed` reply saying so.
     package static func frame(_ reply: AuthorityReply, tail: [UInt8] = []) -> AuthorityFrame {
-        do {
-            if let frame = try AuthorityFrame.encoding(reply, tail: tail, limit: AuthorityLimits.replyFrame) { return frame }
-        } catch {
-            return AuthorityFrame(json: (try? WireJSON.encode(AuthorityReply.failed(error: error.vaultError))) ?? [])
-        }
-        let error = VaultError.failure("the key authority's reply is over its limit of \(AuthorityLimits.replyFrame) bytes")
-        return AuthorityFrame(json: (try? WireJSON.encode(AuthorityReply.failed(error: error))) ?? [])
+        .reply(reply, tail: tail, limit: AuthorityLimits.replyFrame,
+               overLimit: .failure("the key authority's reply is over its limit of \(AuthorityLimits.replyFrame) bytes"),
+               failed: { .failed(error: $0) })
     }
 
     /// Decodes a reply frame.

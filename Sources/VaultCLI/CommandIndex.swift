@@ -9,7 +9,7 @@ enum CommandIndex {
         ("fingerprint", ["enroll", "unenroll", "fingers", "doctor"]),
         ("sessions and scripts", ["unlock", "lock", "run", "login", "read", "inject", "log", "agent"]),
         ("vault management", ["init", "status", "settings", "passcode", "recover", "rotate", "repair",
-                              "import", "export", "completion", "manpage", "version", "help"]),
+                              "import", "export", "completion", "manpage", "version", "help", "secret-service"]),
     ]
 
     /// The overview's one-line summaries (the table's own summary, cut short, for the others).
@@ -24,6 +24,7 @@ enum CommandIndex {
         "import": "add items from JSON", "export": "print every item as JSON", "completion": "shell completions",
         "manpage": "print the vault(1) page", "version": "print the version", "help": "show help",
         "read": "print one vault:// field", "inject": "fill secrets into a file",
+        "secret-service": "be the desktop keyring",
     ]
 
     /// Other names for commands, as typed by people coming from pass, op, bw or gopass: each runs

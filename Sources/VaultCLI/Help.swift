@@ -13,7 +13,11 @@ enum Help {
         s += wrap("usage: vault [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGUMENTS]", width: columns - 1).joined(separator: "\n       ") + "\n"
         for group in CommandIndex.grouped(table) {
             s += "\n" + style.bold(group.title + ":") + "\n"
-            let cells = group.commands.map { c in "  " + c.name.padding(toLength: 11, withPad: " ", startingAt: 0) + (CommandIndex.briefs[c.name] ?? brief(c.summary, 26)) }
+            // A name longer than the column (secret-service) takes room from its brief.
+            let cells = group.commands.map { c in
+                let label = c.name.count <= 10 ? c.name.padding(toLength: 11, withPad: " ", startingAt: 0) : c.name + " "
+                return "  " + label + String((CommandIndex.briefs[c.name] ?? brief(c.summary, 26)).prefix(39 - label.count))
+            }
             var i = 0
             while i < cells.count {
                 let left = cells[i]

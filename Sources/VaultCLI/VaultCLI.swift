@@ -30,9 +30,10 @@ public enum VaultCLI {
          ImportExport.importCommand, ImportExport.exportCommand, SettingsCommand.settings]
             + RunLoginCommands.all + ReferenceCommands.all
             + FingerprintCommands.all
-            + [SessionCommands.lock, SessionCommands.agent]
+            + [SessionCommands.lock, SessionCommands.agent, SecretServiceCommand.command]
             + [helpCommand, VaultCommands.version, CompletionCommand.completion, CompletionCommand.manpage, Clipboard.clearCommand]
             + CredentialHelpers.commands
+            + SyncCommands.all
     }
 
     /// The commands the help overview lists (the credential helpers' verbs are for programs).

@@ -4,6 +4,10 @@ import Foundation
 /// another manager's item holds beyond these goes into custom fields.
 public enum ItemType: String, Codable, CaseIterable, Sendable {
     case login, note, card, identity
+    /// An item a Secret Service client stored (`vault secret-service`): its label, attributes and
+    /// content type are text fields (`secret-service.*`, in the overview, searchable), its secret
+    /// the password (docs/format.md, "Secret Service items").
+    case secretService = "secret-service"
 }
 
 /// How a custom field's value is treated: `text` and `url` are shown in summaries, `hidden` and

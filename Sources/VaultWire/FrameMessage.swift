@@ -13,6 +13,21 @@ extension Frame {
         return try Frame(json: json, tail: tail)
     }
 
+    /// A reply as a frame: `message` and `tail`; when the message cannot be encoded or is over
+    /// `limit` the frame of `failed(overLimit)`, and when its tail cannot be kept in guarded
+    /// memory the frame of `failed` saying so. A server always has a reply to send.
+    public static func reply<Reply: Encodable>(_ message: Reply, tail: [UInt8] = [], limit: Int, overLimit: @autoclosure () -> VaultError,
+                                               failed: (VaultError) -> Reply) -> Frame {
+        let why: VaultError
+        do {
+            if let frame = try encoding(message, tail: tail, limit: limit) { return frame }
+            why = overLimit()
+        } catch {
+            why = error.vaultError
+        }
+        return Frame(json: (try? WireJSON.encode(failed(why))) ?? [])
+    }
+
     /// The frame's JSON decoded as a request of type `T`.
     /// - Throws: `.usage("malformed request: ...")` naming the field that is wrong.
     public func request<T: Decodable>(_ type: T.Type) throws(VaultError) -> T {

@@ -255,12 +255,17 @@ extension TerminalRoundTwoTests {
         #expect(r.status == 3 && r.stderr.contains("did you mean 'github-personal'?"), "\(r.stderr)")
         r = box.vault(["rm", "--force", "gitlab-wrok"], passcode: pc)
         #expect(r.status == 3 && r.stderr.contains("did you mean 'gitlab-work'?"), "\(r.stderr)")
-        // As `bw get`: the one name that contains what was typed.
+        // As `bw get`, for a person at a terminal: the one name that contains what was typed.
+        let hub = TerminalRun(["get", "hub", "--field", "password", "--passcode-fd", "3"], env: box.env, fds: [3: pc + "\n"])
+        #expect(hub.finish() == 0)
+        #expect(hub.stdout == "gh-pw\n", "\(hub.screen)")
+        #expect(hub.screen.contains("using 'github-personal'"), "\(hub.screen)")
+        let two = TerminalRun(["get", "git", "--field", "password", "--passcode-fd", "3"], env: box.env, fds: [3: pc + "\n"])
+        #expect(two.finish() == 3)
+        #expect(two.stdout.isEmpty, "two match: none is taken: \(two.stdout)")
+        // A script gets the exact name or nothing: never another item's secret.
         r = box.vault(["get", "hub", "--field", "password"], passcode: pc)
-        #expect(r.status == 0 && r.stdout == "gh-pw\n", "\(r.stderr)")
-        #expect(r.stderr.contains("using 'github-personal'"), "\(r.stderr)")
-        r = box.vault(["get", "git", "--field", "password"], passcode: pc)
-        #expect(r.status == 3 && r.stdout.isEmpty, "two match: none is taken: \(r.stdout)")
+        #expect(r.status == 3 && r.stdout.isEmpty, "\(r.stdout)")
         r = box.vault(["otp", "github-personal"], passcode: pc)
         #expect(r.status == 1 && r.stderr.contains("vault: hint: add one with"), "\(r.stderr)")
         // An empty search says so on a terminal (stdout stays empty for scripts).

@@ -339,8 +339,18 @@ enum FingerprintCommands {
             } else {
                 fingerUnlock = nil
             }
+            // Who serves the desktop's keyring (org.freedesktop.secrets), and how to switch.
+            let keyring = SecretServiceCommand.owner(ctx.environment)
+            let keyringLine: String
+            switch keyring.owner {
+            case nil: keyringLine = "unknown: \(keyring.detail)"
+            case "nobody"?: keyringLine = "nobody: 'vault secret-service' serves your vaults"
+            case let o? where o.hasPrefix("vault "): keyringLine = o
+            case let o?: keyringLine = "\(o): 'vault secret-service --replace' takes it over"
+            }
             if inv.has(DoctorOptions.json) {
-                ctx.stdout.write(jsonText(["finger_unlock": fingerUnlock == nil, "readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
+                ctx.stdout.write(jsonText(["finger_unlock": fingerUnlock == nil, "readers": rows,
+                                           "secret_service": ["owner": keyring.owner.map { $0 as Any } ?? NSNull(), "detail": keyring.detail] as [String: Any], "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
                                                                          "reader_backend": backend.map { $0 as Any } ?? NSNull(),
                                                                          "requested": requested.map { $0.rawValue as Any } ?? NSNull(),
                                                                          "answers": reachable] as [String: Any],
@@ -351,6 +361,7 @@ enum FingerprintCommands {
                 return
             }
             ctx.stdout.write("vault-authd (\(socket)): \(daemonLine)\n")
+            ctx.stdout.write("secret service (org.freedesktop.secrets): \(keyringLine)\n")
             let how = requested == nil ? "" : ", as VAULT_AUTHORITY or --authority asks"
             ctx.stdout.write(reachable
                 ? "key authority: \(kind.rawValue) (\(kind.protection))\(how)\n"

@@ -31,12 +31,14 @@ extension ItemCommands {
             let vault = try openAccess(inv, ctx, purpose: "read '\(request.name)'")
             // A built-in secret field needs no overview to be checked first: a script's
             // `get --field password` is one request to the agent, not two. A name that is not
-            // there is looked up afterwards: a unique substring match is taken (as `bw get`).
+            // there is looked up afterwards: for a person at a terminal (who sees the note) a
+            // unique substring match is taken, as `bw get` does; a script gets only the exact
+            // name, so a rename never hands it another item's secret.
             do {
                 let plan = try request.direct ?? request.plan(for: try vault.overview(named: request.name))
                 try perform(plan, request, vault, inv, ctx)
             } catch VaultError.itemNotFound(let n) where n == request.name {
-                request.name = try ItemLookup.resolve(n, in: vault, ctx, substring: true)
+                request.name = try ItemLookup.resolve(n, in: vault, ctx, substring: ctx.stderr.isTerminal)
                 let plan = try request.direct ?? request.plan(for: try vault.overview(named: request.name))
                 try perform(plan, request, vault, inv, ctx)
             }

@@ -256,7 +256,7 @@ enum ItemCommands {
     /// `--type`, checked.
     static func itemType(_ inv: Invocation) throws -> ItemType? {
         guard let t = inv[ItemOptions.type] else { return nil }
-        guard let type = ItemType(rawValue: t) else { throw VaultError.usage("--type: unknown type '\(t)' (login, note, card or identity)") }
+        guard let type = ItemType(rawValue: t) else { throw VaultError.usage("--type: unknown type '\(t)' (login, note, card, identity or secret-service)") }
         return type
     }
 

@@ -83,6 +83,7 @@ extension UnlockedVault {
             let total = try store.itemCount()
             count = try reseal(itemsInto: fresh, total: total, progress: progress)
             try reseal(auditInto: fresh)
+            try reseal(syncSecretsInto: fresh)
             try db.query("DELETE FROM slots")
             try fresh.insertSlot(passcodeSealer, generation: newGeneration)
             if let recoverySealer { try fresh.insertSlot(recoverySealer, generation: newGeneration) }

@@ -12,6 +12,11 @@ public final class VaultStore {
     /// The random 16-byte vault identifier, bound into every record.
     public let vaultID: [UInt8]
 
+    /// A store over an open database (a clone builds its database through this, `createEmpty`).
+    convenience init(syncLocation location: VaultLocation, db: Database, vaultID: [UInt8]) {
+        self.init(location: location, db: db, vaultID: vaultID)
+    }
+
     private init(location: VaultLocation, db: Database, vaultID: [UInt8]) {
         self.location = location
         self.db = db
@@ -23,6 +28,16 @@ public final class VaultStore {
         CREATE TABLE items(id BLOB PRIMARY KEY, name_mac BLOB NOT NULL UNIQUE, generation INTEGER NOT NULL,
                            overview_nonce BLOB NOT NULL, overview BLOB NOT NULL,
                            secrets_nonce BLOB NOT NULL, secrets BLOB NOT NULL)
+        """
+
+    /// Every table of a new vault (schema 2).
+    static let schemaSQL = """
+        CREATE TABLE meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
+        CREATE TABLE slots(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, generation INTEGER NOT NULL,
+                           params BLOB NOT NULL, nonce BLOB NOT NULL, wrapped BLOB NOT NULL);
+        \(itemsTable);
+        CREATE TABLE audit(id INTEGER PRIMARY KEY, generation INTEGER NOT NULL,
+                           nonce BLOB NOT NULL, sealed BLOB NOT NULL);
         """
 
     // MARK: creating and opening
@@ -55,14 +70,7 @@ public final class VaultStore {
             let store = VaultStore(location: location, db: db, vaultID: randomBytes(16))
             let unlocked = try UnlockedVault(store: store, masterKey: vmk.duplicate(), generation: 1, slotSequence: 0)
             try db.transaction {
-                try db.execute("""
-                    CREATE TABLE meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
-                    CREATE TABLE slots(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, generation INTEGER NOT NULL,
-                                       params BLOB NOT NULL, nonce BLOB NOT NULL, wrapped BLOB NOT NULL);
-                    \(itemsTable);
-                    CREATE TABLE audit(id INTEGER PRIMARY KEY, generation INTEGER NOT NULL,
-                                       nonce BLOB NOT NULL, sealed BLOB NOT NULL);
-                    """)
+                try db.execute(schemaSQL)
                 try store.setMeta("schema_version", .integer(Int64(schemaVersion)))
                 try store.setMeta("vault_id", .blob(store.vaultID))
                 try store.setMeta("key_generation", .integer(1))
