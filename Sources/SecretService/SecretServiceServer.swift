@@ -425,7 +425,7 @@ public final class SecretServiceServer: @unchecked Sendable {
             }
             return try seal(approved.bytes, session, sessionPath: sessionPath, contentType: item.contentType)
         }
-        let plain = try access.releaseSecret(named: item.name, field: "password", command: "secret-service", freshMatch: nil)
+        let plain = try access.releaseSecret(named: item.name, field: .password, command: "secret-service", freshMatch: nil)
         return try seal(plain, session, sessionPath: sessionPath, contentType: item.contentType)
     }
 
