@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "vault-reader", targets: ["vault-reader"]),
         .executable(name: "vault-clipboard", targets: ["vault-clipboard"]),
         .executable(name: "virtual-reader", targets: ["virtual-reader"]),
+        .executable(name: "vault-secret-service", targets: ["vault-secret-service"]),
         .library(name: "VaultKit", targets: ["VaultKit"]),
         .library(name: "VaultOTP", targets: ["VaultOTP"]),
         .library(name: "FingerprintKit", targets: ["FingerprintKit"]),
@@ -37,10 +38,15 @@ let package = Package(
         .systemLibrary(name: "CArchive", providers: [.apt(["libarchive-dev"])]),
         .systemLibrary(name: "CXML2", providers: [.apt(["libxml2"])]),
         .systemLibrary(name: "CXCB", pkgConfig: "xcb", providers: [.apt(["libxcb1-dev"])]),
+        // GDBus (VaultDBus) and libgcrypt (the Secret Service's DH sessions): linked only into the
+        // processes that speak D-Bus, never into `vault`.
+        .systemLibrary(name: "CGio", pkgConfig: "gio-2.0", providers: [.apt(["libglib2.0-dev"])]),
+        .systemLibrary(name: "CGcrypt", pkgConfig: "libgcrypt", providers: [.apt(["libgcrypt20-dev"])]),
         .target(name: "VaultSystem", swiftSettings: upcoming),
         .target(name: "VaultKit", dependencies: ["CSodium", "CSQLite", "CTSS2", "VaultSystem"], swiftSettings: upcoming),
         .target(name: "VaultOTP", dependencies: ["VaultKit", "VaultSystem", "CNettle"], swiftSettings: upcoming),
-        .target(name: "FingerprintKit", dependencies: ["CFprint", "VaultSystem"], swiftSettings: upcoming),
+        .target(name: "VaultDBus", dependencies: ["CGio"], swiftSettings: upcoming),
+        .target(name: "FingerprintKit", dependencies: ["CFprint", "VaultSystem", "VaultDBus"], swiftSettings: upcoming),
         .target(
             name: "VaultInterchange", dependencies: ["VaultKit", "VaultSystem", "CArchive", "CXML2"],
             swiftSettings: upcoming),
@@ -50,11 +56,15 @@ let package = Package(
         .target(
             name: "VaultAuthority", dependencies: ["VaultKit", "VaultSystem", "VaultWire"],
             swiftSettings: upcoming),
-        .target(name: "VaultSSH", dependencies: ["VaultKit", "VaultSystem", "CCrypto"], swiftSettings: upcoming),
+        .target(name: "VaultSSH", dependencies: ["VaultKit", "VaultSystem", "VaultWire", "VaultAgent", "CCrypto"], swiftSettings: upcoming),
         .target(name: "ReaderLink", dependencies: ["VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .target(
-            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "VaultSync"],
+            name: "VaultCLI", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "VaultSync", "VaultSSH"],
             swiftSettings: upcoming),
+        .target(
+            name: "SecretService", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultDBus", "CGcrypt"],
+            swiftSettings: upcoming),
+        .executableTarget(name: "vault-secret-service", dependencies: ["SecretService", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault", dependencies: ["VaultCLI", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-ssh-agent", dependencies: ["VaultSSH", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-agent", dependencies: ["VaultAgent", "VaultSystem"], swiftSettings: upcoming),
@@ -75,6 +85,7 @@ let package = Package(
         .testTarget(name: "VaultSSHTests", dependencies: ["VaultSSH", "VaultKit", "VaultSystem"], swiftSettings: upcoming),
         .testTarget(name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultKit", "VaultSystem", "VaultWire"], swiftSettings: upcoming),
         .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultKit", "VaultInterchange", "VaultSystem"], swiftSettings: upcoming),
+        .testTarget(name: "SecretServiceTests", dependencies: ["SecretService", "VaultDBus", "VaultKit"], swiftSettings: upcoming),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultKit", "VaultInterchange"], exclude: ["Fixtures"], swiftSettings: upcoming),
     ],
     swiftLanguageModes: [.v6]

@@ -3,7 +3,7 @@
 #
 #   Fuzz/run.sh TARGET [ITERATIONS] [LIBFUZZER-OPTION...]
 #
-# TARGET is one of: frame handler record git docker import recovery references otpauth foreign. ITERATIONS defaults to
+# TARGET is one of: frame handler record git docker import recovery references otpauth foreign secret-service sshagent. ITERATIONS defaults to
 # 1000000 (libFuzzer's -runs). The modules are built with -sanitize=fuzzer,address into
 # .build-fuzz (the normal build never sees it); the target is the shared logic in
 # Tests/*/FuzzSmokeTests.swift plus Fuzz/Targets/TARGET.swift. The seeds in Fuzz/corpus/TARGET
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-targets="frame handler record git docker import recovery references otpauth foreign"
+targets="frame handler record git docker import recovery references otpauth foreign secret-service sshagent"
 usage() {
     echo "usage: Fuzz/run.sh TARGET [ITERATIONS] [LIBFUZZER-OPTION...]" >&2
     echo "targets: $targets" >&2
@@ -28,32 +28,46 @@ if [ $# -ge 1 ] && [[ $1 =~ ^[0-9]+$ ]]; then runs=$1; shift; fi
 scratch=.build-fuzz
 build=$scratch/release
 mkdir -p "$scratch/logs"
+module=VaultAgent
+[ "$target" = secret-service ] && module=SecretService
 if ! { swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultAgent &&
-       swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultInterchange; } \
+       swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultInterchange &&
+       swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target VaultSSH &&
+       swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --target "$module"; } \
         >"$scratch/logs/build.log" 2>&1; then
     grep -E "error:" "$scratch/logs/build.log" >&2 || tail -20 "$scratch/logs/build.log" >&2
     echo "run.sh: error: the module build failed (log: $scratch/logs/build.log)" >&2
     exit 1
 fi
 
+extra_maps=() extra_objects=() extra_libs=()
 case $target in
 frame | handler) logic=Tests/VaultAgentTests/FuzzSmokeTests.swift ;;
+secret-service)
+    # The D-Bus layer and the service: GLib's GVariant reader and libgcrypt are part of the target.
+    logic=Tests/SecretServiceTests/FuzzSmokeTests.swift
+    extra_maps=(-Xcc -fmodule-map-file=Sources/CGio/module.modulemap -Xcc -fmodule-map-file=Sources/CGcrypt/module.modulemap
+                $(pkg-config --cflags-only-I gio-2.0 | sed 's/-I/-Xcc -I/g'))
+    extra_objects=("$build"/VaultDBus.build/*.o "$build"/SecretService.build/*.o)
+    extra_libs=($(pkg-config --libs gio-2.0 libgcrypt))
+    ;;
+sshagent) logic=Tests/VaultSSHTests/FuzzSmokeTests.swift ;;
 *) logic=Tests/VaultKitTests/FuzzSmokeTests.swift ;;
 esac
 binary=$build/fuzz-$target
 # The harness sees VaultKit's `package` declarations as the package's own modules do: SwiftPM names
-# the package after its folder (lowercased), and so must swiftc here.
-package_name=$(basename "$PWD" | tr '[:upper:]' '[:lower:]')
+# the package after its folder (lowercased, other characters than letters, digits and _ made _), and so must swiftc here.
+package_name=$(basename "$PWD" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9_]/_/g')
 swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 -package-name "$package_name" \
     -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault \
-    -D VAULT_FUZZ_HARNESS -use-ld=lld -module-name "Fuzz_$target" \
+    -D VAULT_FUZZ_HARNESS -use-ld=lld -module-name "Fuzz_${target//-/_}" \
     -I "$build/Modules" \
     -Xcc -fmodule-map-file=Sources/CSodium/module.modulemap -Xcc -fmodule-map-file=Sources/CSQLite/module.modulemap \
     -Xcc -fmodule-map-file=Sources/CTSS2/module.modulemap -Xcc -fmodule-map-file=Sources/CArchive/module.modulemap \
-    -Xcc -fmodule-map-file=Sources/CXML2/module.modulemap \
+    -Xcc -fmodule-map-file=Sources/CXML2/module.modulemap -Xcc -fmodule-map-file=Sources/CCrypto/module.modulemap "${extra_maps[@]}" \
     "Fuzz/Targets/$target.swift" "$logic" \
     "$build"/VaultSystem.build/*.o "$build"/VaultKit.build/*.o "$build"/VaultWire.build/*.o "$build"/VaultAgent.build/*.o "$build"/VaultInterchange.build/*.o \
-    $(pkg-config --libs libsodium sqlite3) -o "$binary"
+    "$build"/VaultSSH.build/*.o "${extra_objects[@]}" $(pkg-config --libs libsodium sqlite3) "${extra_libs[@]}" -o "$binary"
 
 work=$scratch/corpus/$target
 artifacts=$scratch/artifacts
@@ -63,7 +77,7 @@ options=(-runs="$runs" -timeout=10 -rss_limit_mb=4096 -max_len=65536 -print_fina
          -artifact_prefix="$artifacts/$target-")
 case $target in
 git) options+=(-dict=Fuzz/dict/git.dict) ;;
-recovery) ;;
+recovery | secret-service | sshagent) ;;
 *) options+=(-dict=Fuzz/dict/json.dict) ;;
 esac
 

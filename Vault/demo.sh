@@ -13,31 +13,78 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/setup.sh"
 cd "$here/.."
-bin="$(swift build --show-bin-path)"
+bin="${VAULT_BIN_DIR:-$(swift build --show-bin-path)}"
 vault="$bin/vault"
 reader="$bin/virtual-reader"
 authd="$bin/vault-authd"
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings on a terminal only (NO_COLOR, TERM=dumb and a pipe get plain text).
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ] && [ "${TERM:-dumb}" != dumb ]; then
+  step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+  step() { printf '\n== %s\n' "$*"; }
+fi
 say() { printf '   %s\n' "$*"; }
 note() { printf 'demo: %s\n' "$*"; }
 
 umask 077   # the demo's passcode files stay private, also in system mode where the folder is 0755
 demo=$(mktemp -d /tmp/vault-demo.XXXXXX)
 mode=embedded authd_pid="" run_dir=/run/vault-auth made_run=0 demo_user=vault-demo
-# v ARGS...: runs vault, as the demo user against vault-authd in system mode (with the runtime
-# folder only once step 3b has made one for it: root's is not the demo user's).
-v() {
+# vault_argv: sets VARGV to the command line that runs vault: as the demo user against
+# vault-authd in system mode (with the runtime folder only once step 3b has made one for it:
+# root's is not the demo user's).
+vault_argv() {
   local user_runtime=""
   case ${XDG_RUNTIME_DIR:-} in "$demo"/*) user_runtime=$XDG_RUNTIME_DIR ;; esac
   if [ "$mode" = system ]; then
-    setpriv --reuid="$demo_user" --regid="$demo_user" --init-groups \
-      env -i PATH=/usr/bin:/bin LANG=C.UTF-8 HOME="$demo/user" \
-      VAULT_HOME="${VAULT_HOME:-}" XDG_STATE_HOME="${XDG_STATE_HOME:-}" ${user_runtime:+"XDG_RUNTIME_DIR=$user_runtime"} \
-      "$vault" "$@"
+    VARGV=(setpriv --reuid="$demo_user" --regid="$demo_user" --init-groups
+      env -i PATH=/usr/bin:/bin LANG=C.UTF-8 HOME="$demo/user" TERM="${TERM:-dumb}" ${NO_COLOR:+"NO_COLOR=$NO_COLOR"}
+      VAULT_HOME="${VAULT_HOME:-}" XDG_STATE_HOME="${XDG_STATE_HOME:-}" ${user_runtime:+"XDG_RUNTIME_DIR=$user_runtime"}
+      "$vault")
   else
-    "$vault" "$@"
+    VARGV=("$vault")
   fi
+}
+# v ARGS...: runs vault (see vault_argv).
+v() { vault_argv; "${VARGV[@]}" "$@"; }
+# at_terminal PROMPT=>ANSWER... -- ARGS...: runs vault ARGS on a pseudo-terminal this demo drives,
+# as a person at a terminal would: its screen is shown as it is, and each time PROMPT appears
+# ANSWER is typed (\n is Enter; @FILE types the first line of FILE, so the passcode is in no
+# argv). What the terminal echoes is on the screen: a secret typed at vault's prompts is not.
+at_terminal() {
+  local rules=()
+  while [ "$1" != -- ]; do rules+=("$1"); shift; done
+  shift
+  vault_argv
+  say "at a terminal: vault $*"
+  python3 - "${#rules[@]}" "${rules[@]}" "${VARGV[@]}" "$@" <<'PY'
+import os, pty, select, sys, time
+n = int(sys.argv[1]); rules = [r.split("=>", 1) for r in sys.argv[2:2 + n]]; argv = sys.argv[2 + n:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(argv[0], argv)
+screen, done, start = b"", 0, time.time()
+while True:
+    r, _, _ = select.select([fd], [], [], 0.2)
+    if r:
+        try: data = os.read(fd, 4096)
+        except OSError: data = b""
+        if not data: break
+        sys.stdout.buffer.write(data); sys.stdout.flush(); screen += data
+    while done < len(rules) and rules[done][0].encode() in screen:
+        answer = rules[done][1]
+        if answer.startswith("@"):
+            with open(answer[1:], "rb") as f: text = f.readline()
+        else:
+            text = answer.replace("\\n", "\n").encode()
+        time.sleep(0.3)
+        os.write(fd, text)
+        screen = screen.split(rules[done][0].encode(), 1)[1]
+        done += 1
+    if time.time() - start > 120: os.kill(pid, 9)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
 }
 # user_folder DIR: a private folder of the user who runs the vault steps.
 user_folder() {
@@ -176,11 +223,13 @@ touched() { # waits for the touches started so far (not for the daemon, also a c
   for t in "${touches[@]}"; do wait "$t" || true; done
   touches=()
 }
-expect_exit() { # expect_exit CODE COMMAND...: runs a command that must fail with CODE
-  local want=$1; shift
-  set +e; "$@"; local got=$?; set -e
-  if [ "$got" != "$want" ]; then echo "demo: expected exit $want, got $got" >&2; exit 1; fi
-  say "-> exit $got, as expected"
+expect_exit() { # expect_exit CODE MEANING COMMAND...: runs a command that must fail with CODE
+  local want=$1 meaning=$2; shift 2
+  set +e; NO_COLOR=1 "$@" 2>"$demo/stderr"; local got=$?; set -e
+  if [ "$got" != "$want" ]; then cat "$demo/stderr" >&2; echo "demo: expected exit $want ($meaning), got $got" >&2; exit 1; fi
+  # An expected failure is not an error of the demo: its message, quoted, not in red.
+  say "expected: exit $got ($meaning)"
+  sed -n 's/^vault: error: /   vault said: /p; s/^vault: hint: /   vault hint: /p' "$demo/stderr"
 }
 
 step "1. Create the vault 'personal' and enrol a finger (5 touches of the right index finger)"
@@ -194,6 +243,13 @@ printf 'gh-token-0451\n' | v add github --vault personal --username alice --url 
 v add prod-db --vault personal --username admin --generate --passcode-fd 3 3<"$demo/passcode"
 v ls --vault personal --passcode-fd 3 3<"$demo/passcode"
 
+step "2b. What a person meets: Enter at the touch prompt chooses the passcode, typed at a real prompt (nothing echoes)"
+at_terminal "touch the fingerprint reader=>\n" "passcode for vault 'personal': =>@$demo/passcode" -- ls --vault personal
+say "and a login's summary, the password masked, after a touch:"
+touch_with alice-right-index
+at_terminal -- get github --vault personal
+touched
+
 step "3. A script fetches a password: the finger unlocks it, no keyboard (--no-input)"
 touch_with alice-right-index
 token=$(v get github --vault personal --field password --no-input --reason "deploy script")
@@ -206,27 +262,29 @@ touch_with alice-right-index
 v unlock --vault personal --no-input --timeout 2m
 touched
 for i in 1 2 3; do say "fetch $i without a finger: $(v get github --vault personal --field password --no-input)"; done
-v status --vault personal --json | python3 -c 'import json,sys; s=json.load(sys.stdin)["session"]; print("   session open, idle time left:", s["idle_left"], "s")'
+v status --vault personal | sed -n "s/^vault 'personal': /   vault 'personal': /p"
 v lock --vault personal
-say "after 'vault lock' a script gets exit 19 (session ended):"
-expect_exit 19 v get github --vault personal --field password --no-input
+say "after 'vault lock' the next request needs a finger again:"
+touch_with alice-right-index
+say "fetch after the lock, one touch: $(v get github --vault personal --field password --no-input)"
+touched
 
 step "4. A stranger's finger is refused three times (one evaluation allows 3 tries)"
 touch_with mallory 3
-expect_exit 10 v get github --vault personal --field password --no-input
+expect_exit 10 "3 fingers did not match" v get github --vault personal --field password --no-input
 touched
 
 step "5. Two more failures lock fingerprint out (5 in a row); a script without the passcode stops with exit 17"
 touch_with mallory 2
-expect_exit 17 v get github --vault personal --field password --no-input --policy biometrics
+expect_exit 17 "locked out" v get github --vault personal --field password --no-input --policy biometrics
 touched
-v status --vault personal --json | python3 -c 'import json,sys; s=json.load(sys.stdin); print("   lockout:", s["lockout"])'
+v status --vault personal | sed -n 's/^  failed matches: /   failed matches: /p'
 say "even the right finger is not asked for now:"
-expect_exit 17 v get github --vault personal --field password --no-input
+expect_exit 17 "locked out" v get github --vault personal --field password --no-input
 
 step "6. The passcode is the fallback, and it lifts the lockout"
 v get github --vault personal --field password --passcode-fd 3 3<"$demo/passcode" >/dev/null
-v status --vault personal --json | python3 -c 'import json,sys; s=json.load(sys.stdin); print("   lockout:", s["lockout"])'
+v status --vault personal | sed -n 's/^  failed matches: /   failed matches: /p'
 touch_with alice-right-index
 say "fingerprint works again: $(v get github --vault personal --field username --no-input)"
 touched
@@ -244,7 +302,7 @@ v enroll --vault personal --finger left-index --passcode-fd 3 3<"$demo/passcode"
 touched
 v fingers
 say "'work' was bound to the old set of fingers, so its fingerprint slot no longer opens:"
-expect_exit 20 v get jira --vault work --field password --no-input
+expect_exit 20 "the enrolled fingers changed since 'work' was bound" v get jira --vault work --field password --no-input
 say "'personal' was re-bound when it enrolled, and the new finger opens it:"
 touch_with alice-left-index
 say "personal/github by the left index: $(v get github --vault personal --field password --no-input)"
@@ -252,9 +310,8 @@ touched
 
 step "9. 'work' follows the hint: its passcode, and its keys are rotated and bound to the new prints"
 v unlock --vault work --passcode --rotate --passcode-fd 3 3<"$demo/work-passcode"
-say "(that also opened a session for 'work'; lock it: the next request learns the session ended, exit 19)"
+say "(that also opened a session for 'work'; lock it, so the finger below is the one that opens it)"
 v lock --vault work
-expect_exit 19 v get jira --vault work --field password --no-input
 touch_with alice-right-index
 say "work/jira by finger: $(v get jira --vault work --field password --no-input)"
 touched

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs vault the Linux way: the release binaries, stripped (vault-reader and vault-clipboard, the reader process
 # and the X11 clipboard owner vault starts, go next to vault), the credential helpers, vault(1), the bash,
-# zsh and fish completions, the system unit of the key authority (vault-authd) and the user unit of the
-# agent, the vault-auth system user and the udev rule that gives it the readers. Safe to run again.
+# zsh and fish completions, the system unit of the key authority (vault-authd), the user units of the
+# agent and of the Secret Service (vault-secret-service, with its D-Bus activation file), the vault-auth
+# system user and the udev rule that gives it the readers. Safe to run again.
 #
 #   sudo ./Vault/install.sh [--dry-run] [--from DIR]
 #
@@ -80,7 +81,7 @@ else
   fi
 fi
 if ((!dry_run)); then
-  for b in vault vault-agent vault-authd vault-reader vault-clipboard; do
+  for b in vault vault-agent vault-authd vault-reader vault-clipboard vault-secret-service; do
     [ -x "$bin/$b" ] || { echo "vault install: error: no $b in $bin" >&2; exit 1; }
   done
 fi
@@ -93,7 +94,7 @@ if ! command -v strip >/dev/null; then
   say "warning: no strip on PATH (Debian package binutils): the binaries are installed with their symbols"
   strip_flag=()
 fi
-for b in vault vault-agent vault-authd vault-reader vault-clipboard; do
+for b in vault vault-agent vault-authd vault-reader vault-clipboard vault-secret-service; do
   run install -D -m 0755 "${strip_flag[@]}" "$bin/$b" "$dest$bindir/$b"
 done
 # The credential helpers are the same binary under another name.
@@ -131,6 +132,11 @@ unit() {
 }
 unit "$here/vault-authd.service" "$dest/etc/systemd/system/vault-authd.service"
 unit "$here/vault-agent.service" "$dest/etc/systemd/user/vault-agent.service"
+# The Secret Service: its user unit, and the session bus's activation file, which starts it when a
+# program asks for org.freedesktop.secrets and nobody (gnome-keyring) owns the name. The bus reads
+# activation files from $XDG_DATA_DIRS/dbus-1/services (/usr/local/share and /usr/share by default).
+unit "$here/vault-secret-service.service" "$dest/etc/systemd/user/vault-secret-service.service"
+unit "$here/org.freedesktop.secrets.service" "$dest$prefix/share/dbus-1/services/org.freedesktop.secrets.service"
 
 # 3. The system user and the readers.
 run install -D -m 0644 "$here/vault-auth.sysusers" "$dest/etc/sysusers.d/vault-auth.conf"
@@ -189,6 +195,7 @@ if [ -d /run/systemd/system ]; then
   say "start the key authority now and at every boot:"
   say "  sudo systemctl enable --now vault-authd"
   say "the agent, for each user who wants it at login: systemctl --user enable --now vault-agent"
+  say "vault as the desktop's keyring (instead of gnome-keyring): systemctl --user enable --now vault-secret-service"
 else
   say "PID 1 is $(cat /proc/1/comm 2>/dev/null || echo unknown), not systemd: systemctl cannot start vault-authd here"
   say "on a machine booted with systemd: sudo systemctl enable --now vault-authd"

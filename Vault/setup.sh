@@ -6,7 +6,10 @@ packages=(libsodium-dev libfprint-2-dev libglib2.0-dev libsqlite3-dev libarchive
   swtpm swtpm-tools tpm2-tools libtss2-dev libtss2-tcti-swtpm0 zsh fish man-db
   fprintd dbus python3-dbusmock polkitd
   keepassxc pass gnupg oathtool golang-go
-  libssl-dev openssh-client openssh-server openssh-tests)
+  libssl-dev openssh-client openssh-server openssh-tests
+  libgcrypt20-dev libsecret-1-dev libsecret-tools gnome-keyring python3-secretstorage python3-keyring dbus-daemon
+  libglib2.0-bin pinentry-tty
+  dpkg-dev lintian systemd-container)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,6 +25,19 @@ if ((${#missing[@]})); then
     exit 1
   fi
 fi
-command -v swift >/dev/null || { echo "vault setup: the Swift toolchain is not on PATH" >&2; exit 1; }
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-swift build -c "${VAULT_BUILD_CONFIG:-debug}" >&2
+# VAULT_BIN_DIR names binaries built already (the tests run the demo so): nothing is built.
+if [ -n "${VAULT_BIN_DIR:-}" ]; then return 0 2>/dev/null || exit 0; fi
+command -v swift >/dev/null || { echo "vault setup: the Swift toolchain is not on PATH" >&2; exit 1; }
+# One line while it builds; the compiler's output goes to a file, shown when the build fails.
+build_log="${VAULT_BUILD_LOG:-.build/setup-build.log}"
+mkdir -p "$(dirname "$build_log")"
+printf 'vault setup: building vault (swift build -c %s; the full log: %s) ... ' "${VAULT_BUILD_CONFIG:-debug}" "$build_log" >&2
+build_start=$SECONDS
+if swift build -c "${VAULT_BUILD_CONFIG:-debug}" >"$build_log" 2>&1; then
+  echo "done in $((SECONDS - build_start)) s" >&2
+else
+  echo "FAILED; the build's output:" >&2
+  cat "$build_log" >&2
+  exit 1
+fi

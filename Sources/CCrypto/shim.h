@@ -1,6 +1,7 @@
 #include <dlfcn.h>
 #include <stddef.h>
 #include <openssl/bn.h>
+#include <openssl/decoder.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
@@ -49,7 +50,26 @@ struct vault_crypto_api {
     __typeof__(&EVP_DigestVerifyInit_ex) _Nonnull EVP_DigestVerifyInit_ex;
     __typeof__(&EVP_DigestVerify) _Nonnull EVP_DigestVerify;
     __typeof__(&ERR_clear_error) _Nonnull ERR_clear_error;
+    __typeof__(&EVP_CIPHER_fetch) _Nonnull EVP_CIPHER_fetch;
+    __typeof__(&EVP_CIPHER_free) _Nonnull EVP_CIPHER_free;
+    __typeof__(&EVP_CIPHER_CTX_new) _Nonnull EVP_CIPHER_CTX_new;
+    __typeof__(&EVP_CIPHER_CTX_free) _Nonnull EVP_CIPHER_CTX_free;
+    __typeof__(&EVP_CIPHER_CTX_ctrl) _Nonnull EVP_CIPHER_CTX_ctrl;
+    __typeof__(&EVP_DecryptInit_ex2) _Nonnull EVP_DecryptInit_ex2;
+    __typeof__(&EVP_DecryptUpdate) _Nonnull EVP_DecryptUpdate;
+    __typeof__(&EVP_DecryptFinal_ex) _Nonnull EVP_DecryptFinal_ex;
+    __typeof__(&OSSL_DECODER_CTX_new_for_pkey) _Nonnull OSSL_DECODER_CTX_new_for_pkey;
+    __typeof__(&OSSL_DECODER_CTX_set_passphrase) _Nonnull OSSL_DECODER_CTX_set_passphrase;
+    __typeof__(&OSSL_DECODER_from_data) _Nonnull OSSL_DECODER_from_data;
+    __typeof__(&OSSL_DECODER_CTX_free) _Nonnull OSSL_DECODER_CTX_free;
+    __typeof__(&EVP_PKEY_is_a) _Nonnull EVP_PKEY_is_a;
+    __typeof__(&EVP_PKEY_get_utf8_string_param) _Nonnull EVP_PKEY_get_utf8_string_param;
+    __typeof__(&EVP_PKEY_get_raw_private_key) _Nonnull EVP_PKEY_get_raw_private_key;
+    __typeof__(&EVP_PKEY_get_raw_public_key) _Nonnull EVP_PKEY_get_raw_public_key;
 };
+
+/* EVP_CIPHER_CTX_ctrl's command that sets a GCM tag before EVP_DecryptFinal_ex. */
+static const int vault_crypto_gcm_set_tag = EVP_CTRL_GCM_SET_TAG;
 
 /* EVP_PKEY_fromdata's selections (macros Swift cannot import). */
 static const int vault_crypto_keypair = EVP_PKEY_KEYPAIR;
@@ -98,6 +118,22 @@ static inline const char *_Nullable vault_crypto_open(struct vault_crypto_api *_
     VAULT_CRYPTO_SYM(EVP_DigestVerifyInit_ex)
     VAULT_CRYPTO_SYM(EVP_DigestVerify)
     VAULT_CRYPTO_SYM(ERR_clear_error)
+    VAULT_CRYPTO_SYM(EVP_CIPHER_fetch)
+    VAULT_CRYPTO_SYM(EVP_CIPHER_free)
+    VAULT_CRYPTO_SYM(EVP_CIPHER_CTX_new)
+    VAULT_CRYPTO_SYM(EVP_CIPHER_CTX_free)
+    VAULT_CRYPTO_SYM(EVP_CIPHER_CTX_ctrl)
+    VAULT_CRYPTO_SYM(EVP_DecryptInit_ex2)
+    VAULT_CRYPTO_SYM(EVP_DecryptUpdate)
+    VAULT_CRYPTO_SYM(EVP_DecryptFinal_ex)
+    VAULT_CRYPTO_SYM(OSSL_DECODER_CTX_new_for_pkey)
+    VAULT_CRYPTO_SYM(OSSL_DECODER_CTX_set_passphrase)
+    VAULT_CRYPTO_SYM(OSSL_DECODER_from_data)
+    VAULT_CRYPTO_SYM(OSSL_DECODER_CTX_free)
+    VAULT_CRYPTO_SYM(EVP_PKEY_is_a)
+    VAULT_CRYPTO_SYM(EVP_PKEY_get_utf8_string_param)
+    VAULT_CRYPTO_SYM(EVP_PKEY_get_raw_private_key)
+    VAULT_CRYPTO_SYM(EVP_PKEY_get_raw_public_key)
 #undef VAULT_CRYPTO_SYM
     return NULL;
 }

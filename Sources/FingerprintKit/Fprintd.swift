@@ -1,4 +1,4 @@
-internal import CFprint
+internal import VaultDBus
 internal import Foundation
 
 /// How an fprintd operation ended, other than success. Every D-Bus error and every signal of
@@ -64,7 +64,7 @@ public enum FprintdFinger {
 /// One claim of fprintd's default device, over a D-Bus connection of its own to the system bus
 /// (`DBUS_SYSTEM_BUS_ADDRESS` moves it): fprintd ties a claim to the connection, so Claim, the
 /// scans and Release all go over this one, and closing it ends the claim even if Release was never
-/// sent.
+/// sent. The D-Bus layer is VaultDBus's (the one the Secret Service shares).
 ///
 /// **Only this connection's device counts.** fprintd broadcasts VerifyStatus and EnrollStatus;
 /// any process may emit a signal of that name. The session subscribes with the sender set to the
@@ -84,11 +84,10 @@ public final class FprintdSession {
     /// The user the device was claimed for.
     public let user: String
 
-    private let context: OpaquePointer
-    private let connection: OpaquePointer
+    private let connection: DBusConnection
     private let owner: String
     private let inbox = SignalInbox()
-    private var subscriptions: [UInt32] = []
+    private var signals: DBusSignalContext?
     private var claimed = false
 
     static let service = "net.reactivated.Fprint"
@@ -98,27 +97,21 @@ public final class FprintdSession {
 
     /// Whether fprintd owns its name on the system bus now.
     public static func isRunning() -> Bool {
-        guard let probe = try? FprintdBus() else { return false }
-        return (try? probe.owner()) != nil
+        guard let bus = try? FprintdBus.connect() else { return false }
+        defer { bus.close() }
+        return (try? FprintdBus.owner(on: bus)) != nil
     }
 
     /// fprintd's names of `user`'s enrolled fingers on the default device, without claiming it
     /// (`vault fingers`, `vault status`).
     /// - Throws: `.notRunning`, `.permissionDenied`, `.failed`.
     public static func enrolledFingers(of user: String) throws(FprintdError) -> [String] {
-        let bus = try FprintdBus()
-        let connection = bus.take()
-        defer {
-            g_dbus_connection_close_sync(connection, nil, nil)
-            g_object_unref(UnsafeMutableRawPointer(connection))
-        }
+        let connection = try FprintdBus.connect()
+        defer { connection.close() }
         let owner = try FprintdBus.owner(on: connection)
-        let path = try call(connection, owner, "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Manager",
-                            "GetDefaultDevice", []) { (v: GVariantRef) throws(FprintdError) in try v.child(0).string() }
+        let path = try string(call(connection, owner, "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Manager", "GetDefaultDevice", []).first)
         do {
-            return try call(connection, owner, path, deviceInterface, "ListEnrolledFingers", [.string(user)]) {
-                (v: GVariantRef) throws(FprintdError) in try v.child(0).strings()
-            }
+            return try strings(call(connection, owner, path, deviceInterface, "ListEnrolledFingers", [.string(user)]).first)
         } catch {
             if error == .noEnrolledPrints { return [] }
             throw error
@@ -130,31 +123,19 @@ public final class FprintdSession {
     /// - Throws: `.notRunning`, `.busy`, `.permissionDenied`, `.failed`.
     public init(claimFor user: String) throws(FprintdError) {
         self.user = user
-        context = g_main_context_new()
-        let bus: FprintdBus
-        do { bus = try FprintdBus() } catch {
-            g_main_context_unref(context)
-            throw error
-        }
-        connection = bus.take()
+        connection = try FprintdBus.connect()
         do {
             owner = try FprintdBus.owner(on: connection)
-            let path = try Self.call(connection, owner, "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Manager",
-                                     "GetDefaultDevice", []) { (v: GVariantRef) throws(FprintdError) in try v.child(0).string() }
+            let path = try Self.string(Self.call(connection, owner, "/net/reactivated/Fprint/Manager", "net.reactivated.Fprint.Manager",
+                                                 "GetDefaultDevice", []).first)
             devicePath = path
-            deviceName = (try? Self.property(connection, owner, path, "name") { (v: GVariantRef) throws(FprintdError) in try v.string() }) ?? "fprintd device"
-            enrollStages = (try? Self.property(connection, owner, path, "num-enroll-stages") { $0.int32() }).map(Int.init) ?? 5
+            deviceName = (try? Self.string(Self.property(connection, owner, path, "name"))) ?? "fprintd device"
+            if case .int32(let n)? = try? Self.property(connection, owner, path, "num-enroll-stages") { enrollStages = Int(n) } else { enrollStages = 5 }
         } catch {
-            g_dbus_connection_close_sync(connection, nil, nil)
-            g_object_unref(UnsafeMutableRawPointer(connection))
-            g_main_context_unref(context)
+            connection.close()
             throw error
         }
-        // Signal callbacks go to the context that is the thread default at subscription: ours,
-        // pushed only for that moment, then drained by whichever thread waits for a signal.
-        g_main_context_push_thread_default(context)
         subscribe()
-        g_main_context_pop_thread_default(context)
         do {
             try call("Claim", [.string(user)])
             claimed = true
@@ -174,19 +155,15 @@ public final class FprintdSession {
         closed = true
         if claimed { _ = try? call("Release", []) }
         claimed = false
-        for id in subscriptions { g_dbus_connection_signal_unsubscribe(connection, UInt32(id)) }
-        g_dbus_connection_close_sync(connection, nil, nil)
-        g_object_unref(UnsafeMutableRawPointer(connection))
-        drain()
-        g_main_context_unref(context)
+        connection.close()
+        signals?.drain()
+        signals = nil
     }
 
     /// fprintd's names of `user`'s enrolled fingers (empty when none).
     public func enrolledFingers() throws(FprintdError) -> [String] {
         do {
-            return try Self.call(connection, owner, devicePath, Self.deviceInterface, "ListEnrolledFingers", [.string(user)]) { (v: GVariantRef) throws(FprintdError) in
-                try v.child(0).strings()
-            }
+            return try Self.strings(Self.call(connection, owner, devicePath, Self.deviceInterface, "ListEnrolledFingers", [.string(user)]).first)
         } catch {
             if error == .noEnrolledPrints { return [] }
             throw error
@@ -256,7 +233,7 @@ public final class FprintdSession {
         while true {
             drain()
             if let event = inbox.take(signal) { return (signal, event.result, event.done) }
-            if inbox.ownerGone || g_dbus_connection_is_closed(connection) != 0 { throw .vanished }
+            if inbox.ownerGone || connection.isClosed { throw .vanished }
             switch cancellation.reason {
             case .user: throw .cancelled
             case .program, .timeout: throw .cancelledByProgram
@@ -269,80 +246,65 @@ public final class FprintdSession {
 
     /// Runs whatever the connection's worker thread queued on this session's context.
     private func drain() {
-        while g_main_context_iteration(context, 0) != 0 {}
+        signals?.drain()
     }
 
     private func subscribe() {
-        let box = Unmanaged.passUnretained(inbox).toOpaque()
+        let signals = DBusSignalContext()
+        let inbox = self.inbox
         for member in ["VerifyStatus", "EnrollStatus"] {
-            subscriptions.append(UInt32(g_dbus_connection_signal_subscribe(
-                connection, owner, Self.deviceInterface, member, devicePath, nil, G_DBUS_SIGNAL_FLAGS_NONE,
-                { _, _, _, _, signal, parameters, data in
-                    guard let data, let signal, let parameters else { return }
-                    let inbox = Unmanaged<SignalInbox>.fromOpaque(data).takeUnretainedValue()
-                    let v = GVariantRef(borrowing: parameters)
-                    guard v.typeString == "(sb)", let result = try? v.child(0).string() else { return }
-                    inbox.put(String(cString: signal), result: result, done: v.child(1).boolean())
-                }, box, nil)))
+            signals.subscribe(connection, sender: owner, interface: Self.deviceInterface, member: member, path: devicePath) { signal, values in
+                guard values.count == 2, case .string(let result) = values[0], case .boolean(let done) = values[1] else { return }
+                inbox.put(signal, result: result, done: done)
+            }
         }
-        subscriptions.append(UInt32(g_dbus_connection_signal_subscribe(
-            connection, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged", "/org/freedesktop/DBus",
-            Self.service, G_DBUS_SIGNAL_FLAGS_NONE,
-            { _, _, _, _, _, parameters, data in
-                guard let data, let parameters else { return }
-                let inbox = Unmanaged<SignalInbox>.fromOpaque(data).takeUnretainedValue()
-                let v = GVariantRef(borrowing: parameters)
-                if v.typeString == "(sss)", (try? v.child(2).string()) == "" { inbox.ownerGone = true }
-            }, box, nil)))
+        signals.subscribe(connection, sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
+                          path: "/org/freedesktop/DBus", arg0: Self.service) { _, values in
+            if values.count == 3, values[2].text == "" { inbox.ownerGone = true }
+        }
+        self.signals = signals
     }
 
-    private func call(_ method: String, _ arguments: [GVariantArgument]) throws(FprintdError) -> Void {
-        try Self.call(connection, owner, devicePath, Self.deviceInterface, method, arguments) { _ in () }
+    private func call(_ method: String, _ arguments: [DBusValue]) throws(FprintdError) -> Void {
+        _ = try Self.call(connection, owner, devicePath, Self.deviceInterface, method, arguments)
     }
 
-    /// One method call to fprintd's unique name; `read` takes the reply apart.
-    static func call<T>(_ connection: OpaquePointer, _ owner: String, _ path: String, _ interface: String,
-                        _ method: String, _ arguments: [GVariantArgument],
-                        read: (GVariantRef) throws(FprintdError) -> T) throws(FprintdError) -> T {
-        var children: [OpaquePointer?] = arguments.map { arg in
-            switch arg { case .string(let s): g_variant_new_string(s) }
-        }
-        let parameters = children.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) }
-        var error: UnsafeMutablePointer<GError>?
-        let reply = g_dbus_connection_call_sync(connection, owner, path, interface, method, parameters, nil,
-                                                G_DBUS_CALL_FLAGS_NONE, callTimeoutMilliseconds, nil, &error)
-        if let error {
-            defer { g_error_free(error) }
+    /// One method call to fprintd's unique name.
+    static func call(_ connection: DBusConnection, _ owner: String, _ path: String, _ interface: String,
+                     _ method: String, _ arguments: [DBusValue]) throws(FprintdError) -> [DBusValue] {
+        do {
+            return try connection.call(owner, path, interface, method, arguments, timeoutMilliseconds: callTimeoutMilliseconds)
+        } catch {
             throw fprintdError(error)
         }
-        guard let reply else { throw .failed("\(method) gave no reply") }
-        return try read(GVariantRef(owning: reply))
     }
 
-    static func property<T>(_ connection: OpaquePointer, _ owner: String, _ path: String, _ name: String,
-                            read: (GVariantRef) throws(FprintdError) -> T) throws(FprintdError) -> T {
-        var children: [OpaquePointer?] = [g_variant_new_string(deviceInterface), g_variant_new_string(name)]
-        let parameters = children.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) }
-        var error: UnsafeMutablePointer<GError>?
-        let reply = g_dbus_connection_call_sync(connection, owner, path, "org.freedesktop.DBus.Properties", "Get", parameters, nil,
-                                                G_DBUS_CALL_FLAGS_NONE, callTimeoutMilliseconds, nil, &error)
-        if let error {
-            defer { g_error_free(error) }
+    static func property(_ connection: DBusConnection, _ owner: String, _ path: String, _ name: String) throws(FprintdError) -> DBusValue {
+        do {
+            return try connection.property(owner, path, deviceInterface, name, timeoutMilliseconds: callTimeoutMilliseconds)
+        } catch {
             throw fprintdError(error)
         }
-        guard let reply else { throw .failed("no property \(name)") }
-        return try read(GVariantRef(owning: reply).child(0).unboxed())
     }
 
-    /// The one mapping of a GDBus `GError` (a remote D-Bus error or a local one) to `FprintdError`.
-    static func fprintdError(_ error: UnsafeMutablePointer<GError>) -> FprintdError {
-        let message = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
-        var remote = ""
-        if let name = g_dbus_error_get_remote_error(error) {
-            remote = String(cString: name)
-            g_free(name)
+    static func string(_ v: DBusValue?) throws(FprintdError) -> String {
+        guard let v, case .string(let s) = v.unboxed.asPathOrString else {
+            throw .failed("fprintd sent \(v?.signature ?? "nothing") where a string was expected")
         }
-        switch remote {
+        return s
+    }
+
+    static func strings(_ v: DBusValue?) throws(FprintdError) -> [String] {
+        guard case .array("s", let items)? = v else {
+            throw .failed("fprintd sent \(v?.signature ?? "nothing") where a list of strings was expected")
+        }
+        return items.compactMap(\.text)
+    }
+
+    /// The one mapping of a D-Bus error (a remote one or a local one) to `FprintdError`.
+    static func fprintdError(_ error: DBusError) -> FprintdError {
+        let message = error.message
+        switch error.name {
         case "net.reactivated.Fprint.Error.AlreadyInUse": return .busy
         case "net.reactivated.Fprint.Error.PermissionDenied":
             let action = message.split(separator: " ").map(String.init).first { $0.hasPrefix("net.reactivated.fprint.") }
@@ -354,102 +316,46 @@ public final class FprintdSession {
             return .notRunning(message)
         case "":
             // A local error: the bus or the connection itself (closed, timed out).
-            if error.pointee.domain == g_io_error_quark() { return .notRunning(message) }
-            return .failed(message)
+            return .notRunning(message)
         default:
-            return .failed("\(remote): \(message)")
+            return .failed("\(error.name): \(message)")
         }
     }
 }
 
 /// A connection of its own to the system bus.
-final class FprintdBus {
-    private var connection: OpaquePointer?
-
-    init() throws(FprintdError) {
-        var error: UnsafeMutablePointer<GError>?
-        guard let address = g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SYSTEM, nil, &error) else {
-            defer { if let error { g_error_free(error) } }
-            throw .notRunning(error.map { FprintdSession.fprintdError($0).message } ?? "no system bus address")
+enum FprintdBus {
+    static func connect() throws(FprintdError) -> DBusConnection {
+        do {
+            return try DBusConnection.system()
+        } catch {
+            throw .notRunning("the system bus: \(error.message)")
         }
-        defer { g_free(address) }
-        let flags = GDBusConnectionFlags(rawValue: G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT.rawValue
-                                         | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION.rawValue)
-        guard let c = g_dbus_connection_new_for_address_sync(address, flags, nil, nil, &error) else {
-            let detail = error?.pointee.message.map { String(cString: $0) } ?? "cannot connect"
-            if let error { g_error_free(error) }
-            throw .notRunning("the system bus: \(detail)")
-        }
-        g_dbus_connection_set_exit_on_close(c, 0)
-        connection = c
-    }
-
-    deinit {
-        if let connection {
-            g_dbus_connection_close_sync(connection, nil, nil)
-            g_object_unref(UnsafeMutableRawPointer(connection))
-        }
-    }
-
-    /// Gives the connection away (the caller closes and unrefs it).
-    func take() -> OpaquePointer {
-        defer { connection = nil }
-        return connection!
     }
 
     /// fprintd's unique name now.
-    func owner() throws(FprintdError) -> String { try Self.owner(on: connection!) }
-
-    static func owner(on connection: OpaquePointer) throws(FprintdError) -> String {
-        try FprintdSession.call(connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                "GetNameOwner", [.string(FprintdSession.service)]) { (v: GVariantRef) throws(FprintdError) in try v.child(0).string() }
+    static func owner(on connection: DBusConnection) throws(FprintdError) -> String {
+        do {
+            guard let owner = try connection.owner(of: FprintdSession.service) else {
+                throw FprintdError.notRunning("\(FprintdSession.service) has no owner on the system bus")
+            }
+            return owner
+        } catch let e as FprintdError {
+            throw e
+        } catch let e as DBusError {
+            throw FprintdSession.fprintdError(e)
+        } catch {
+            throw .failed("\(error)")
+        }
     }
 }
 
-/// A call argument.
-enum GVariantArgument {
-    case string(String)
-}
-
-/// A GVariant owned (unref in deinit) or borrowed.
-final class GVariantRef {
-    let raw: OpaquePointer
-    private let owned: Bool
-
-    init(owning raw: OpaquePointer) {
-        self.raw = raw
-        owned = true
+extension DBusValue {
+    /// A string, an object path read as a string.
+    var asPathOrString: DBusValue {
+        if case .objectPath(let p) = self { return .string(p) }
+        return self
     }
-
-    init(borrowing raw: OpaquePointer) {
-        self.raw = raw
-        owned = false
-    }
-
-    deinit { if owned { g_variant_unref(raw) } }
-
-    var typeString: String { String(cString: g_variant_get_type_string(raw)) }
-
-    func child(_ i: Int) -> GVariantRef { GVariantRef(owning: g_variant_get_child_value(raw, gsize(i))) }
-
-    func unboxed() -> GVariantRef { GVariantRef(owning: g_variant_get_variant(raw)) }
-
-    func string() throws(FprintdError) -> String {
-        let t = typeString
-        guard t == "s" || t == "o" else { throw .failed("fprintd sent \(t) where a string was expected") }
-        return String(cString: g_variant_get_string(raw, nil))
-    }
-
-    func strings() throws(FprintdError) -> [String] {
-        guard typeString == "as" else { throw .failed("fprintd sent \(typeString) where a list of strings was expected") }
-        var out: [String] = []
-        for i in 0..<Int(g_variant_n_children(raw)) { out.append(try child(i).string()) }
-        return out
-    }
-
-    func boolean() -> Bool { typeString == "b" && g_variant_get_boolean(raw) != 0 }
-
-    func int32() -> Int32 { typeString == "i" ? g_variant_get_int32(raw) : 0 }
 }
 
 /// The signals delivered to a session (on its own thread, while it drains its context).

@@ -75,12 +75,18 @@ enum Auth {
     /// A vault bound to the system authority stays with it while vault-authd does not answer
     /// (its fingerprint slot then waits for the daemon): never a silent move to the embedded one.
     static func ownerAuthority(_ vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext) throws -> any KeyAuthority {
-        let bound = try? vault.store.fingerprintSlot()?.binding.authorityKind
-        let authority = try requestedAuthority(inv, ctx) == nil && bound == .system ? authority(inv, ctx, kind: .system) : authority(inv, ctx)
+        let authority = try enrolmentAuthority(vault.store, inv, ctx)
         if let why = try authority.resetIfDamaged() {
             ctx.say("vault: warning: \(why); it was reset: every vault needs its passcode once, then enrol your fingers again with 'vault enroll'")
         }
         return authority
+    }
+
+    /// The authority an owner of `store` enrols through (`ownerAuthority` without the reset):
+    /// the system one for a vault bound there, else the one for new bindings.
+    static func enrolmentAuthority(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> any KeyAuthority {
+        let bound = try? store.fingerprintSlot()?.binding.authorityKind
+        return try requestedAuthority(inv, ctx) == nil && bound == .system ? authority(inv, ctx, kind: .system) : authority(inv, ctx)
     }
 
     /// The context for `store`: policy from `--policy` or the vault, passcode from `--passcode-fd`
@@ -187,17 +193,27 @@ enum Auth {
 
     /// Unlocks with the recovery key from `--recovery-key-fd` or the terminal; like a passcode
     /// unlock, it resets the fingerprint lockout.
+    /// Typed on a terminal, a mistyped or wrong key asks again: three tries, as the passcode.
     static func unlockWithRecoveryKey(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) throws -> UnlockedVault {
-        let key: SecretBytes
-        if let fd = try SecretInput.descriptor(inv, VaultCommands.RecoverOptions.recoveryKeyFD) {
-            key = try SecretInput.line(fd: fd, what: "recovery key")
-        } else {
-            key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
-        }
+        let fd = try SecretInput.descriptor(inv, VaultCommands.RecoverOptions.recoveryKeyFD)
         let authority = try authority(for: store, inv, ctx)
-        let vault = try authority.unlock(store, recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
-        sayUnrecorded(vault, ctx, authority: authority)
-        return vault
+        let tries = fd == nil && !inv.noInput && ctx.terminal.isAvailable ? 3 : 1
+        for attempt in 1...tries {
+            let key: SecretBytes
+            if let fd {
+                key = try SecretInput.line(fd: fd, what: "recovery key")
+            } else {
+                key = try SecretInput.ask(ctx, inv, prompt: "recovery key: ", reason: "no terminal and no --recovery-key-fd")
+            }
+            do {
+                let vault = try authority.unlock(store, recoveryKey: String(decoding: key.exposedBytes(), as: UTF8.self))
+                sayUnrecorded(vault, ctx, authority: authority)
+                return vault
+            } catch let e as VaultError where e.kind == .authenticationFailed && attempt < tries && (try? store.slot(.recovery)) != nil {
+                ctx.say("vault: \(e.message); \(tries - attempt) \(tries - attempt == 1 ? "try" : "tries") left")
+            }
+        }
+        throw VaultError.authenticationFailed("wrong recovery key")
     }
 
     /// The fresh match fingerprint login demands (`vault login`, a release, the switch): a nonce

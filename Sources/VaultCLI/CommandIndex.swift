@@ -8,8 +8,9 @@ enum CommandIndex {
         ("everyday", ["add", "get", "edit", "ls", "search", "rm", "mv", "generate", "otp"]),
         ("fingerprint", ["enroll", "unenroll", "fingers", "doctor"]),
         ("sessions and scripts", ["unlock", "lock", "run", "login", "read", "inject", "log", "agent"]),
+        ("keys and machines", ["ssh-key", "secret-service", "remote", "sync", "clone"]),
         ("vault management", ["init", "status", "settings", "passcode", "recover", "rotate", "repair",
-                              "import", "export", "completion", "manpage", "version", "help"]),
+                              "import", "export", "completion", "manpage", "version"]),
     ]
 
     /// The overview's one-line summaries (the table's own summary, cut short, for the others).
@@ -23,7 +24,9 @@ enum CommandIndex {
         "recover": "new passcode (recovery key)", "rotate": "replace the vault's keys", "repair": "list or remove bad rows",
         "import": "add items from JSON", "export": "print every item as JSON", "completion": "shell completions",
         "manpage": "print the vault(1) page", "version": "print the version", "help": "show help",
-        "read": "print one vault:// field", "inject": "fill secrets into a file",
+        "read": "print one vault:// field", "ssh-key": "SSH keys a finger releases", "inject": "fill secrets into a file",
+        "secret-service": "be the desktop keyring", "remote": "set where sync goes",
+        "sync": "sync with the remote", "clone": "this vault on a new machine",
     ]
 
     /// Other names for commands, as typed by people coming from pass, op, bw or gopass: each runs
@@ -88,7 +91,8 @@ enum CommandIndex {
             cs.forEach { placed.insert($0.name) }
             if !cs.isEmpty { out.append((g.title, cs)) }
         }
-        let rest = table.filter { !placed.contains($0.name) }
+        // `help` is named by the overview's last line ('vault help COMMAND'), not listed.
+        let rest = table.filter { !placed.contains($0.name) && $0.name != "help" }
         if !rest.isEmpty { out.append(("more commands", rest)) }
         return out
     }

@@ -243,10 +243,10 @@ final class LibfprintReader: FingerprintReader {
         let process = sensor.process
         let cancellation = FingerprintCancellation(process)
         let out = Unchecked(value: (terminal: ctx.terminal, stderr: ctx.stderr))
-        let style = Style.terminal(ctx)
+        let line = ProgressLine(ctx, everyStep: true)
         let progress: @Sendable (Int, Int, String?) -> Void = { completed, total, advice in
             let note = "- " + (advice ?? (completed < total ? "lift and touch again" : "done"))
-            if onTerminal { out.value.terminal.write("\r\u{1b}[K" + style.progress(completed, of: total, note) + (completed == total ? "\n" : "")) }
+            if onTerminal { line.draw(completed, of: total, note) }
             else { out.value.stderr.write("vault: enrol " + Style.plain.progress(completed, of: total, note) + "\n") }
         }
         let request = ReaderRequest.enroll(finger: finger, username: NSUserName(), timeout: timeout)

@@ -2,28 +2,38 @@ import VaultKit
 
 /// Generated help text: the overview (every listed command by group, in two columns, and the
 /// global options once: it fits an 80x40 terminal), one command's help, the exit codes. All of it
-/// comes from the command table; `style` adds bold headings on a terminal.
+/// comes from the command table; `style` adds bold headings on a terminal. On a terminal the text
+/// wraps to its width (`columns`; lines of at most `columns - 1`, below 80 the overview takes one
+/// column and, below 60, an option's help goes under its name); examples are never broken (a
+/// command cut in two could not be copied).
 enum Help {
     /// The overview `vault help` prints.
-    static func overview(_ table: [CommandSpec], style: Style = .plain) -> String {
-        var s = "vault: a secrets vault unlocked by your fingerprint\n"
-        s += "usage: vault [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGUMENTS]\n"
+    static func overview(_ table: [CommandSpec], style: Style = .plain, columns: Int = 80) -> String {
+        var s = wrap("vault: a secrets vault unlocked by your fingerprint", width: columns - 1).joined(separator: "\n") + "\n"
+        s += wrap("usage: vault [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGUMENTS]", width: columns - 1).joined(separator: "\n       ") + "\n"
         for group in CommandIndex.grouped(table) {
             s += "\n" + style.bold(group.title + ":") + "\n"
-            let cells = group.commands.map { c in "  " + c.name.padding(toLength: 11, withPad: " ", startingAt: 0) + (CommandIndex.briefs[c.name] ?? brief(c.summary, 26)) }
+            // A name longer than the column (secret-service) takes room from its brief.
+            let cells = group.commands.map { c in
+                let label = c.name.count <= 10 ? c.name.padding(toLength: 11, withPad: " ", startingAt: 0) : c.name + " "
+                return "  " + label + String((CommandIndex.briefs[c.name] ?? brief(c.summary, 26)).prefix(39 - label.count))
+            }
             var i = 0
             while i < cells.count {
                 let left = cells[i]
-                if i + 1 < cells.count {
+                if i + 1 < cells.count && columns >= 80 {
                     s += left.padding(toLength: 41, withPad: " ", startingAt: 0) + cells[i + 1] + "\n"
+                    i += 2
                 } else {
                     s += left + "\n"
+                    i += 1
                 }
-                i += 2
             }
         }
-        s += "\n" + style.bold("global options:") + "\n" + options(globalOptions, width: 22)
-        s += "\nmore: 'vault help COMMAND' (or 'vault COMMAND -h'), 'vault help exit-codes'\n"
+        // The three every script needs, with their help; the others by name (40 lines in all).
+        s += "\n" + style.bold("global options:") + "\n" + options(Array(globalOptions.prefix(3)), width: 22, columns: columns)
+        s += wrap("  also: " + globalOptions.dropFirst(3).map(label).joined(separator: ", "), width: columns - 1).joined(separator: "\n    ") + "\n"
+        s += "\n" + wrap("more: 'vault help COMMAND' (or 'vault COMMAND -h'), 'vault help exit-codes'", width: columns - 1).joined(separator: "\n") + "\n"
         return s
     }
 
@@ -36,13 +46,14 @@ enum Help {
     }
 
     /// `vault help COMMAND`: usage, summary, options (with their short flags), aliases, examples.
-    static func command(_ c: CommandSpec, style: Style = .plain) -> String {
-        var s = style.bold("usage:") + " " + wrap(c.usage, width: 72).joined(separator: "\n       ") + "\n\n"
-            + wrap(c.summary, width: 79).joined(separator: "\n") + "\n"
+    static func command(_ c: CommandSpec, style: Style = .plain, columns: Int = 80) -> String {
+        let columns = max(30, columns)
+        var s = style.bold("usage:") + " " + wrap(c.usage, width: columns - 8).joined(separator: "\n       ") + "\n\n"
+            + wrap(c.summary, width: columns - 1).joined(separator: "\n") + "\n"
         let aliases = CommandIndex.aliases(of: c.name)
-        if !aliases.isEmpty { s += "also: " + aliases.map { "vault \($0)" }.joined(separator: ", ") + "\n" }
-        if !c.options.isEmpty { s += "\n" + style.bold("options:") + "\n" + options(c.options) }
-        s += "\n" + wrap("global options: " + globalOptions.map(\.name).joined(separator: " ") + " (see 'vault help')", width: 79)
+        if !aliases.isEmpty { s += wrap("also: " + aliases.map { "vault \($0)" }.joined(separator: ", "), width: columns - 1).joined(separator: "\n  ") + "\n" }
+        if !c.options.isEmpty { s += "\n" + style.bold("options:") + "\n" + options(c.options, columns: columns) }
+        s += "\n" + wrap("global options: " + globalOptions.map(\.name).joined(separator: " ") + " (see 'vault help')", width: columns - 3)
             .joined(separator: "\n  ") + "\n"
         if !c.examples.isEmpty {
             s += "\n" + style.bold("examples:") + "\n" + c.examples.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") + "\n"
@@ -57,14 +68,21 @@ enum Help {
     }
 
     /// Options, one a line, help aligned.
-    static func options(_ opts: [OptionSpec], width fixed: Int? = nil) -> String {
+    static func options(_ opts: [OptionSpec], width fixed: Int? = nil, columns: Int = 80) -> String {
         let labels = opts.map(label)
-        let width = fixed ?? min(26, (labels.map(\.count).max() ?? 10) + 2)
+        let width = columns < 60 ? 4 : fixed ?? min(26, (labels.map(\.count).max() ?? 10) + 2)
         let indent = String(repeating: " ", count: width + 2)
         return zip(labels, opts).map { l, o in
             let pad = l.count + 2 > width ? "\n" + indent : String(repeating: " ", count: width - l.count)
-            return "  " + l + pad + wrap(o.help, width: 79 - indent.count).joined(separator: "\n" + indent) + "\n"
+            return "  " + l + pad + wrap(o.help, width: columns - 1 - indent.count).joined(separator: "\n" + indent) + "\n"
         }.joined()
+    }
+
+    /// The width help is wrapped to on `sink`: its terminal's, else 80.
+    static func columns(_ sink: any TextSink, _ ctx: CommandContext) -> Int {
+        guard sink.isTerminal, let fd = (sink as? FileSink)?.fd else { return 80 }
+        // Wider than 100, lines get hard to follow: the text stops there.
+        return min(100, terminalColumns(ctx, fd: fd))
     }
 
     /// `text` in lines of at most `width` characters, broken at spaces.

@@ -1,3 +1,5 @@
+import VaultSystem
+
 /// Colour and bold for a person's terminal: errors red, warnings and hints yellow, headings and
 /// progress bold. Off when the stream is not a terminal, when `NO_COLOR` is set (no-color.org),
 /// with `--no-color`, and for `TERM=dumb`.
@@ -45,4 +47,64 @@ struct Style: Sendable {
         }
         return text
     }
+}
+
+/// A progress bar on a person's terminal (rotation, enrolment), drawn by ``Style/progress``:
+/// redrawn in place (`\r`, erase the line) in at most the terminal's width less one column, so
+/// it never wraps; with `TERM=dumb` no escape at all, whole lines instead: each step when
+/// `everyStep` (an enrolment's few touches), else the last one only (a rotation's items).
+final class ProgressLine: @unchecked Sendable {
+    private let terminal: any Terminal
+    private let style: Style
+    private let redraws: Bool
+    private let everyStep: Bool
+    private let columns: Int
+
+    /// The progress line of `ctx`'s terminal.
+    init(_ ctx: CommandContext, everyStep: Bool) {
+        terminal = ctx.terminal
+        style = Style.terminal(ctx)
+        let term = ctx.environment["TERM"] ?? ""
+        redraws = term != "dumb" && !term.isEmpty
+        self.everyStep = everyStep
+        columns = terminalColumns(ctx)
+    }
+
+    /// Draws `done` of `total` with `label`; the last step ends the line.
+    func draw(_ done: Int, of total: Int, width: Int? = nil, _ label: String) {
+        let text = ProgressLine.fitted(done, of: total, width: width, label, columns: columns, style: style)
+        if redraws {
+            terminal.write("\r\u{1b}[K" + text + (done == total ? "\n" : ""))
+        } else if everyStep || done == total {
+            terminal.write(text + "\n")
+        }
+    }
+
+    /// The bar and its label in `columns - 1` characters: the bar shrinks (to 5), then the label
+    /// is cut (ending in `~`), then the bar goes.
+    static func fitted(_ done: Int, of total: Int, width: Int?, _ label: String, columns: Int, style: Style) -> String {
+        let room = max(10, columns - 1)
+        let count = "\(done)/\(total)"
+        var w = width ?? total
+        let fixed = 3 + count.count + 1
+        if w + fixed + label.count > room { w = max(5, room - fixed - label.count) }
+        var text = label
+        if w + fixed + text.count > room {
+            let keep = room - fixed - w
+            if keep >= 4 {
+                text = String(text.prefix(keep - 1)) + "~"
+            } else {
+                let bare = count + " " + label
+                return bare.count > room ? String(bare.prefix(room - 1)) + "~" : bare
+            }
+        }
+        return style.progress(done, of: total, width: w, text)
+    }
+}
+
+/// The width of `ctx`'s terminal: its window size, else `COLUMNS`, else 80.
+func terminalColumns(_ ctx: CommandContext, fd: Int32? = nil) -> Int {
+    if let size = try? WindowSize.get(fd ?? ctx.terminal.inputFD), size.columns > 0 { return Int(size.columns) }
+    if let c = ctx.environment["COLUMNS"].flatMap(Int.init), c > 0 { return c }
+    return 80
 }

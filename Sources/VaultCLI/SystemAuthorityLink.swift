@@ -39,7 +39,7 @@ enum SystemAuthorityLink {
             }
             return nil
         })
-        let terminal = ctx.terminal, stderr = ctx.stderr, style = Style.terminal(ctx)
+        let stderr = ctx.stderr, line = ProgressLine(ctx, everyStep: true)
         return SystemKeyAuthority(socketPath: socket, scanTimeout: timeout, control: control, notices: { notice in
             switch notice {
             case .touchReader(let prompt):
@@ -50,7 +50,7 @@ enum SystemAuthorityLink {
                 stderr.write("vault: enrolling \(finger) on \(reader): touch the reader \(stages) times\n")
             case .enrollProgress(let done, let total, let advice):
                 let note = "- " + (advice ?? (done < total ? "lift and touch again" : "done"))
-                if interactive { terminal.write("\r\u{1b}[K" + style.progress(done, of: total, note) + (done == total ? "\n" : "")) }
+                if interactive { line.draw(done, of: total, note) }
                 else { stderr.write("vault: enrol " + Style.plain.progress(done, of: total, note) + "\n") }
             case .waitingForReader:
                 stderr.write("vault: waiting for the fingerprint reader (in use by another request)\n")

@@ -12,13 +12,13 @@ public enum VaultCLI {
         arguments: 0...1,
         run: { inv, ctx in
             let style = Style.of(ctx.stdout, ctx)
-            guard let topic = inv.arguments.first else { ctx.stdout.write(Help.overview(listed, style: style)); return }
+            guard let topic = inv.arguments.first else { ctx.stdout.write(Help.overview(listed, style: style, columns: Help.columns(ctx.stdout, ctx))); return }
             if topic == "exit-codes" { ctx.stdout.write(Help.exitCodeText); return }
             guard let c = CommandIndex.resolve(topic, in: table) else {
                 let near = Parser.suggestion(topic, among: table.map(\.name) + ["exit-codes"])
                 throw VaultError.usage("no help for '\(topic)'", hint: near.map { "did you mean 'vault help \($0)'?" })
             }
-            ctx.stdout.write(Help.command(c, style: style))
+            ctx.stdout.write(Help.command(c, style: style, columns: Help.columns(ctx.stdout, ctx)))
         })
 
     /// Every command, in the order help lists them.
@@ -30,7 +30,7 @@ public enum VaultCLI {
          ImportExport.importCommand, ImportExport.exportCommand, SettingsCommand.settings]
             + RunLoginCommands.all + ReferenceCommands.all
             + FingerprintCommands.all
-            + [SessionCommands.lock, SessionCommands.agent]
+            + [SessionCommands.lock, SessionCommands.agent, SecretServiceCommand.command, SSHKeyCommand.sshKey]
             + [helpCommand, VaultCommands.version, CompletionCommand.completion, CompletionCommand.manpage, Clipboard.clearCommand]
             + CredentialHelpers.commands
             + SyncCommands.all
@@ -51,14 +51,14 @@ public enum VaultCLI {
             command = parsed?.command
             guard let inv = parsed else {
                 if arguments.isEmpty {
-                    ctx.stderr.write(Help.overview(listed, style: Style.of(ctx.stderr, ctx)))
+                    ctx.stderr.write(Help.overview(listed, style: Style.of(ctx.stderr, ctx), columns: Help.columns(ctx.stderr, ctx)))
                     return 2
                 }
-                ctx.stdout.write(Help.overview(listed, style: Style.of(ctx.stdout, ctx)))
+                ctx.stdout.write(Help.overview(listed, style: Style.of(ctx.stdout, ctx), columns: Help.columns(ctx.stdout, ctx)))
                 return 0
             }
             if inv.has(GlobalOptions.help) {
-                ctx.stdout.write(Help.command(inv.command, style: Style.of(ctx.stdout, ctx)))
+                ctx.stdout.write(Help.command(inv.command, style: Style.of(ctx.stdout, ctx), columns: Help.columns(ctx.stdout, ctx)))
                 return 0
             }
             do {

@@ -141,3 +141,100 @@ public enum ForeignCSV {
         return batch
     }
 }
+
+/// Any CSV file (`--from csv`): each column goes to the field a column map names, in order.
+/// The map is `--columns name,username,password,url,notes` (then a first row equal to the map,
+/// in any case, is its header and skipped), else the file's header row read as one.
+public enum MappedCSV {
+    /// What a column can hold: the item's fields, `field:NAME` (a custom text field) or `-` (skipped).
+    public static let targets = ["name", "username", "password", "url", "notes", "totp", "tags", "type", "-"]
+
+    /// One column's place in an item.
+    enum Target: Equatable {
+        case name, username, password, url, notes, totp, tags, type, skip
+        case field(String)
+    }
+
+    /// The map `columns` spells, checked: every target known, each at most once, a name or a URL.
+    /// - Throws: `.usage` naming an unknown or repeated target.
+    static func parse(_ columns: [String], what: String) throws -> [Target] {
+        var seen: Set<String> = []
+        let map = try columns.map { raw -> Target in
+            let c = raw.trimmingCharacters(in: .whitespaces)
+            if c.lowercased().hasPrefix("field:") {
+                let name = String(c.dropFirst(6)).trimmingCharacters(in: .whitespaces)
+                guard !name.isEmpty else { throw VaultError.usage("\(what): 'field:' needs a name (field:NAME)") }
+                return .field(name)
+            }
+            let t = c.lowercased()
+            guard targets.contains(t) else {
+                let near = Spelling.nearest(to: t, among: targets.filter { $0 != "-" })
+                throw VaultError.usage("\(what): unknown column '\(c)'",
+                                       hint: (near.map { "did you mean '\($0)'? " } ?? "") + "columns: \(targets.joined(separator: ", ")), field:NAME")
+            }
+            if t != "-" {
+                guard seen.insert(t).inserted else { throw VaultError.usage("\(what): the column '\(t)' is named twice") }
+            }
+            switch t {
+            case "name": return .name
+            case "username": return .username
+            case "password": return .password
+            case "url": return .url
+            case "notes": return .notes
+            case "totp": return .totp
+            case "tags": return .tags
+            case "type": return .type
+            default: return .skip
+            }
+        }
+        guard map.contains(.name) || map.contains(.url) else {
+            throw VaultError.usage("\(what): no 'name' or 'url' column: an item needs a name", hint: "e.g. --columns name,username,password,url,notes")
+        }
+        return map
+    }
+
+    /// Reads `reader` with the column map `columns` (nil: the header row is the map).
+    /// - Throws: `.usage` for a bad map, a row with another number of fields (naming its line),
+    ///   an unknown type, or the limits of `ImportBatch`.
+    public static func read(_ reader: inout CSVReader, columns: [String]?, now: Int64) throws -> ImportBatch {
+        guard let first = try reader.next() else { throw VaultError.usage("the file is empty") }
+        let map: [Target]
+        var pending: CSVReader.Row?
+        if let columns {
+            map = try parse(columns, what: "--columns")
+            let header = first.fields.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            if header != columns.map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) { pending = first }
+        } else {
+            map = try parse(first.fields, what: "line 1 (the header; or give --columns)")
+        }
+        var batch = ImportBatch()
+        while let row = try pending.take() ?? reader.next() {
+            guard row.fields.count == map.count else {
+                throw VaultError.usage("line \(row.line): \(row.fields.count) fields, the column map has \(map.count)")
+            }
+            var item = Item(name: "untitled", now: now)
+            var named = false
+            for (target, raw) in zip(map, row.fields) where !raw.isEmpty {
+                switch target {
+                case .name: item.name = raw; named = true
+                case .username: item.username = raw
+                case .password: item.password = raw
+                case .url: item.urls = [raw]
+                case .notes: item.notes = raw
+                case .totp: item.totp = raw
+                case .tags: item.tags = raw.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                case .type:
+                    guard let type = ItemType(rawValue: raw.lowercased()) else {
+                        throw VaultError.usage("line \(row.line): unknown type '\(raw)'", hint: "types: \(ItemType.allCases.map(\.rawValue).joined(separator: ", "))")
+                    }
+                    item.type = type
+                case .field(let name): item.fields.append(CustomField(name: name, value: raw))
+                case .skip: break
+                }
+            }
+            if !named, let url = item.urls.first { item.name = URLComponents(string: url)?.host ?? url }
+            try batch.add(item, entry: "line \(row.line)")
+        }
+        return batch
+    }
+}

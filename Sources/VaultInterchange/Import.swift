@@ -14,6 +14,8 @@ public enum ImportFormat: String, CaseIterable, Sendable {
     case chromeCSV = "chrome-csv"
     case firefoxCSV = "firefox-csv"
     case pass
+    /// Any CSV file, read through a column map (`--columns`, else its header row).
+    case csv
 
     /// What the detection message calls it ("this looks like a Bitwarden JSON export").
     public var label: String {
@@ -29,6 +31,7 @@ public enum ImportFormat: String, CaseIterable, Sendable {
         case .chromeCSV: "a Chrome CSV export"
         case .firefoxCSV: "a Firefox CSV export"
         case .pass: "a pass password store"
+        case .csv: "a CSV file"
         }
     }
 

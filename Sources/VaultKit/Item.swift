@@ -1,9 +1,28 @@
 import Foundation
 
-/// What an item is: a login (the default), a secure note, a payment card or an identity. What
-/// another manager's item holds beyond these goes into custom fields.
+/// What an item is: a login (the default), a secure note, a payment card, an identity or an SSH
+/// key (`ssh-key`: its public key, private key and signing policy are custom fields, see
+/// `SSHKeyFields`). What another manager's item holds beyond these goes into custom fields.
 public enum ItemType: String, Codable, CaseIterable, Sendable {
     case login, note, card, identity
+    /// An item a Secret Service client stored (`vault secret-service`): its label, attributes and
+    /// content type are text fields (`secret-service.*`, in the overview, searchable), its secret
+    /// the password (docs/format.md, "Secret Service items").
+    case secretService = "secret-service"
+    case sshKey = "ssh-key"
+}
+
+/// The custom fields of an `ssh-key` item (docs/format.md): `public-key`, the authorized_keys
+/// line (text); `private-key`, an unencrypted openssh-key-v1 file (hidden: a secret, released
+/// only with a fresh match, since `vault ssh-key` turns fingerprint login on); `confirm`, when
+/// the SSH agent asks for a finger (`sign`, `session` or `none`).
+public enum SSHKeyFields {
+    /// The authorized_keys line.
+    public static let publicKey = "public-key"
+    /// The private key, an openssh-key-v1 file.
+    public static let privateKey = "private-key"
+    /// The agent's policy.
+    public static let confirm = "confirm"
 }
 
 /// How a custom field's value is treated: `text` and `url` are shown in summaries, `hidden` and

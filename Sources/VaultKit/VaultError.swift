@@ -15,6 +15,10 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
     case referenceNotFound(reference: String, String)
     /// 4: the name is taken.
     case alreadyExists(String)
+    /// 4: this finger is already enrolled (on the reader the enrolment would use).
+    case fingerEnrolled(String)
+    /// 3: this finger is not enrolled.
+    case fingerNotEnrolled(String)
     /// 5: data failed authentication or is not a vault database.
     case corrupt(String)
     /// 5: the database was written by a newer vault.
@@ -92,8 +96,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         switch self {
         case .failure, .changedMeanwhile: .failure
         case .usage: .usage
-        case .itemNotFound, .itemNotFoundNear, .vaultNotFound, .referenceNotFound: .notFound
-        case .alreadyExists: .alreadyExists
+        case .itemNotFound, .itemNotFoundNear, .vaultNotFound, .referenceNotFound, .fingerNotEnrolled: .notFound
+        case .alreadyExists, .fingerEnrolled: .alreadyExists
         case .corrupt, .newerFormat, .authorityDamaged, .settingsDamaged: .corrupt
         case .io, .insecurePermissions: .io
         case .authenticationFailed, .wrongPasscode, .freshMatchNeeded, .proofRefused: .authenticationFailed
@@ -132,6 +136,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .vaultNotFound(let n, let p): "no vault named '\(n)' at \(p)"
         case .referenceNotFound(let r, let why): "\(r): \(why)"
         case .alreadyExists(let n): "an item named '\(n)' already exists"
+        case .fingerEnrolled(let f): "\(f) is already enrolled"
+        case .fingerNotEnrolled(let f): "\(f) is not enrolled"
         case .corrupt(let m): "vault data is damaged or was tampered with: \(m)"
         case .newerFormat(let f, let s): "this vault uses format version \(f); this vault program reads up to version \(s)"
         case .io(let p, let m): "\(p): \(m)"
@@ -184,6 +190,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .referenceNotFound: "references are vault://[VAULT/]ITEM/FIELD, FIELD one of \(SecretReference.builtInFields.map(\.spelling).joined(separator: ", ")) or a custom field; list the items with 'vault ls'"
         case .vaultNotFound(let n, _): n == "default" ? "create it with 'vault init'" : "create it with 'vault init --vault \(n)'"
         case .alreadyExists: "choose another name, or replace it with --force"
+        case .fingerEnrolled(let f): "remove it first with '\(command("unenroll " + f))', or name another finger with --finger"
+        case .fingerNotEnrolled: "the enrolled fingers: '\(command("fingers"))'"
         case .corrupt: "restore the vault folder from a backup; other items are still readable"
         case .newerFormat: "upgrade vault"
         case .io: nil

@@ -5,8 +5,15 @@ internal import Foundation
 /// What one connection has told the agent: its session bindings.
 public struct AgentConnectionState {
     var binds: [SessionBind] = []
+    /// The program on the other end (from `SO_PEERCRED` at connection time).
+    public var program: RequestingProgram?
+    /// The connection's socket, watched for a hang-up while a finger is awaited.
+    public var client: Int32?
     /// A new connection's state.
-    public init() {}
+    public init(program: RequestingProgram? = nil, client: Int32? = nil) {
+        self.program = program
+        self.client = client
+    }
 }
 
 /// Answers one agent message at a time (draft-miller-ssh-agent, OpenSSH's PROTOCOL.agent), as
@@ -23,12 +30,15 @@ public final class AgentHandler: @unchecked Sendable {
     let now: @Sendable () -> UInt64
     /// Debug lines (`-d`): why a request failed, never a secret.
     let log: (@Sendable (String) -> Void)?
+    /// The vaults' keys (`--vault`), offered after the keys added with ssh-add; nil for none.
+    public let vaultKeys: VaultKeys?
 
     /// A handler over `store`; `confirm` asks the person (SSH_ASKPASS by default).
     public init(store: AgentKeyStore, fingerprintHash: String = "sha256",
                 confirm: @escaping @Sendable (String) -> Bool = Askpass.confirm,
-                now: (@Sendable () -> UInt64)? = nil, log: (@Sendable (String) -> Void)? = nil) {
+                now: (@Sendable () -> UInt64)? = nil, log: (@Sendable (String) -> Void)? = nil, vaultKeys: VaultKeys? = nil) {
         self.log = log
+        self.vaultKeys = vaultKeys
         self.store = store
         self.fingerprintHash = fingerprintHash
         self.confirm = confirm
@@ -88,6 +98,11 @@ public final class AgentHandler: @unchecked Sendable {
             w.text(id.comment)
             n += 1
         }
+        for offered in vaultKeys?.all() ?? [] where store.find(offered.listed.publicKey.blob) == nil && n < AgentLimit.identities {
+            w.string(offered.listed.publicKey.blob)
+            w.text(offered.listed.comment)
+            n += 1
+        }
         var out = SSHWriter()
         out.byte(AgentMessage.identitiesAnswer)
         out.uint32(n)
@@ -97,7 +112,8 @@ public final class AgentHandler: @unchecked Sendable {
 
     private func sign(_ r: inout SSHReader, _ state: AgentConnectionState) throws -> [UInt8] {
         let blob = try r.string(), data = try r.string(), flags = try r.uint32()
-        guard r.isAtEnd, let id = store.find(blob) else { return Self.failure }
+        guard r.isAtEnd else { return Self.failure }
+        guard let id = store.find(blob) else { return signWithVaultKey(blob, data: data, flags: flags, state) }
         var destination: String?
         if !id.destinations.isEmpty {
             guard !state.binds.isEmpty, let request = UserauthRequest.parse(data, signedBy: id.key.publicKey),
@@ -115,6 +131,29 @@ public final class AgentHandler: @unchecked Sendable {
         var out = SSHWriter()
         out.byte(AgentMessage.signResponse)
         out.string(try id.key.sign(data, flags: flags))
+        return out.bytes
+    }
+
+    /// A signature by a vault key: after the finger its policy asks for. The prompt names the
+    /// key, the requesting program chain and the destination (the user and the host key of a
+    /// verified session binding, or an SSHSIG namespace).
+    private func signWithVaultKey(_ blob: [UInt8], data: [UInt8], flags: UInt32, _ state: AgentConnectionState) -> [UInt8] {
+        guard let vaultKeys, let offered = vaultKeys.find(blob) else { return Self.failure }
+        var prompt = "sign with SSH key '\(offered.listed.name)' (\(offered.listed.publicKey.fingerprint))"
+        if let program = state.program { prompt += " for \(program.chainText)" }
+        if let namespace = SSHSig.namespace(of: data) {
+            prompt += ", SSHSIG namespace '\(namespace)'"
+        } else if let request = UserauthRequest.parse(data, signedBy: offered.listed.publicKey) {
+            let host = state.binds.last.map { $0.hostKey.fingerprint } ?? "an unbound host"
+            prompt += " to \(request.user)@\(host)"
+        }
+        log?(prompt)
+        guard let signature = vaultKeys.sign(offered, data: data, flags: flags, requester: state.program, prompt: prompt, client: state.client) else {
+            return Self.failure
+        }
+        var out = SSHWriter()
+        out.byte(AgentMessage.signResponse)
+        out.string(signature)
         return out.bytes
     }
 
@@ -186,6 +225,19 @@ public final class AgentHandler: @unchecked Sendable {
         guard state.binds.count < AgentLimit.sessionBinds else { return false }
         state.binds.append(SessionBind(hostKey: hostKey, sessionID: sid, forwarded: forwarded))
         return true
+    }
+}
+
+/// OpenSSH's signature format (PROTOCOL.sshsig): what a signed blob says it is for.
+enum SSHSig {
+    /// The namespace of an SSHSIG signed-data blob (`"SSHSIG"`, namespace, reserved, hash,
+    /// digest), nil for other data.
+    static func namespace(of data: [UInt8]) -> String? {
+        let magic = Array("SSHSIG".utf8)
+        guard data.starts(with: magic) else { return nil }
+        var r = SSHReader(Array(data[magic.count...]))
+        guard let namespace = try? r.text(), (try? r.string()) != nil, (try? r.text()) != nil, (try? r.string()) != nil, r.isAtEnd else { return nil }
+        return namespace.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7f }) ? namespace : nil
     }
 }
 

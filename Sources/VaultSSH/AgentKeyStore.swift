@@ -33,7 +33,7 @@ public final class AgentKeyStore: @unchecked Sendable {
     }
 
     /// Whether the agent is locked (`ssh-add -x`).
-    var isLocked: Bool { lock.withLock { lockHash != nil } }
+    package var isLocked: Bool { lock.withLock { lockHash != nil } }
 
     /// How many identities are held (expired ones removed first).
     public var count: Int { reap(); return lock.withLock { identities.count } }

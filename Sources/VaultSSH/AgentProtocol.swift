@@ -44,4 +44,9 @@ public enum AgentLimit {
     /// Connections served at once, and per peer process.
     public static let connections = 128
     public static let connectionsPerProcess = 32
+    /// Seconds a message has to arrive whole once its first byte came (a connection that
+    /// stalls mid-message is closed then); with nothing begun, a connection may stay open.
+    public static let messageSeconds: Double = 10
+    /// Seconds a peer has to take a reply (and a second more per MiB).
+    public static let replySeconds: Double = 10
 }

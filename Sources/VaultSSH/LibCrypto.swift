@@ -222,3 +222,117 @@ enum LibCrypto {
         return (try exponent(p), try exponent(q))
     }
 }
+
+extension LibCrypto {
+    /// The ciphers of an encrypted openssh-key-v1 file, by OpenSSL's name.
+    enum Cipher: String {
+        case aes256CTR = "AES-256-CTR", aes256GCM = "AES-256-GCM"
+    }
+
+    /// `ciphertext` decrypted under `key` and `iv` (for GCM, checked against `tag`; no
+    /// additional data, as OpenSSH's key files have none).
+    /// - Throws: `Failure` (for GCM, a tag that does not match: a wrong passphrase).
+    static func decrypt(_ ciphertext: [UInt8], cipher: Cipher, key: [UInt8], iv: [UInt8], tag: [UInt8]? = nil) throws -> [UInt8] {
+        let c = try api()
+        c.ERR_clear_error()
+        guard let algorithm = c.EVP_CIPHER_fetch(nil, cipher.rawValue, nil) else { throw Failure(call: "EVP_CIPHER_fetch") }
+        defer { c.EVP_CIPHER_free(algorithm) }
+        guard let ctx = c.EVP_CIPHER_CTX_new() else { throw Failure(call: "EVP_CIPHER_CTX_new") }
+        defer { c.EVP_CIPHER_CTX_free(ctx) }
+        guard c.EVP_DecryptInit_ex2(ctx, algorithm, key, iv, nil) == 1 else { throw Failure(call: "EVP_DecryptInit_ex2") }
+        var out = [UInt8](repeating: 0, count: ciphertext.count + 32)
+        var n: Int32 = 0, final: Int32 = 0
+        let ok = out.withUnsafeMutableBufferPointer { o in
+            ciphertext.withUnsafeBufferPointer { c.EVP_DecryptUpdate(ctx, o.baseAddress, &n, $0.baseAddress, Int32($0.count)) }
+        }
+        guard ok == 1 else { wipe(&out); throw Failure(call: "EVP_DecryptUpdate") }
+        if var tag {
+            let set = tag.withUnsafeMutableBytes { c.EVP_CIPHER_CTX_ctrl(ctx, vault_crypto_gcm_set_tag, Int32($0.count), $0.baseAddress) }
+            guard set == 1 else { wipe(&out); throw Failure(call: "EVP_CIPHER_CTX_ctrl") }
+        }
+        let done = out.withUnsafeMutableBufferPointer { c.EVP_DecryptFinal_ex(ctx, $0.baseAddress! + Int(n), &final) }
+        c.ERR_clear_error()
+        guard done == 1 else { wipe(&out); throw Failure(call: "EVP_DecryptFinal_ex") }
+        let plain = Array(out.prefix(Int(n + final)))
+        wipe(&out)
+        return plain
+    }
+
+    /// A key from a PEM or DER file libcrypto's decoders read (PKCS#1 `RSA PRIVATE KEY`, SEC 1
+    /// `EC PRIVATE KEY`, `DSA PRIVATE KEY`, PKCS#8 `PRIVATE KEY` and `ENCRYPTED PRIVATE KEY`),
+    /// as the agent's encoding of it (type, public fields, private fields; the caller wipes).
+    /// nil when no decoder took it; `passphrase` is asked only when one is needed.
+    /// - Throws: `Failure` when libcrypto cannot be loaded; `SSHWireError` for a key type vault
+    ///   does not hold.
+    static func decodePrivateKey(_ file: [UInt8], passphrase: [UInt8]?) throws -> [UInt8]? {
+        let c = try api()
+        c.ERR_clear_error()
+        var key: OpaquePointer?
+        guard let dctx = c.OSSL_DECODER_CTX_new_for_pkey(&key, nil, nil, nil, vault_crypto_keypair, nil, nil) else {
+            throw Failure(call: "OSSL_DECODER_CTX_new_for_pkey")
+        }
+        defer { c.OSSL_DECODER_CTX_free(dctx) }
+        if let passphrase {
+            _ = passphrase.withUnsafeBufferPointer { c.OSSL_DECODER_CTX_set_passphrase(dctx, $0.baseAddress, $0.count) }
+        }
+        let decoded = file.withUnsafeBufferPointer { b -> Int32 in
+            var p = b.baseAddress
+            var left = b.count
+            return c.OSSL_DECODER_from_data(dctx, &p, &left)
+        }
+        c.ERR_clear_error()
+        guard decoded == 1, let key else { return nil }
+        defer { c.EVP_PKEY_free(key) }
+        func number(_ name: String) throws -> [UInt8] {
+            var bn: OpaquePointer?
+            guard c.EVP_PKEY_get_bn_param(key, name, &bn) == 1, let bn else { throw Failure(call: "EVP_PKEY_get_bn_param \(name)") }
+            defer { c.BN_clear_free(bn) }
+            let size = (Int(c.BN_num_bits(bn)) + 7) / 8
+            var bytes = [UInt8](repeating: 0, count: max(size, 1))
+            _ = bytes.withUnsafeMutableBufferPointer { c.BN_bn2binpad(bn, $0.baseAddress, Int32($0.count)) }
+            return bytes
+        }
+        var w = SSHWriter()
+        if c.EVP_PKEY_is_a(key, "RSA") == 1 {
+            var d = try number("d"), iqmp = try number("rsa-coefficient1"), p = try number("rsa-factor1"), q = try number("rsa-factor2")
+            defer { wipe(&d); wipe(&iqmp); wipe(&p); wipe(&q) }
+            w.text("ssh-rsa")
+            w.mpint(try number("n")); w.mpint(try number("e"))
+            for v in [d, iqmp, p, q] { w.mpint(v) }
+        } else if c.EVP_PKEY_is_a(key, "EC") == 1 {
+            var name = [CChar](repeating: 0, count: 64)
+            var length = 0
+            guard c.EVP_PKEY_get_utf8_string_param(key, "group", &name, name.count, &length) == 1 else { throw Failure(call: "EVP_PKEY_get_utf8_string_param") }
+            let group = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let curves = ["prime256v1": "nistp256", "P-256": "nistp256", "secp384r1": "nistp384", "P-384": "nistp384",
+                          "secp521r1": "nistp521", "P-521": "nistp521"]
+            guard let curve = curves[group] else { throw SSHWireError.unsupported("an EC key on \(group)") }
+            var point = [UInt8](repeating: 0, count: 256)
+            guard point.withUnsafeMutableBufferPointer({ c.EVP_PKEY_get_octet_string_param(key, "pub", $0.baseAddress, $0.count, &length) }) == 1 else {
+                throw Failure(call: "EVP_PKEY_get_octet_string_param")
+            }
+            var d = try number("priv")
+            defer { wipe(&d) }
+            w.text("ecdsa-sha2-" + curve); w.text(curve); w.string(Array(point.prefix(length))); w.mpint(d)
+        } else if c.EVP_PKEY_is_a(key, "ED25519") == 1 {
+            var pk = [UInt8](repeating: 0, count: 32), sk = [UInt8](repeating: 0, count: 32)
+            var n = 32, m = 32
+            defer { wipe(&sk) }
+            guard c.EVP_PKEY_get_raw_public_key(key, &pk, &n) == 1, n == 32, c.EVP_PKEY_get_raw_private_key(key, &sk, &m) == 1, m == 32 else {
+                throw Failure(call: "EVP_PKEY_get_raw_private_key")
+            }
+            var both = sk + pk
+            defer { wipe(&both) }
+            w.text("ssh-ed25519"); w.string(pk); w.string(both)
+        } else if c.EVP_PKEY_is_a(key, "DSA") == 1 {
+            var x = try number("priv")
+            defer { wipe(&x) }
+            w.text("ssh-dss")
+            for name in ["p", "q", "g", "pub"] { w.mpint(try number(name)) }
+            w.mpint(x)
+        } else {
+            throw SSHWireError.unsupported("a key of this type")
+        }
+        return w.bytes
+    }
+}

@@ -8,7 +8,7 @@ internal import Foundation
 /// program that starts ssh-agent can start it instead.
 public enum SSHAgentMain {
     static let usage = """
-    usage: vault ssh-agent [-c | -s] [-Dd] [-a bind_address] [-E fingerprint_hash]
+    usage: vault ssh-agent [--vault NAME]... [-c | -s] [-Dd] [-a bind_address] [-E fingerprint_hash]
                            [-O option] [-P allowed_providers] [-t life]
            vault ssh-agent [-a bind_address] [-E fingerprint_hash] [-O option]
                            [-P allowed_providers] [-t life] command [arg ...]
@@ -25,6 +25,8 @@ public enum SSHAgentMain {
         var fingerprintHash = "sha256"
         var lifetime: UInt32?
         var command: [String] = []
+        /// `--vault NAME` (repeatable): whose keys are offered; none given, the default vault.
+        var vaults: [String] = []
     }
 
     /// The hidden form the detached agent is started with: `--daemon SOCKET FOLDER LIFE HASH PARENT`
@@ -51,8 +53,24 @@ public enum SSHAgentMain {
         let description: String
     }
 
-    static func parse(_ args: [String]) throws -> Options {
+    static func parse(_ given: [String]) throws -> Options {
         var o = Options()
+        // vault's own long option, before ssh-agent's: `--vault NAME` or `--vault=NAME`.
+        var args: [String] = []
+        var k = 0
+        while k < given.count {
+            let a = given[k]
+            if a == "--" || (!a.hasPrefix("-") && !args.isEmpty && !["-a", "-E", "-O", "-P", "-t"].contains(args.last!)) { args += given[k...]; break }
+            if a == "--vault" {
+                guard k + 1 < given.count else { throw UsageError(description: "--vault requires a vault name") }
+                o.vaults.append(given[k + 1])
+                k += 2
+                continue
+            }
+            if a.hasPrefix("--vault=") { o.vaults.append(String(a.dropFirst(8))); k += 1; continue }
+            args.append(a)
+            k += 1
+        }
         var i = 0
         parsing: while i < args.count {
             let a = args[i]
@@ -195,13 +213,13 @@ public enum SSHAgentMain {
             out(shellLine("SSH_AUTH_SOCK", socketPath, csh: csh))
             out("echo Agent pid \(pid);\n")
             ExitCleanup.install(removing: socketPath, folder: folder, on: [.terminate, .hangUp, .interrupt])
-            return serve(listener, lifetime: o.lifetime, hash: o.fingerprintHash, parent: nil, debug: o.debug)
+            return serve(listener, lifetime: o.lifetime, hash: o.fingerprintHash, parent: nil, debug: o.debug, vaults: o.vaults)
         }
         // Detach: the agent is a child in a session of its own with the socket as descriptor 3
         // and /dev/null for its standard streams; this process prints its lines or runs COMMAND.
         let me = (try? ProcessIdentity.executable(of: pid)) ?? CommandLine.arguments[0]
         let daemonArgs = [me, daemonFlag, socketPath, folder ?? "-", o.lifetime.map(String.init) ?? "-", o.fingerprintHash,
-                          o.command.isEmpty ? "-" : String(pid)]
+                          o.command.isEmpty ? "-" : String(pid)] + o.vaults
         let request = SpawnRequest(path: me, arguments: daemonArgs, environment: environment,
                                    fileActions: [.dup2(from: listener.rawValue, to: 3), .open(0, "/dev/null", .readOnly),
                                                  .open(1, "/dev/null", .writeOnly), .open(2, "/dev/null", .writeOnly)],
@@ -234,12 +252,12 @@ public enum SSHAgentMain {
 
     /// The detached agent: `--daemon SOCKET FOLDER LIFE HASH PARENT`, the socket as descriptor 3.
     private static func daemon(_ args: [String]) -> Int32 {
-        guard args.count == 5 else { return 2 }
+        guard args.count >= 5 else { return 2 }
         let folder = args[1] == "-" ? nil : args[1]
         ExitCleanup.install(removing: args[0], folder: folder, on: [.terminate, .hangUp])
         _ = try? ProcessReplacement.changeDirectory("/")
         let listener = UnixSocket(owning: 3, path: args[0])
-        let status = serve(listener, lifetime: UInt32(args[2]), hash: args[3], parent: Int32(args[4]), debug: false)
+        let status = serve(listener, lifetime: UInt32(args[2]), hash: args[3], parent: Int32(args[4]), debug: false, vaults: Array(args[5...]))
         return status
     }
 
@@ -247,7 +265,14 @@ public enum SSHAgentMain {
         try? writeAll(fd: 2, bytes: Array("debug1: \(line)\n".utf8), label: "standard error")
     }
 
-    private static func serve(_ listener: consuming UnixSocket, lifetime: UInt32?, hash: String, parent: Int32?, debug: Bool) -> Int32 {
+    /// The `vault` program beside this one (what releases a vault key).
+    static func vaultProgram() -> String {
+        let exe = (try? ProcessIdentity.executable(of: ProcessIdentity.pid)) ?? CommandLine.arguments[0]
+        return (exe as NSString).deletingLastPathComponent + "/vault"
+    }
+
+    private static func serve(_ listener: consuming UnixSocket, lifetime: UInt32?, hash: String, parent: Int32?, debug: Bool,
+                              vaults: [String]) -> Int32 {
         do { try ProcessHardening.disableCoreDumps() } catch {
             print(error: "cannot turn off core dumps: \(error.reason)")
             ExitCleanup.run()
@@ -255,7 +280,8 @@ public enum SSHAgentMain {
         }
         _ = ignoreBrokenPipe()
         let log: (@Sendable (String) -> Void)? = debug ? debugLine : nil
-        let handler = AgentHandler(store: AgentKeyStore(defaultLifetime: lifetime), fingerprintHash: hash, log: log)
+        let keys = VaultKeys(vaults: vaults, environment: ProcessInfo.processInfo.environment, program: vaultProgram(), log: log)
+        let handler = AgentHandler(store: AgentKeyStore(defaultLifetime: lifetime), fingerprintHash: hash, log: log, vaultKeys: keys)
         SSHAgentServer(listening: listener, handler: handler, parentPID: parent, log: log).run()
         ExitCleanup.run()
         return 0

@@ -146,3 +146,81 @@ public final class SSHPrivateKey: @unchecked Sendable {
         return w.bytes
     }
 }
+
+extension SSHPrivateKey {
+    /// The key as `SSH2_AGENTC_ADD_IDENTITY` and an openssh-key-v1 file's private section carry
+    /// it: the type, the public fields, the private fields (RSA `n, e, d, iqmp, p, q`). The caller
+    /// wipes it. A certificate's key is written as its plain key.
+    public func agentEncoding() -> [UInt8] {
+        var w = SSHWriter()
+        w.text(publicKey.kind.typeName)
+        secret.withUnsafeBytes { raw in
+            var copy = Array(raw)
+            defer { wipe(&copy) }
+            switch publicKey.kind {
+            case .ed25519(let pk):
+                w.string(pk)
+                w.string(copy)
+            case .rsa(let e, let n):
+                w.mpint(n)
+                w.mpint(e)
+                // d, iqmp, p, q of the six numbers held (the CRT exponents are left out).
+                var r = SSHReader(copy)
+                for _ in 0..<4 {
+                    guard var v = try? r.mpint() else { break }
+                    w.mpint(v)
+                    wipe(&v)
+                }
+            case .ecdsa(let curve, let point):
+                w.text(curve)
+                w.string(point)
+                w.raw(copy)
+            case .dsa(let p, let q, let g, let y):
+                for v in [p, q, g, y] { w.mpint(v) }
+                w.raw(copy)
+            }
+        }
+        return w.bytes
+    }
+
+    /// The key types `generate` makes.
+    public enum Generated: String, CaseIterable, Sendable {
+        case ed25519, ecdsa, rsa
+    }
+
+    /// A new key: Ed25519 (libsodium), ECDSA on P-256, P-384 or P-521 (`bits` 256, 384, 521;
+    /// default 256) or RSA of `bits` 2048 to 16384 (default 3072), both through libcrypto.
+    /// - Throws: `SSHWireError.invalid` for bits the type does not take; libcrypto's failures.
+    public static func generate(_ type: Generated, bits: Int? = nil) throws -> SSHPrivateKey {
+        var w = SSHWriter()
+        defer { wipe(&w.bytes) }
+        switch type {
+        case .ed25519:
+            guard bits == nil || bits == 256 else { throw SSHWireError.invalid("an ed25519 key has 256 bits") }
+            let sk = try Ed25519.generate()
+            var both = sk.exposedBytes()
+            defer { wipe(&both) }
+            w.text("ssh-ed25519")
+            w.string(Array(both[32...]))
+            w.string(both)
+        case .ecdsa:
+            let curves = [256: ("nistp256", "P-256"), 384: ("nistp384", "P-384"), 521: ("nistp521", "P-521")]
+            guard let (curve, group) = curves[bits ?? 256] else { throw SSHWireError.invalid("an ecdsa key has 256, 384 or 521 bits") }
+            var numbers = try LibCrypto.generateEC(group: group)
+            defer { for k in numbers.keys { wipe(&numbers[k]!) } }
+            w.text("ecdsa-sha2-" + curve)
+            w.text(curve)
+            w.string(numbers["pub"]!)
+            w.mpint(numbers["priv"]!)
+        case .rsa:
+            let b = bits ?? 3072
+            guard (2048...16384).contains(b) else { throw SSHWireError.invalid("an rsa key has 2048 to 16384 bits") }
+            var numbers = try LibCrypto.generateRSA(bits: b)
+            defer { for k in numbers.keys { wipe(&numbers[k]!) } }
+            w.text("ssh-rsa")
+            for name in ["n", "e", "d", "rsa-coefficient1", "rsa-factor1", "rsa-factor2"] { w.mpint(numbers[name]!) }
+        }
+        var r = SSHReader(w.bytes)
+        return try readAgentEncoding(from: &r)
+    }
+}

@@ -28,16 +28,32 @@ public enum BindFailure: Error, Sendable {
     case failed(SystemError)
 }
 
-/// The one accept loop of every framed server (the agent, vault-authd, and the servers to come):
+/// A connection a ``SocketServer`` makes of each socket it accepts: it owns the socket and moves
+/// to the thread that serves it. `limit` bounds what the peer may send at once (a frame, a
+/// message), `chunkBytes` how much is read at a time.
+public protocol ServedConnection: AnyObject, Sendable {
+    /// A connection over `socket`.
+    init(_ socket: consuming UnixSocket, limit: Int, chunkBytes: Int)
+    /// Closes the socket (again is harmless).
+    func close()
+    /// Sends the peer one refusal of its protocol (within `seconds`) and closes.
+    func refuse(_ error: VaultError, within seconds: Double)
+}
+
+/// The accept loop of vault's framed servers (the agent, vault-authd): connections of vault's frames.
+public typealias FrameServer<Format: WireFormat> = SocketServer<FramedConnection<Format>>
+
+/// The one accept loop of every server (vault's framed ones, the SSH agent, the servers to come):
 /// binds its socket (a stale one, whose connect is refused, is replaced; a live one is left to its
-/// server), accepts while the path still names the socket it bound (device and inode, checked
-/// every `checkSeconds` and at each connection), reads each peer's credentials (`SO_PEERCRED`),
-/// asks the server's admission rule, and serves each admitted connection on a thread of its own,
-/// so a slow or silent peer never stalls another. A refused peer gets one refusal frame.
-public final class FrameServer<Format: WireFormat>: @unchecked Sendable {
+/// server) or adopts one already bound, accepts while the path still names the socket it bound
+/// (device and inode, checked every `checkSeconds` and at each connection), reads each peer's
+/// credentials (`SO_PEERCRED`), asks the server's admission rule, and serves each admitted
+/// connection (a `Connection` made of the socket) on a thread of its own, so a slow or silent peer
+/// never stalls another. A refused peer gets one refusal of its protocol.
+public final class SocketServer<Connection: ServedConnection>: @unchecked Sendable {
     /// The socket path.
     public let socketPath: String
-    /// The largest frame a peer may send.
+    /// The largest frame (or message) a peer may send.
     public let frameLimit: Int
     /// Bytes read from a peer at a time.
     public let chunkBytes: Int
@@ -49,7 +65,8 @@ public final class FrameServer<Format: WireFormat>: @unchecked Sendable {
     private var stopped = false
     private var identity: SocketIdentity?
 
-    /// A server of frames of at most `frameLimit` bytes on `socketPath` (not bound yet: see ``bind(permissions:)``).
+    /// A server of frames (messages) of at most `frameLimit` bytes on `socketPath` (not bound
+    /// yet: see ``bind(permissions:)`` and ``adopt(_:)``).
     public init(socketPath: String, frameLimit: Int, chunkBytes: Int = 64 << 10, replyDeadline: Double, threadName: String) {
         self.socketPath = socketPath
         self.frameLimit = frameLimit
@@ -95,6 +112,15 @@ public final class FrameServer<Format: WireFormat>: @unchecked Sendable {
         return Listener(socket: bound)
     }
 
+    /// Takes `socket`, already bound to the socket path and listening (by a process that bound it
+    /// before detaching, say), as if ``bind(permissions:)`` had bound it: its file's device and
+    /// inode are watched from now.
+    public func adopt(_ socket: consuming UnixSocket) -> Listener {
+        let status = try? FileStatus.of(socketPath)
+        state.withLock { identity = status.flatMap { $0.kind == .socket ? SocketIdentity($0) : nil } }
+        return Listener(socket: socket)
+    }
+
     /// The bound, listening socket ``serve(_:checkEvery:between:admit:connection:)`` takes.
     public struct Listener: ~Copyable {
         var socket: UnixSocket
@@ -111,7 +137,7 @@ public final class FrameServer<Format: WireFormat>: @unchecked Sendable {
     /// releases its place. On return the socket is closed and, if the path still names it, removed.
     public func serve(_ listener: consuming Listener, checkEvery checkSeconds: Double, between: () -> Bool = { true },
                       admit: (PeerCredentials) -> Admission,
-                      connection serveOne: @escaping @Sendable (FramedConnection<Format>, PeerCredentials) -> Void) -> ServerEnding {
+                      connection serveOne: @escaping @Sendable (Connection, PeerCredentials) -> Void) -> ServerEnding {
         let fd = listener.socket.rawValue
         defer {
             if isOwn() { try? FileSystem.remove(socketPath) }
@@ -130,11 +156,8 @@ public final class FrameServer<Format: WireFormat>: @unchecked Sendable {
                 MonotonicClock.sleep(seconds: 0.05)
                 continue
             }
-            let connection = FramedConnection<Format>(accepted, limit: frameLimit, chunkBytes: chunkBytes)
-            guard let peer = try? connection.socket.peerCredentials() else {
-                connection.close()
-                continue
-            }
+            guard let peer = try? accepted.peerCredentials() else { continue } // closed as it goes
+            let connection = Connection(accepted, limit: frameLimit, chunkBytes: chunkBytes)
             switch admit(peer) {
             case .refuse(let error):
                 connection.refuse(error, within: replyDeadline)

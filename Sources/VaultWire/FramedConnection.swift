@@ -7,7 +7,7 @@ public import VaultSystem
 /// it. A request's deadline runs from its first byte; a reply is written in slices, each under
 /// what is left of its deadline, so a peer that does not read cannot hold a server's thread for
 /// longer.
-public final class FramedConnection<Format: WireFormat>: @unchecked Sendable {
+public final class FramedConnection<Format: WireFormat>: ServedConnection, @unchecked Sendable {
     /// What a wait for a frame came to.
     enum Arrival {
         /// A whole frame.

@@ -11,15 +11,17 @@ enum Layout {
         "VaultSystem": ["Glibc"],
         "VaultKit": ["CSodium", "CSQLite", "CTSS2", "VaultSystem", "Foundation", "Synchronization"],
         "VaultOTP": ["VaultKit", "VaultSystem", "CNettle", "Foundation"],
-        "FingerprintKit": ["CFprint", "VaultSystem", "Foundation", "Dispatch", "Synchronization", "Glibc"],
+        "VaultDBus": ["CGio", "Foundation"],
+        "FingerprintKit": ["CFprint", "VaultSystem", "VaultDBus", "Foundation", "Dispatch", "Synchronization", "Glibc"],
+        "SecretService": ["VaultKit", "VaultSystem", "VaultAgent", "VaultDBus", "CGcrypt", "Foundation"],
         "ReaderLink": ["VaultKit", "VaultSystem", "VaultWire", "Foundation"],
         "VaultWire": ["VaultKit", "VaultSystem", "Foundation"],
         "VaultAgent": ["VaultKit", "VaultSystem", "VaultWire", "VaultSync", "Foundation"],
         "VaultAuthority": ["VaultKit", "VaultSystem", "VaultWire", "Foundation", "Synchronization"],
-        "VaultSSH": ["VaultKit", "VaultSystem", "CCrypto", "Foundation"],
+        "VaultSSH": ["VaultKit", "VaultSystem", "VaultWire", "VaultAgent", "CCrypto", "Foundation"],
         "VaultInterchange": ["VaultKit", "VaultSystem", "CArchive", "CXML2", "Foundation"],
         "VaultSync": ["VaultKit", "VaultSystem", "Foundation"],
-        "VaultCLI": ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "VaultSync", "Foundation"],
+        "VaultCLI": ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "VaultSync", "VaultSSH", "Foundation"],
         "vault": ["VaultCLI", "VaultSystem"],
         "vault-agent": ["VaultAgent", "VaultSystem"],
         "vault-ssh-agent": ["VaultSSH", "VaultSystem"],
@@ -27,11 +29,12 @@ enum Layout {
         "vault-reader": ["ReaderLink", "FingerprintKit", "VaultSystem", "Foundation"],
         "vault-clipboard": ["CXCB", "VaultKit", "VaultSystem", "Foundation"],
         "virtual-reader": ["FingerprintKit", "Foundation"],
+        "vault-secret-service": ["SecretService", "VaultSystem"],
     ]
 
     /// Outside VaultSystem, Glibc is imported only by the files named for a C library.
     static let cNamedFiles = ["Sodium.swift", "SQLite.swift", "GLib.swift", "TSS2.swift", "Nettle.swift", "LibArchive.swift", "LibCrypto.swift",
-                              "KeePassXML.swift", "XCB.swift"]
+                              "KeePassXML.swift", "XCB.swift", "Gcrypt.swift"]
     static func isCNamed(_ file: String) -> Bool {
         let name = (file as NSString).lastPathComponent
         return cNamedFiles.contains(name) || name.hasPrefix("Fprint")

@@ -17,17 +17,17 @@ final class TerminalRun: @unchecked Sendable {
     private var outEnded = false
     private var code: Int32?
 
-    /// Starts `vault args` (or `program`) on a fresh 40x80 terminal; `stdoutOnTerminal` sends its
+    /// Starts `vault args` (or `program`) on a fresh terminal of 40 rows by `columns` (80); `stdoutOnTerminal` sends its
     /// standard output there too; `fds` are extra descriptors fed from pipes (fd -> content).
     /// `NO_COLOR` is set unless `color`.
     init(_ args: [String], env: [String: String], program: String = vaultBinary, stdoutOnTerminal: Bool = false,
-         fds: [Int32: String] = [:], color: Bool = false) {
+         fds: [Int32: String] = [:], color: Bool = false, columns: UInt16 = 80) {
         ignoreBrokenPipes()
         var env = env
         if !color { env["NO_COLOR"] = "1" }
         env["TERM"] = env["TERM"] ?? "xterm"
         var m: Int32 = -1, s: Int32 = -1
-        var size = winsize(ws_row: 40, ws_col: 80, ws_xpixel: 0, ws_ypixel: 0)
+        var size = winsize(ws_row: 40, ws_col: columns, ws_xpixel: 0, ws_ypixel: 0)
         precondition(openpty(&m, &s, nil, nil, &size) == 0, "openpty failed")
         _ = fcntl(m, F_SETFD, FD_CLOEXEC)
         _ = fcntl(s, F_SETFD, FD_CLOEXEC)

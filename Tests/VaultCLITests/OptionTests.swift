@@ -29,8 +29,8 @@ import VaultKit
     }
 
     /// Commands not run here: they serve, wait or scan (the agent, an unlock session, the
-    /// clipboard clearer, enrolment).
-    static let notRun: Set<String> = ["agent", "unlock", "clipboard-clear", "enroll", "unenroll"]
+    /// clipboard clearer, enrolment, the Secret Service, which replaces the process).
+    static let notRun: Set<String> = ["agent", "unlock", "clipboard-clear", "enroll", "unenroll", "secret-service"]
 
     /// A plausible value for an option, so the command gets past parsing to where it reads the rest.
     static func sample(_ o: OptionSpec, passcode: Int32, home: String) -> [String] {

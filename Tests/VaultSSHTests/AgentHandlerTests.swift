@@ -13,7 +13,8 @@ enum Keys {
     }
 
     /// An `ADD_IDENTITY` of a new Ed25519 key; its public key blob.
-    static func ed25519(comment: String = "ed", constraints: [UInt8] = [], tamper: Bool = false) throws -> (add: [UInt8], blob: [UInt8]) {
+    static func ed25519(comment: String = "ed", constraints: [UInt8] = [], tamper: Bool = false,
+                        tamperSeed: Bool = false) throws -> (add: [UInt8], blob: [UInt8]) {
         let sk = try Ed25519.generate()
         let pk = sk.withUnsafeBytes { Array($0[32..<64]) }
         let secret = sk.withUnsafeBytes { Array($0) }
@@ -22,6 +23,7 @@ enum Keys {
             w.string(pk)
             var s = secret
             if tamper { s[40] ^= 1 }
+            if tamperSeed { s[3] ^= 1 } // the seed of another key, the public half kept
             w.string(s)
             w.text(comment)
             w.raw(constraints)
@@ -112,6 +114,9 @@ enum Keys {
     @Test func aPrivateKeyThatIsNotThePublicKeysIsRefused() throws {
         var state = AgentConnectionState()
         #expect(handler.respond(try Keys.ed25519(tamper: true).add, state: &state) == [AgentMessage.failure])
+        // Found by the sshagent fuzz target (Fuzz/corpus/sshagent/regression-ed25519-seed-of-another-key):
+        // the seed is checked too, not only the public half libsodium's sk_to_pk copies.
+        #expect(handler.respond(try Keys.ed25519(tamperSeed: true).add, state: &state) == [AgentMessage.failure])
         var rsa = try Keys.rsa()
         rsa.add[rsa.add.count - 20] ^= 1 // inside q
         #expect(handler.respond(rsa.add, state: &state) == [AgentMessage.failure])

@@ -40,6 +40,9 @@ enum FingerprintCommands {
                 throw VaultError.usage("--reregister goes with --bind (and no --finger)")
             }
             let store = try VaultStore.open(try location(inv, ctx))
+            if let finger, enrolledFingers(store, inv, ctx)?.isEnrolled(finger.rawValue, sensorNamed: sensorNamed(inv, ctx)) == true {
+                throw VaultError.fingerEnrolled(finger.rawValue)
+            }
             try Auth.unlockWithPasscode(store, inv, ctx, why: "enrolling or binding needs the passcode") { vault, passcode in
                 let authority = try Auth.ownerAuthority(vault, inv, ctx)
                 if inv.has(EnrollOptions.reregister) { try reregister(vault, authority: authority, ctx) }
@@ -110,7 +113,7 @@ enum FingerprintCommands {
             identity = try authority.reader(prefer: enrolled.first?.sensor)
         } catch let e as VaultError {
             let v = vault.store.location.name == "default" ? "" : " --vault \(vault.store.location.name)"
-            ctx.say("vault: \(e.message); the vault opens with the passcode until you run 'vault enroll --bind\(v)'")
+            ctx.say("vault: \(e.message); the vault opens with the passcode until you run 'vault enroll\(enrolled.isEmpty ? "" : " --bind")\(v)'")
             return
         }
         var confirm: [String] = []
@@ -136,6 +139,18 @@ enum FingerprintCommands {
         } catch {
             ctx.say("vault: warning: the fingerprint slot keeps its old key until 'vault enroll --bind' (\(error))")
         }
+    }
+
+    /// The fingers enrolled at the authority `enroll` and `unenroll` of `store` would use, read
+    /// before the passcode is asked for (the list needs no key): nil when the authority cannot
+    /// say now (the command then asks, and the authority decides).
+    static func enrolledFingers(_ store: VaultStore, _ inv: Invocation, _ ctx: CommandContext) -> [EnrolledFinger]? {
+        try? Auth.enrolmentAuthority(store, inv, ctx).fingers()
+    }
+
+    /// Whether `--sensor` or `VAULT_SENSOR` names a reader (an enrolment may then go to another one).
+    static func sensorNamed(_ inv: Invocation, _ ctx: CommandContext) -> Bool {
+        inv[GlobalOptions.sensor] != nil || !(ctx.environment["VAULT_SENSOR"] ?? "").isEmpty
     }
 
     /// `--confirm F[,F...]`, each a finger's name.
@@ -188,6 +203,9 @@ enum FingerprintCommands {
         run: { inv, ctx in
             let finger = try parseFinger(inv.arguments[0])
             let store = try VaultStore.open(try location(inv, ctx))
+            if let prints = enrolledFingers(store, inv, ctx), !prints.contains(where: { $0.finger == finger.rawValue }) {
+                throw VaultError.fingerNotEnrolled(finger.rawValue)
+            }
             try Auth.unlockWithPasscode(store, inv, ctx, why: "removing a finger needs the passcode") { vault, passcode in
                 let authority = try Auth.ownerAuthority(vault, inv, ctx)
                 let result = try vault.unenrollAndRotate(finger: finger.rawValue, through: authority, passcode: passcode,
@@ -309,17 +327,41 @@ enum FingerprintCommands {
             let backend = kind == .system
                 ? (try? authority.status(slot: nil, sensor: nil, rules: PasscodeRules(afterReboot: false, intervalHours: 0)))?.readerBackend
                 : "libfprint (vault-reader, in this user's processes)"
+            // Whether a finger can unlock anything: the authority answers, a reader opens (the
+            // daemon's own, behind vault-authd, is its to report) and fingers are enrolled.
+            let fingerUnlock: VaultError?
+            if !reachable {
+                fingerUnlock = .biometryNotAvailable("the \(kind.rawValue) key authority does not answer")
+            } else if kind == .embedded && !rows.contains(where: { $0["status"] as? String == "ok" }) {
+                fingerUnlock = .biometryNotAvailable(rows.isEmpty ? "no fingerprint reader found" : "no fingerprint reader opens")
+            } else if ((try? authority.fingers()) ?? []).isEmpty {
+                fingerUnlock = .biometryNotEnrolled
+            } else {
+                fingerUnlock = nil
+            }
+            // Who serves the desktop's keyring (org.freedesktop.secrets), and how to switch.
+            let keyring = SecretServiceCommand.owner(ctx.environment)
+            let keyringLine: String
+            switch keyring.owner {
+            case nil: keyringLine = "unknown: \(keyring.detail)"
+            case "nobody"?: keyringLine = "nobody: 'vault secret-service' serves your vaults"
+            case let o? where o.hasPrefix("vault "): keyringLine = o
+            case let o?: keyringLine = "\(o): 'vault secret-service --replace' takes it over"
+            }
             if inv.has(DoctorOptions.json) {
-                ctx.stdout.write(jsonText(["readers": rows, "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
+                ctx.stdout.write(jsonText(["finger_unlock": fingerUnlock == nil, "readers": rows,
+                                           "secret_service": ["owner": keyring.owner.map { $0 as Any } ?? NSNull(), "detail": keyring.detail] as [String: Any], "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
                                                                          "reader_backend": backend.map { $0 as Any } ?? NSNull(),
                                                                          "requested": requested.map { $0.rawValue as Any } ?? NSNull(),
                                                                          "answers": reachable] as [String: Any],
                                            "daemon": daemon,
                                            "vaults": bindings.map { ["vault": $0.0, "binding_authority": $0.1.map { $0.rawValue as Any } ?? NSNull()] },
                                            "tpm": tpm]))
+                if let fingerUnlock { throw fingerUnlock }
                 return
             }
             ctx.stdout.write("vault-authd (\(socket)): \(daemonLine)\n")
+            ctx.stdout.write("secret service (org.freedesktop.secrets): \(keyringLine)\n")
             let how = requested == nil ? "" : ", as VAULT_AUTHORITY or --authority asks"
             ctx.stdout.write(reachable
                 ? "key authority: \(kind.rawValue) (\(kind.protection))\(how)\n"
@@ -349,6 +391,9 @@ enum FingerprintCommands {
                     "\((r["match_on_chip"] as? Bool) == true ? "match-on-chip" : "matched on this computer"), \(r["enroll_stages"]!) enrol stages: \(r["status"]!)\n")
                 if let h = r["hint"] { ctx.stdout.write("  hint: \(h)\n") }
             }
+            ctx.stdout.write(fingerUnlock == nil ? "finger unlock: works\n" : "finger unlock: NOT possible (\(fingerUnlock!.message))\n")
+            // The report is out; the exit code says whether a finger can unlock (15, 16).
+            if let fingerUnlock { throw fingerUnlock }
         })
 
     /// The options of `unlock`, declared once: the table lists them and the command reads them.
@@ -408,4 +453,12 @@ enum FingerprintCommands {
             let who = scope == .terminal ? "commands in this terminal" : "every process of yours"
             ctx.say("vault: vault '\(name)' unlocked: \(who) can fetch logins until \(idleText) idle (at most \(hardText)); 'vault lock' ends it")
         })
+}
+
+extension [EnrolledFinger] {
+    /// Whether `finger` is enrolled where a new enrolment of it would go: on the one reader all
+    /// the prints are on (with several readers, or one named, the authority decides after the passcode).
+    func isEnrolled(_ finger: String, sensorNamed: Bool) -> Bool {
+        !sensorNamed && Set(map(\.sensor.canonical)).count == 1 && contains { $0.finger == finger }
+    }
 }

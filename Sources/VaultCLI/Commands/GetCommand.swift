@@ -275,6 +275,12 @@ struct GetRequest: Equatable {
     func plan(for overview: ItemOverview) throws -> GetPlan {
         let item = overview.item
         let field = try self.field?.checked(in: item)
+        // An SSH key's private key is printed only when asked for by name and with --reveal.
+        let privateKey = ItemField.custom(SSHKeyFields.privateKey)
+        if item.type == .sshKey, field == privateKey, !reveal || clip {
+            throw VaultError.usage("the private key of '\(item.name)' is printed only with --field private-key --reveal",
+                                   hint: "'vault ssh-key pub \(item.name)' prints the public key")
+        }
         // `totp` and `otp` are the current code, `totp-uri` the secret's URI: all release the secret.
         if field == .totpURI, !clip { return .totpURI(json: json) }
         if let f = field, f.source == .totp {
@@ -292,7 +298,7 @@ struct GetRequest: Equatable {
             // A field the item does not have is not released, so not logged as released.
             if f == .password, !overview.hasPassword { throw VaultError.failure("item '\(item.name)' has no password") }
         } else {
-            release = reveal ? .all : .nothing
+            release = !reveal ? .nothing : item.type == .sshKey ? .fields(FieldSelection.all.resolved(for: item).filter { $0 != privateKey }) : .all
         }
         return .item(overview, release: release)
     }

@@ -16,13 +16,15 @@ enum ImportExport {
         static let force = OptionSpec.flag("--force", "replace items whose names exist")
         static let json = OptionSpec.flag("--json", "print the counts as JSON: imported, added, replaced")
         static let passphraseFD = OptionSpec.value("--passphrase-fd", "N", "read an encrypted export's passphrase from file descriptor N")
+        static let columns = OptionSpec.value("--columns", "C,C...", "with --from csv: what each column holds (\(MappedCSV.targets.joined(separator: ", ")), field:NAME); else the header row says")
     }
 
     static let importCommand = CommandSpec(
         name: "import", summary: "add items from vault's JSON or another manager's export (one transaction: all or nothing)",
-        usage: "vault import [--from FORMAT] [--dry-run] [--force] [--json] [--passphrase-fd N] [FILE | DIR | -]",
+        usage: "vault import [--from FORMAT [--columns C,C...]] [--dry-run] [--force] [--json] [--passphrase-fd N] [FILE | DIR | -]",
         options: [
             ImportOptions.from,
+            ImportOptions.columns,
             ImportOptions.dryRun,
             ImportOptions.force,
             ImportOptions.json,
@@ -33,6 +35,7 @@ enum ImportExport {
         vault import bitwarden_export.json
         vault import --from keepassxc-csv passwords.csv --dry-run
         vault import --from pass ~/.password-store
+        vault import --from csv --columns name,username,password,url,notes logins.csv
         vault export --vault old | vault import --vault new
         """,
         run: { inv, ctx in
@@ -42,6 +45,9 @@ enum ImportExport {
                     throw VaultError.usage("unknown import format '\(name)'", hint: "formats: \(formatNames.joined(separator: ", "))")
                 }
                 return f
+            }
+            guard !inv.has(ImportOptions.columns) || format == .csv else {
+                throw VaultError.usage("--columns goes with --from csv", hint: "'vault import --from csv --columns name,username,password,url,notes FILE'")
             }
             var batch: ImportBatch
             if source != "-", isFolder(source) {
@@ -193,6 +199,9 @@ enum ImportExport {
         case .bitwardenCSV, .keepassxcCSV, .onePasswordCSV, .chromeCSV, .firefoxCSV:
             var reader = CSVReader(prefix: head, read: more)
             return try ForeignCSV.read(&reader, format: format, now: now)
+        case .csv:
+            var reader = CSVReader(prefix: head, read: more)
+            return try MappedCSV.read(&reader, columns: inv[ImportOptions.columns].map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }, now: now)
         case .keepassXML:
             return try KeePassXMLReader.read(prefix: head, read: more, now: now)
         case .onePUX:

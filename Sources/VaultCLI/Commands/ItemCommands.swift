@@ -71,6 +71,7 @@ enum ItemOptions {
     static let url = OptionSpec.value("--url", "URL", "where the login is used (repeatable)", repeatable: true)
     static let notes = OptionSpec.value("--notes", "TEXT", "free text (seen by ps and kept in shell history: --notes-stdin for a secret)")
     static let notesStdin = OptionSpec.flag("--notes-stdin", "read the notes from standard input (the rest of it; on a terminal one line, asked twice with echo off)")
+    static let notesEdit = OptionSpec.flag("--notes-edit", "edit the notes with $VISUAL or $EDITOR (a file in a private tmpfs folder, wiped after)")
     static let tag = OptionSpec.value("--tag", "TAG", "a label (repeatable)", repeatable: true)
     static let passwordStdin = OptionSpec.flag("--password-stdin", "read the password from the first line of standard input")
     static let totpStdin = OptionSpec.flag("--totp-stdin", "read an otpauth:// URI from the next line of standard input")
@@ -102,6 +103,7 @@ enum ItemOptions {
         (url, .bothWorded(edit: "replace the URLs (repeatable)")),
         (notes, .bothWorded(edit: "replace the notes")),
         (notesStdin, .bothWorded(edit: "read the new notes from standard input (the rest of it; on a terminal one line, asked twice)")),
+        (notesEdit, .editOnly),
         (tag, .bothWorded(edit: "replace the tags (repeatable)")),
         (passwordStdin, .bothWorded(edit: "read the new password from standard input")),
         (totpStdin, .bothWorded(edit: "read a new otpauth:// URI from standard input")),
@@ -127,7 +129,7 @@ enum ItemOptions {
     }
 
     /// The options that change an item: `edit` needs at least one.
-    static let changes = [username, url, notes, notesStdin, tag, passwordStdin, generate, totpStdin, clear,
+    static let changes = [username, url, notes, notesStdin, notesEdit, tag, passwordStdin, generate, totpStdin, clear,
                           userPrompt, passwordPrompt, fingerprintLogin, type, field, removeField]
 }
 
@@ -254,7 +256,7 @@ enum ItemCommands {
     /// `--type`, checked.
     static func itemType(_ inv: Invocation) throws -> ItemType? {
         guard let t = inv[ItemOptions.type] else { return nil }
-        guard let type = ItemType(rawValue: t) else { throw VaultError.usage("--type: unknown type '\(t)' (login, note, card or identity)") }
+        guard let type = ItemType(rawValue: t) else { throw VaultError.usage("--type: unknown type '\(t)' (login, note, card, identity, secret-service or ssh-key)") }
         return type
     }
 
@@ -272,8 +274,11 @@ enum ItemCommands {
             if inv.has(ItemOptions.passwordStdin) && inv.has(ItemOptions.generate) {
                 throw VaultError.usage("--password-stdin and --generate exclude each other")
             }
-            if inv.has(ItemOptions.notes) && inv.has(ItemOptions.notesStdin) {
-                throw VaultError.usage("--notes and --notes-stdin exclude each other")
+            if [ItemOptions.notes, ItemOptions.notesStdin, ItemOptions.notesEdit].filter(inv.has).count > 1 {
+                throw VaultError.usage("--notes, --notes-stdin and --notes-edit exclude each other")
+            }
+            if inv.has(ItemOptions.notesEdit) && (inv.noInput || !ctx.terminal.isAvailable) {
+                throw VaultError.usage("--notes-edit needs a terminal", hint: "give the notes on standard input: --notes-stdin")
             }
             let name = try Item.normalize(name: inv.arguments[0])
             let clears = try inv.all(ItemOptions.clear).map { c in
@@ -307,9 +312,21 @@ enum ItemCommands {
             let password = try newPassword(inv, ctx, name: name)
             let totp = inv.has(ItemOptions.totpStdin) ? try totp(ctx, inv, label: name) : nil
             let setFields = try FieldSpec.values(fieldSpecs, ctx, inv, label: name)
-            let notes = inv.has(ItemOptions.notesStdin) ? try SecretInput.notes(ctx, inv, label: name) : inv[ItemOptions.notes]
+            var clearsToo = clears
+            var notes = inv.has(ItemOptions.notesStdin) ? try SecretInput.notes(ctx, inv, label: name) : inv[ItemOptions.notes]
+            if inv.has(ItemOptions.notesEdit) {
+                switch try NotesEditor.edit(name, in: vault, inv, ctx) {
+                case .unchanged:
+                    if ItemOptions.changes.filter(inv.has).count == 1 {
+                        ctx.say("vault: the notes of '\(name)' are unchanged; nothing was written")
+                        return
+                    }
+                case .cleared: clearsToo.append(.notes)
+                case .changed(let text): notes = text
+                }
+            }
             var change = ItemChange()
-            change.clear = clears
+            change.clear = clearsToo
             change.username = inv[ItemOptions.username]
             change.urls = inv.has(ItemOptions.url) ? inv.all(ItemOptions.url) : nil
             change.notes = notes

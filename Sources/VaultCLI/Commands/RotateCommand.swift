@@ -66,23 +66,28 @@ enum RotateCommand {
     /// A progress bar on the terminal (nothing otherwise).
     static func progressBar(_ inv: Invocation, _ ctx: CommandContext) -> (Int, Int) -> Void {
         let onTerminal = ctx.terminal.isAvailable && !inv.noInput
-        let terminal = ctx.terminal, style = Style.terminal(ctx)
+        let line = ProgressLine(ctx, everyStep: false)
         return { done, total in
             guard onTerminal, total > 0 else { return }
-            terminal.write("\r\u{1b}[K" + style.progress(done, of: total, width: 30, "items re-sealed") + (done == total ? "\n" : ""))
+            line.draw(done, of: total, width: 30, "items re-sealed")
         }
     }
 
     /// What a rotation did; a new recovery key goes to stdout, once.
     static func report(_ result: RotationResult, of vault: UnlockedVault, _ ctx: CommandContext) {
-        ctx.say("vault: re-sealed \(result.items) item\(result.items == 1 ? "" : "s") of vault '\(vault.store.location.name)' under new keys (generation \(result.vault.generation))"
-                + (result.fingerprintBound ? "; fingerprint slot bound to the current prints" : "; no fingerprint slot (no reader or no prints): bind later with 'vault enroll --bind'"))
+        let name = vault.store.location.name, v = name == "default" ? "" : " --vault \(name)"
+        let slot = result.fingerprintBound ? "; fingerprint slot bound to the current prints"
+            : result.fingersEnrolled ? "; no fingerprint slot (no reader now): bind later with 'vault enroll --bind\(v)'"
+            : "; no fingerprint slot: no finger enrolled: enrol one with 'vault enroll\(v)'"
+        ctx.say("vault: re-sealed \(result.items) item\(result.items == 1 ? "" : "s") of vault '\(name)' under new keys (generation \(result.vault.generation))" + slot)
         if let why = result.authorityNotTold {
             ctx.say("vault: note: the key authority was not told the new key (\(why)); the next passcode unlock brings it in step")
         }
         if let key = result.recoveryKey {
             ctx.say("vault: your new recovery key (the old one no longer works; printed once on standard output):")
             ctx.stdout.write(key + "\n")
+            // The rotation is committed: Ctrl-C here only skips the wait.
+            try? RecoveryKeyScreen.waitAndClear(key, nil, ctx)
         }
     }
 }

@@ -71,6 +71,7 @@ enum VaultCommands {
                     ctx.stdout.write(key + "\n")
                 }
                 if let f = ctx.stdout.failure { throw VaultError.io(path: "standard output", f.reason + "; the vault was not created") }
+                if !inv.has(InitOptions.json) { try RecoveryKeyScreen.waitAndClear(key, inv, ctx) }
             }
             ctx.say("vault: created vault '\(loc.name)' at \(loc.folder)")
             if !inv.has(InitOptions.noFingerprint) {

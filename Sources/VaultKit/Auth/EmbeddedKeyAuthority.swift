@@ -778,7 +778,7 @@ package final class EmbeddedKeyAuthority: KeyAuthority {
         let existing = before.prints.filter { $0.sensor == reader.identity }.map(\.finger)
         let finger = requested ?? EmbeddedKeyAuthority.fingerOrder.first { !existing.contains($0) } ?? "right-ring"
         if existing.contains(finger) {
-            throw VaultError.failure("\(finger) is already enrolled on this reader", hint: "remove it first with 'vault unenroll \(finger)'")
+            throw VaultError.fingerEnrolled(finger)
         }
         let data = try reader.enroll(finger: finger)
         let name = by == nil ? nil : (label ?? by?.label)

@@ -23,13 +23,13 @@ extension UnlockedVault {
     }
 
     /// `vault unenroll`: removes the finger's prints, then rotates this vault onto what remains.
-    /// - Throws: `.failure` when the finger is not enrolled.
+    /// - Throws: `.fingerNotEnrolled` (3) when the finger is not enrolled.
     package func unenrollAndRotate(finger: String, through authority: any KeyAuthority, passcode: borrowing SecretBytes,
                                   progress: (Int, Int) -> Void = { _, _ in }) throws -> RotationResult {
         let gone = try proven(.unenroll, by: authority, subject: AuthorityProofMAC.fingerSubject(finger)) {
             try authority.unenroll(finger: finger, proof: $0, label: store.location.name)
         }
-        guard !gone.isEmpty else { throw VaultError.failure("\(finger) is not enrolled", hint: "see 'vault fingers'") }
+        guard !gone.isEmpty else { throw VaultError.fingerNotEnrolled(finger) }
         return try rotate(passcode: passcode, kdf: nil, recovery: .keep, authority: authority, progress: progress)
     }
 }

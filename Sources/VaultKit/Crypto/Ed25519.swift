@@ -45,9 +45,17 @@ public enum Ed25519 {
     /// (a key an agent is handed is checked before it is kept).
     public static func secretKey(_ secretKey: borrowing SecretBytes, matches publicKey: [UInt8]) -> Bool {
         guard secretKey.count == secretKeyBytes, publicKey.count == publicKeyBytes else { return false }
-        var derived = [UInt8](repeating: 0, count: publicKeyBytes)
-        let rc = secretKey.withUnsafeBytes { crypto_sign_ed25519_sk_to_pk(&derived, $0.baseAddress!.assumingMemoryBound(to: UInt8.self)) }
         _ = Sodium.ready
+        // libsodium's sk_to_pk only copies the second half: the public key is derived from the
+        // seed (into guarded memory, with the key pair it makes), so a seed of another key fails.
+        guard let derivedSecret = try? SecretBytes(zeroed: secretKeyBytes) else { return false }
+        var derived = [UInt8](repeating: 0, count: publicKeyBytes)
+        let rc = secretKey.withUnsafeBytes { sk in
+            derivedSecret.withUnsafeMutableBytes { out in
+                crypto_sign_seed_keypair(&derived, out.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                                         sk.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+        }
         let stored = secretKey.withUnsafeBytes { Array($0[32..<64]) }
         return rc == 0 && constantTimeEqual(derived, publicKey) && constantTimeEqual(stored, publicKey)
     }

@@ -163,7 +163,7 @@ enum OverviewRecord {
 
     static let fingerprintLogin: UInt8 = 1, hasPassword: UInt8 = 2, hasTOTP: UInt8 = 4, hasNotes: UInt8 = 8
 
-    static let types: [ItemType] = [.login, .note, .card, .identity]
+    static let types: [ItemType] = [.login, .note, .card, .identity, .secretService, .sshKey]
     static let kinds: [CustomFieldKind] = [.text, .hidden, .url, .totp]
 
     /// The overview of `item` (its secrets left out), encoded.

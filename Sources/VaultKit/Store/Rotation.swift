@@ -18,6 +18,9 @@ package struct RotationResult {
     package let recoveryKey: String?
     /// Whether a fingerprint slot was bound (false: no reader or no prints).
     package let fingerprintBound: Bool
+    /// Whether the key authority had fingers enrolled (false: the way to a fingerprint slot is
+    /// an enrolment, not a binding).
+    package let fingersEnrolled: Bool
     /// Why the key authority could not be told the new proof key before the commit (nil: it
     /// was, or it does not know the vault). It is brought in step at the next proof all the same.
     package let authorityNotTold: String?
@@ -69,7 +72,7 @@ extension UnlockedVault {
         let passcodeSealer = try PasscodeSealer(passcode: passcode, parameters: params, tpm: try passcodeTarget(onTPM: onTPM))
         let rules = try store.settings().passcodeRules
         var count = 0
-        var bound = false
+        var bound = false, enrolled = false
         // The authority holds the new proof key as the next one before anything commits: a crash
         // from here on leaves it able to check the vault's proofs under whichever key won.
         let notTold = authority.flatMap { announce(fresh, to: $0) }
@@ -85,6 +88,7 @@ extension UnlockedVault {
             try fresh.insertSlot(passcodeSealer, generation: newGeneration)
             if let recoverySealer { try fresh.insertSlot(recoverySealer, generation: newGeneration) }
             if let authority, try !authority.fingersIfReachable().isEmpty {
+                enrolled = true
                 do {
                     try fresh.insertSlot(FingerprintSealer(authority: authority, prover: self, sensor: sensor, rules: rules,
                                                            confirm: confirm, report: report),
@@ -103,7 +107,8 @@ extension UnlockedVault {
             try fresh.recordEarlierProofKeys(of: self)
             try fresh.recordKeyCheck()
         } }
-        return RotationResult(vault: fresh, items: count, recoveryKey: newRecovery?.text, fingerprintBound: bound, authorityNotTold: notTold)
+        return RotationResult(vault: fresh, items: count, recoveryKey: newRecovery?.text, fingerprintBound: bound, fingersEnrolled: enrolled,
+                              authorityNotTold: notTold)
     }
 
     /// Re-seals every item's two records under `fresh`'s key, in batches of rows read by id, so

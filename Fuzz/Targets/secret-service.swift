@@ -1,0 +1,7 @@
+// The libFuzzer entry point of the `secret-service` target. What it feeds and checks is
+// `serviceFuzz` in Tests/SecretServiceTests/FuzzSmokeTests.swift, shared with the test suite's
+// smoke pass (docs/fuzzing.md).
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    libFuzzerEntry(data, size)
+}

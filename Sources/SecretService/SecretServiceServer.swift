@@ -1,0 +1,941 @@
+public import VaultDBus
+public import VaultKit
+internal import VaultAgent
+internal import VaultSystem
+internal import Foundation
+
+/// How the service is set up (`vault secret-service`'s options).
+public struct SecretServiceOptions: Sendable {
+    /// The vaults served as collections, the first one the `default` alias.
+    public var vaults: [VaultLocation]
+    /// The environment (the agent's socket, `VAULT_HOME`, what `vault unlock` gets).
+    public var environment: [String: String]
+    /// The `vault` binary a prompt runs `vault unlock` with.
+    public var vaultBinary: String
+    /// How long a prompt's `vault unlock` waits for a finger.
+    public var scanTimeout: Double
+    /// The pinentry program for the passcode when no finger unlocked (nil: none).
+    public var pinentry: String?
+
+    /// The options.
+    public init(vaults: [VaultLocation], environment: [String: String], vaultBinary: String, scanTimeout: Double = 30,
+                pinentry: String? = nil) {
+        self.vaults = vaults
+        self.environment = environment
+        self.vaultBinary = vaultBinary
+        self.scanTimeout = scanTimeout
+        self.pinentry = pinentry
+    }
+}
+
+/// The service's bounds: what one client, and all of them, may hold.
+public enum SecretServiceLimits {
+    /// Open sessions of one client (unique name).
+    public static let sessionsPerClient = 64
+    /// Open sessions of all clients.
+    public static let sessions = 4096
+    /// Pending prompts of one client.
+    public static let promptsPerClient = 16
+    /// The largest secret stored (1 MiB, the size of an imported item).
+    public static let secretBytes = 1 << 20
+    /// Items of the in-memory `session` collection.
+    public static let memoryItems = 10_000
+    /// Releases of fingerprint-login items one client may have waiting for a touch.
+    public static let approvalsPerClient = 4
+    /// Unlocks and releases waiting for a touch, of all clients together (each is a thread that
+    /// waits its turn at the reader).
+    public static let waitingForTouch = 64
+}
+
+/// The Secret Service on one bus connection: every call is decoded (`SecretRequest`) on GDBus's
+/// worker thread and carried out, in order, on one serial queue; a prompt's unlock runs on a
+/// thread of its own and completes on the queue. Vault items are read and written through the
+/// vault's unlock session in `vault-agent` (the service never holds a vault key): a collection
+/// is unlocked exactly while that session is open.
+public final class SecretServiceServer: @unchecked Sendable {
+    let connection: DBusConnection
+    let options: SecretServiceOptions
+    let queue = DispatchQueue(label: "vault.secret-service")
+    /// Called (on the queue) when the bus took our name away or the connection closed.
+    public var onNameLost: (@Sendable () -> Void)?
+
+    final class Collection: @unchecked Sendable {
+        let element: String
+        let label: String
+        /// nil: the in-memory `session` collection.
+        let location: VaultLocation?
+        let created: Int64
+        var path: String { SecretPaths.collectionPrefix + element }
+
+        init(element: String, label: String, location: VaultLocation?) {
+            self.element = element
+            self.label = label
+            self.location = location
+            created = unixNow()
+        }
+    }
+
+    final class ClientSession {
+        let owner: String
+        /// nil: `plain`.
+        let key: DHSessionKey?
+        init(owner: String, key: DHSessionKey?) {
+            self.owner = owner
+            self.key = key
+        }
+    }
+
+    final class Prompt: @unchecked Sendable {
+        let id: String
+        let owner: String
+        let vaults: [Collection]
+        let objects: [String]
+        var started = false
+        var finished = false
+        var child: Process?
+        init(id: String, owner: String, vaults: [Collection], objects: [String]) {
+            self.id = id
+            self.owner = owner
+            self.vaults = vaults
+            self.objects = objects
+        }
+    }
+
+    final class MemoryItem {
+        let id: String
+        var label: String
+        var attributes: [SecretRequest.Attribute]
+        var contentType: String
+        var secret: SecretBytes
+        let created: Int64
+        var modified: Int64
+        init(id: String, label: String, attributes: [SecretRequest.Attribute], contentType: String, secret: consuming SecretBytes) {
+            self.id = id
+            self.label = label
+            self.attributes = attributes
+            self.contentType = contentType
+            self.secret = secret
+            created = unixNow()
+            modified = created
+        }
+    }
+
+    var collections: [Collection] = []
+    var aliases: [String: String] = [:]
+    var sessions: [String: ClientSession] = [:]
+    var prompts: [String: Prompt] = [:]
+    var memory: [MemoryItem] = []
+    /// The keyed attribute index: per collection, per item id, keyed MACs of its attribute pairs,
+    /// so a search of a locked collection still finds its items (as locked). The key never
+    /// leaves this process; nothing of it is written anywhere.
+    var index: [String: [String: Set<[UInt8]>]] = [:]
+    let indexKey: SecretBytes
+    var counter = 0
+    /// Releases waiting for a touch, per client; and every unlock or release waiting, in all.
+    var approvalsWaiting: [String: Int] = [:]
+    var touchesWaiting = 0
+
+    /// A server for `options` on `connection` (call `start`).
+    public init(connection: DBusConnection, options: SecretServiceOptions) throws {
+        self.connection = connection
+        self.options = options
+        indexKey = try SecretBytes.random(count: 32)
+        var used = Set<String>(["session"])
+        for location in options.vaults {
+            var element = SecretPaths.element(location.name)
+            while used.contains(element) { element += "_" }
+            used.insert(element)
+            collections.append(Collection(element: element, label: location.name, location: location))
+        }
+        collections.append(Collection(element: "session", label: "session", location: nil))
+        aliases["default"] = collections.first!.element
+        aliases["session"] = "session"
+    }
+
+    /// Starts serving (before the name is requested, so no call finds nobody home).
+    public func start() throws(DBusError) {
+        connection.serve { [weak self] message in
+            guard let self else { return }
+            self.queue.async { self.handle(message) }
+        }
+        try connection.addMatch("type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged'")
+    }
+
+    // MARK: Dispatch
+
+    func handle(_ m: DBusIncoming) {
+        if m.isSignal {
+            signal(m)
+            return
+        }
+        do {
+            let request = try SecretRequest.decode(path: m.path, interface: m.interface, member: m.member, arguments: m.arguments)
+            if let values = try perform(request, sender: m.sender, incoming: m) { m.reply(values) }
+        } catch let e as DBusError {
+            m.fail(e)
+        } catch let e as VaultError {
+            m.fail(Self.dbusError(e))
+        } catch {
+            m.fail(.failed("\(error)"))
+        }
+    }
+
+    static func dbusError(_ e: VaultError) -> DBusError {
+        if case .sessionInvalid = e { return SecretErrors.isLocked("the vault was locked") }
+        return .failed(e.message)
+    }
+
+    func signal(_ m: DBusIncoming) {
+        // Only the bus daemon's word counts: any client can send us a signal of that name.
+        if m.member == "NameLost", m.sender == "org.freedesktop.DBus", m.path == "/org/freedesktop/DBus" {
+            if m.arguments.first?.text == SecretServiceMain.busName { onNameLost?() }
+            return
+        }
+        guard m.member == "NameOwnerChanged", m.sender == "org.freedesktop.DBus", m.arguments.count == 3,
+              let name = m.arguments[0].text, name.hasPrefix(":"), m.arguments[2].text == "" else { return }
+        clientVanished(name)
+    }
+
+    /// A client left the bus: its sessions end, its prompts are dismissed (a running unlock is
+    /// stopped) and emit `Completed` as every prompt does once.
+    func clientVanished(_ name: String) {
+        sessions = sessions.filter { $0.value.owner != name }
+        if let program = programOf.removeValue(forKey: name), !programOf.values.contains(program) {
+            for element in approvals.keys { approvals[element]?[program] = nil }
+        }
+        for p in prompts.values where p.owner == name { finish(p, dismissed: true) }
+    }
+
+    /// The number of sessions (tests).
+    public func sessionCount() -> Int { queue.sync { sessions.count } }
+
+    /// Carries out one request; nil when the reply comes later (a release that waits for a touch),
+    /// sent through `incoming`.
+    func perform(_ r: SecretRequest, sender: String, incoming: DBusIncoming? = nil) throws -> [DBusValue]? {
+        switch r {
+        case .introspect(let path): return [.string(Introspection.xml(for: SecretObject(path: path), children: children(of: path)))]
+        case .ping: return []
+        case .machineID:
+            let id = (try? String(contentsOfFile: "/etc/machine-id", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            return [.string(id)]
+        case .openSession(let algorithm, let input): return try openSession(algorithm, input, sender: sender)
+        case .createCollection(let properties, let alias):
+            if !alias.isEmpty, let e = aliases[alias], let c = collection(element: e) { return [.objectPath(c.path), .objectPath(SecretPaths.none)] }
+            let label = properties.first { $0.key.text == "org.freedesktop.Secret.Collection.Label" }?.value.unboxed.text
+            if let label, let c = collections.first(where: { $0.label == label }) { return [.objectPath(c.path), .objectPath(SecretPaths.none)] }
+            throw SecretErrors.notSupported("vault makes no collection over D-Bus: make a vault with 'vault init --vault NAME' and serve it with 'vault secret-service --vault NAME'")
+        case .searchItems(nil, let attributes):
+            var unlocked: [String] = [], locked: [String] = []
+            for c in collections {
+                let (u, l) = try search(c, attributes)
+                unlocked += u
+                locked += l
+            }
+            return [.objectPaths(unlocked), .objectPaths(locked)]
+        case .searchItems(let object?, let attributes):
+            let c = try collection(object)
+            let (u, l) = try search(c, attributes)
+            return [.objectPaths(u + l)]
+        case .unlock(let objects): return try unlock(objects, sender: sender)
+        case .lock(let objects):
+            var locked: [String] = []
+            var done = Set<String>()
+            for path in objects {
+                guard let c = try? collection(of: path), let location = c.location else { continue }
+                if done.insert(c.element).inserted, let client = AgentClient.connect(options.environment) {
+                    _ = try? client.send(.lock(vault: location.databasePath))
+                    approvals[c.element] = nil
+                    lockChanged(c, locked: true)
+                }
+                locked.append(path)
+            }
+            return [.objectPaths(locked), .objectPath(SecretPaths.none)]
+        case .getSecrets(let items, let sessionPath):
+            let session = try clientSession(sessionPath, sender: sender)
+            let waiting = items.compactMap { path -> (Collection, StoredItem)? in
+                guard case .item(let ref, let id) = SecretObject(path: path), let c = try? collection(ref) else { return nil }
+                return (try? needsApproval(c, id: id, sender: sender)).flatMap { $0.map { (c, $0) } }
+            }
+            if !waiting.isEmpty, let incoming {
+                approve(waiting, sender: sender, incoming: incoming) { server in
+                    try server.perform(.getSecrets(items: items, session: sessionPath), sender: sender) ?? []
+                }
+                return nil
+            }
+            var entries: [DBusEntry] = []
+            for path in items {
+                guard case .item(let ref, let id) = SecretObject(path: path), let c = try? collection(ref),
+                      let secret = try? secret(c, id: id, session: session, sessionPath: sessionPath, sender: sender) else { continue }
+                entries.append(DBusEntry(.objectPath(path), secret.dbus))
+            }
+            return [.dictionary(key: "o", value: "(oayays)", entries)]
+        case .readAlias(let name):
+            guard let e = aliases[name], let c = collection(element: e) else { return [.objectPath(SecretPaths.none)] }
+            return [.objectPath(c.path)]
+        case .setAlias(let name, let path):
+            guard name == "default" || name == "session" || name.utf8.count <= 64 else { throw DBusError.invalidArgs("an alias is at most 64 bytes") }
+            if path == SecretPaths.none {
+                guard name != "default" else { throw SecretErrors.notSupported("the default alias always names a collection") }
+                aliases[name] = nil
+                return []
+            }
+            let c = try collection(of: path)
+            aliases[name] = c.element
+            return []
+        case .deleteCollection:
+            throw SecretErrors.notSupported("a vault is removed with its own command, not over D-Bus")
+        case .createItem(let object, let properties, let wire, let replace):
+            return try createItem(try collection(object), properties, wire, replace: replace, sender: sender)
+        case .deleteItem(.item(let ref, let id)):
+            let c = try collection(ref)
+            if c.location == nil {
+                guard memory.contains(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
+                memory.removeAll { $0.id == id }
+            } else {
+                let access = try unlockedAccess(c)
+                guard let item = try items(c, access).first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
+                try access.remove(item.name)
+                index[c.element]?[id] = nil
+            }
+            emit(c.path, SecretRequest.collection, "ItemDeleted", [.objectPath(c.path + "/" + id)])
+            return [.objectPath(SecretPaths.none)]
+        case .getSecret(.item(let ref, let id), let sessionPath):
+            let session = try clientSession(sessionPath, sender: sender)
+            let c = try collection(ref)
+            if let item = try needsApproval(c, id: id, sender: sender), let incoming {
+                approve([(c, item)], sender: sender, incoming: incoming) { server in
+                    try server.perform(.getSecret(item: .item(collection: ref, id: id), session: sessionPath), sender: sender) ?? []
+                }
+                return nil
+            }
+            return [try secret(c, id: id, session: session, sessionPath: sessionPath, sender: sender).dbus]
+        case .setSecret(.item(let ref, let id), let wire):
+            let c = try collection(ref)
+            let session = try clientSession(wire.session, sender: sender)
+            var plain = try open(wire, session)
+            if c.location == nil {
+                guard let m = memory.first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
+                m.secret = plain
+                m.contentType = wire.contentType
+                m.modified = unixNow()
+            } else {
+                let access = try unlockedAccess(c)
+                guard let item = try items(c, access).first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
+                var change = ItemChange()
+                change.password = try Self.text(&plain)
+                change.setFields = [CustomField(name: StoredItem.contentTypeField, value: wire.contentType)]
+                try access.update(item.name, change)
+            }
+            emit(c.path, SecretRequest.collection, "ItemChanged", [.objectPath(c.path + "/" + id)])
+            return []
+        case .deleteItem, .getSecret, .setSecret:
+            throw SecretErrors.noSuchObject("no such item")
+        case .closeSession(let id):
+            let path = SecretPaths.sessionPrefix + id
+            guard let s = sessions[path], s.owner == sender else { throw SecretErrors.noSession("no such session") }
+            sessions[path] = nil
+            return []
+        case .prompt(let id, _):
+            guard let p = prompts[id], p.owner == sender else { throw SecretErrors.noSuchObject("no such prompt") }
+            if !p.started { run(p) }
+            return []
+        case .dismiss(let id):
+            guard let p = prompts[id], p.owner == sender else { throw SecretErrors.noSuchObject("no such prompt") }
+            finish(p, dismissed: true)
+            return []
+        case .getProperty(let object, let interface, let name):
+            guard let value = try properties(of: object).first(where: { $0.name == name && (interface.isEmpty || $0.interface == interface) }) else {
+                throw DBusError.invalidArgs("no property \(interface).\(name)")
+            }
+            return [.variant(value.value)]
+        case .getAllProperties(let object, let interface):
+            let all = try properties(of: object).filter { interface.isEmpty || $0.interface == interface }
+            return [.properties(all.map { ($0.name, $0.value) })]
+        case .setProperty(let object, _, let name, let value):
+            return try setProperty(object, name, value)
+        }
+    }
+
+    // MARK: Sessions and secrets
+
+    func openSession(_ algorithm: String, _ input: DBusValue, sender: String) throws -> [DBusValue] {
+        guard sessions.count < SecretServiceLimits.sessions,
+              sessions.values.filter({ $0.owner == sender }).count < SecretServiceLimits.sessionsPerClient else {
+            throw DBusError.accessDenied("too many open sessions")
+        }
+        let session: ClientSession
+        let output: DBusValue
+        switch algorithm {
+        case "plain":
+            session = ClientSession(owner: sender, key: nil)
+            output = .string("")
+        case "dh-ietf1024-sha256-aes128-cbc-pkcs7":
+            guard case .bytes(let peer) = input else { throw DBusError.invalidArgs("the input of \(algorithm) is the client's public key (ay)") }
+            let key: DHSessionKey
+            do { key = try DHSessionKey(peer: peer.array) } catch { throw DBusError.invalidArgs("the client's public key: \(error)") }
+            session = ClientSession(owner: sender, key: key)
+            output = .bytes(DBusBytes(key.publicKey))
+        default:
+            throw SecretErrors.notSupported("the algorithm \(algorithm) is not supported")
+        }
+        counter += 1
+        let path = SecretPaths.sessionPrefix + "s\(counter)"
+        sessions[path] = session
+        return [.variant(output), .objectPath(path)]
+    }
+
+    func clientSession(_ path: String, sender: String) throws -> ClientSession {
+        guard let s = sessions[path], s.owner == sender else { throw SecretErrors.noSession("no such session: open one with OpenSession") }
+        return s
+    }
+
+    /// The plaintext of a secret a client sent, in guarded memory.
+    func open(_ wire: WireSecret, _ session: ClientSession) throws -> SecretBytes {
+        guard wire.value.count <= SecretServiceLimits.secretBytes + 16 else { throw DBusError.invalidArgs("a secret is at most 1 MiB") }
+        if let key = session.key {
+            do {
+                return try wire.value.withUnsafeBytes { try key.decrypt(iv: wire.parameters.array, $0) }
+            } catch {
+                throw DBusError.invalidArgs("the secret could not be decrypted with the session's key")
+            }
+        }
+        return try wire.value.withUnsafeBytes { try SecretBytes(copying: $0) }
+    }
+
+    /// A secret for a client: encrypted under its session's key, or as is for `plain`.
+    func seal(_ plain: borrowing SecretBytes, _ session: ClientSession, sessionPath: String, contentType: String) throws -> WireSecret {
+        if let key = session.key {
+            let (iv, ciphertext) = try plain.withUnsafeBytes { try key.encrypt($0) }
+            return WireSecret(session: sessionPath, parameters: DBusBytes(iv), value: DBusBytes(ciphertext), contentType: contentType)
+        }
+        return WireSecret(session: sessionPath, parameters: DBusBytes([]), value: plain.withUnsafeBytes { DBusBytes(copying: $0) },
+                          contentType: contentType)
+    }
+
+    func secret(_ c: Collection, id: String, session: ClientSession, sessionPath: String, sender: String) throws -> WireSecret {
+        if c.location == nil {
+            guard let m = memory.first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
+            return try seal(m.secret, session, sessionPath: sessionPath, contentType: m.contentType)
+        }
+        let access = try unlockedAccess(c)
+        guard let item = try items(c, access).first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
+        if item.fingerprintLogin {
+            guard let client = clientIdentity(sender), let approved = approvals[c.element]?[client]?[item.id] else {
+                throw DBusError.accessDenied("\(item.name) needs a fresh finger match for this program")
+            }
+            return try seal(approved.bytes, session, sessionPath: sessionPath, contentType: item.contentType)
+        }
+        let plain = try access.releaseSecret(named: item.name, field: .password, command: "secret-service", freshMatch: nil)
+        return try seal(plain, session, sessionPath: sessionPath, contentType: item.contentType)
+    }
+
+    // MARK: Per-program approval of fingerprint-login items
+
+    /// A secret in guarded memory, kept for one approved program.
+    final class ApprovedSecret: @unchecked Sendable {
+        let bytes: SecretBytes
+        init(_ bytes: consuming SecretBytes) { self.bytes = bytes }
+    }
+
+    /// Per collection, per program (`executable|start time`), per item id: the secrets released to
+    /// it after its own fresh match, kept until the collection locks.
+    var approvals: [String: [String: [String: ApprovedSecret]]] = [:]
+    /// The program of each unique name that was released something: when the last name of a
+    /// program leaves the bus, what it was released is wiped (the process is gone; a new one of
+    /// the same executable is another program).
+    var programOf: [String: String] = [:]
+
+    /// The program behind a unique name: its executable and its start time (`/proc/PID/stat`,
+    /// field 22), so a later process with the same pid is another program. nil when unknown.
+    func clientIdentity(_ sender: String) -> String? {
+        guard let pid = try? connection.processID(of: sender),
+              let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe"),
+              let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command's closing parenthesis: field 3 is the first, so start time (22) is the 20th.
+        guard fields.count > 19 else { return nil }
+        return exe + "|" + fields[19]
+    }
+
+    /// The item when it has fingerprint login on and this program has not had it released yet.
+    func needsApproval(_ c: Collection, id: String, sender: String) throws -> StoredItem? {
+        guard c.location != nil, let access = try access(c) else {
+            approvals[c.element] = nil
+            return nil
+        }
+        guard let item = try items(c, access).first(where: { $0.id == id }), item.fingerprintLogin else { return nil }
+        if let client = clientIdentity(sender), approvals[c.element]?[client]?[item.id] != nil { return nil }
+        return item
+    }
+
+    /// Releases `items` to the program behind `sender` after a fresh match of its own (`vault get`
+    /// of each, whose key authority asks for the finger and whose agent checks the token), on a
+    /// thread of its own, one at a time like prompts; then answers `incoming` with `reply`, or
+    /// with `AccessDenied` when no finger came.
+    func approve(_ items: [(Collection, StoredItem)], sender: String, incoming: DBusIncoming,
+                 reply: @escaping @Sendable (SecretServiceServer) throws -> [DBusValue]) {
+        guard let client = clientIdentity(sender) else {
+            incoming.fail(.accessDenied("the requesting program cannot be told apart (no process id)"))
+            return
+        }
+        guard approvalsWaiting[sender, default: 0] < SecretServiceLimits.approvalsPerClient,
+              touchesWaiting < SecretServiceLimits.waitingForTouch else {
+            incoming.fail(.accessDenied("too many requests wait for a touch: try again when they are answered"))
+            return
+        }
+        approvalsWaiting[sender, default: 0] += 1
+        touchesWaiting += 1
+        let options = self.options, queue = self.queue, connection = self.connection
+        let program = ((client.split(separator: "|").first.map(String.init) ?? "a program") as NSString).lastPathComponent
+        let work = items.map { (c: $0.0, name: $0.1.name, id: $0.1.id) }
+        Thread.detachNewThread { [weak self] in
+            Self.unlockGate.lock()
+            defer { Self.unlockGate.unlock() }
+            var released: [(String, String, ApprovedSecret)] = []
+            for w in work {
+                guard let location = w.c.location else { continue }
+                Self.notify(connection, sender: sender) { "\($0) asks for '\(w.name)' from the vault \(location.name): touch the fingerprint reader" }
+                let reason = "\(program) asks for '\(w.name)' (Secret Service)"
+                guard let secret = FreshRelease(options: options).password(of: w.name, in: location, reason: reason) else { break }
+                released.append((w.c.element, w.id, ApprovedSecret(secret)))
+            }
+            let complete = released.count == work.count
+            let done = released
+            queue.async { [weak self] in
+                guard let self else { return }
+                self.approvalsWaiting[sender, default: 1] -= 1
+                if self.approvalsWaiting[sender] == 0 { self.approvalsWaiting[sender] = nil }
+                self.touchesWaiting -= 1
+                for (element, id, secret) in done { self.approvals[element, default: [:]][client, default: [:]][id] = secret }
+                if !done.isEmpty { self.programOf[sender] = client }
+                guard complete else {
+                    incoming.fail(.accessDenied("no fresh finger match: the secret was not released"))
+                    return
+                }
+                do { incoming.reply(try reply(self)) } catch let e as DBusError { incoming.fail(e) } catch { incoming.fail(.failed("\(error)")) }
+            }
+        }
+    }
+
+    /// A secret's bytes as the item's password (vault keeps secrets as text); wipes `plain`.
+    static func text(_ plain: inout SecretBytes) throws -> String {
+        let s: String? = plain.withUnsafeBytes { String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) }
+        plain.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        guard let s else { throw SecretErrors.notSupported("vault keeps a secret as UTF-8 text, and this one is not") }
+        return s
+    }
+
+    // MARK: Collections and items
+
+    func collection(element: String) -> Collection? { collections.first { $0.element == element } }
+
+    func collection(_ object: SecretObject) throws -> Collection {
+        switch object {
+        case .collection(let e): if let c = collection(element: e) { return c }
+        case .alias(let a): if let e = aliases[a], let c = collection(element: e) { return c }
+        default: break
+        }
+        throw SecretErrors.noSuchObject("no such collection")
+    }
+
+    func collection(_ ref: SecretObject.CollectionRef) throws -> Collection {
+        switch ref {
+        case .element(let e): return try collection(SecretObject.collection(e))
+        case .alias(let a): return try collection(SecretObject.alias(a))
+        }
+    }
+
+    func collection(of path: String) throws -> Collection {
+        let object = SecretObject(path: path)
+        if case .item(let ref, _) = object { return try collection(ref) }
+        return try collection(object)
+    }
+
+    /// The vault's unlock session, or nil when it has none (the collection is locked).
+    func access(_ c: Collection) throws -> SessionAccess? {
+        guard let location = c.location else { return nil }
+        do {
+            return try SessionAccess.open(location, environment: options.environment)
+        } catch VaultError.sessionInvalid {
+            return nil
+        }
+    }
+
+    func unlockedAccess(_ c: Collection) throws -> SessionAccess {
+        guard let a = try access(c) else {
+            approvals[c.element] = nil
+            throw SecretErrors.isLocked("the collection \(c.label) is locked: unlock it (vault unlock --vault \(c.label))") }
+        return a
+    }
+
+    func isLocked(_ c: Collection) -> Bool {
+        guard c.location != nil else { return false }
+        return ((try? access(c)) ?? nil) == nil
+    }
+
+    /// The Secret Service items of an unlocked vault, read from the session's overview index
+    /// (no secret opened); refreshes the keyed attribute index.
+    func items(_ c: Collection, _ access: SessionAccess) throws -> [StoredItem] {
+        var out: [StoredItem] = []
+        try access.forEachOverview(matching: nil) { entry in
+            if case .item(let o) = entry, let s = StoredItem(o.item) { out.append(s) }
+        }
+        var fresh: [String: Set<[UInt8]>] = [:]
+        for s in out { fresh[s.id] = Set(s.attributes.compactMap { try? mac($0) }) }
+        index[c.element] = fresh
+        return out
+    }
+
+    func mac(_ a: SecretRequest.Attribute) throws -> [UInt8] {
+        try KeyedHash.hash(Array(a.name.utf8) + [0] + Array(a.value.utf8), key: indexKey)
+    }
+
+    /// The matches of `attributes` in `c`: unlocked ones with their items, locked ones from the index.
+    func search(_ c: Collection, _ attributes: [SecretRequest.Attribute]) throws -> (unlocked: [String], locked: [String]) {
+        if c.location == nil {
+            return (memory.filter { m in attributes.allSatisfy { m.attributes.contains($0) } }.map { c.path + "/" + $0.id }, [])
+        }
+        if let access = try access(c) {
+            return (try items(c, access).filter { $0.matches(attributes) }.map { c.path + "/" + $0.id }, [])
+        }
+        let wanted = Set(try attributes.map { try mac($0) })
+        let found = (index[c.element] ?? [:]).filter { wanted.isSubset(of: $0.value) }.keys.sorted()
+        return ([], found.map { c.path + "/" + $0 })
+    }
+
+    func createItem(_ c: Collection, _ properties: [DBusEntry], _ wire: WireSecret, replace: Bool, sender: String) throws -> [DBusValue] {
+        let session = try clientSession(wire.session, sender: sender)
+        var label = "", attributes: [SecretRequest.Attribute] = []
+        for p in properties {
+            switch p.key.text {
+            case "org.freedesktop.Secret.Item.Label":
+                guard let l = p.value.unboxed.text, l.utf8.count <= 4096 else { throw DBusError.invalidArgs("Label is a string of at most 4096 bytes") }
+                label = l
+            case "org.freedesktop.Secret.Item.Attributes":
+                attributes = try SecretRequest.attributes(p.value.unboxed)
+            default: break
+            }
+        }
+        var plain = try open(wire, session)
+        let sortedAttributes = attributes.sorted { $0.name < $1.name }
+        if c.location == nil {
+            if replace, let m = memory.first(where: { $0.attributes.sorted(by: { $0.name < $1.name }) == sortedAttributes }) {
+                m.secret = plain
+                m.label = label
+                m.contentType = wire.contentType
+                m.modified = unixNow()
+                emit(c.path, SecretRequest.collection, "ItemChanged", [.objectPath(c.path + "/" + m.id)])
+                return [.objectPath(c.path + "/" + m.id), .objectPath(SecretPaths.none)]
+            }
+            guard memory.count < SecretServiceLimits.memoryItems else { throw DBusError.accessDenied("the session collection is full") }
+            let m = MemoryItem(id: StoredItem.hex(randomBytes(8)), label: label, attributes: sortedAttributes, contentType: wire.contentType, secret: plain)
+            memory.append(m)
+            emit(c.path, SecretRequest.collection, "ItemCreated", [.objectPath(c.path + "/" + m.id)])
+            return [.objectPath(c.path + "/" + m.id), .objectPath(SecretPaths.none)]
+        }
+        let access = try unlockedAccess(c)
+        let password = try Self.text(&plain)
+        if replace, let existing = try items(c, access).first(where: { $0.attributes == sortedAttributes }) {
+            var change = existing.change(label: label)
+            change.password = password
+            change.setFields.append(CustomField(name: StoredItem.contentTypeField, value: wire.contentType))
+            try access.update(existing.name, change)
+            emit(c.path, SecretRequest.collection, "ItemChanged", [.objectPath(c.path + "/" + existing.id)])
+            return [.objectPath(c.path + "/" + existing.id), .objectPath(SecretPaths.none)]
+        }
+        var item = try StoredItem.make(label: label, attributes: sortedAttributes, contentType: wire.contentType)
+        item.password = password
+        try access.add(item, replace: false)
+        guard let stored = StoredItem(item) else { throw DBusError.failed("the item was not stored") }
+        index[c.element, default: [:]][stored.id] = Set(sortedAttributes.compactMap { try? mac($0) })
+        emit(c.path, SecretRequest.collection, "ItemCreated", [.objectPath(c.path + "/" + stored.id)])
+        return [.objectPath(c.path + "/" + stored.id), .objectPath(SecretPaths.none)]
+    }
+
+    // MARK: Properties
+
+    struct Property {
+        var interface: String
+        var name: String
+        var value: DBusValue
+    }
+
+    func properties(of object: SecretObject) throws -> [Property] {
+        switch object {
+        case .service:
+            return [Property(interface: SecretRequest.service, name: "Collections", value: .objectPaths(collections.map(\.path)))]
+        case .collection, .alias:
+            let c = try collection(object)
+            let locked = isLocked(c)
+            var ids: [String] = []
+            if c.location == nil { ids = memory.map(\.id) } else if let access = try access(c) {
+                ids = try items(c, access).map(\.id)
+            } else {
+                ids = (index[c.element] ?? [:]).keys.sorted()
+            }
+            let i = SecretRequest.collection
+            return [Property(interface: i, name: "Items", value: .objectPaths(ids.map { c.path + "/" + $0 })),
+                    Property(interface: i, name: "Label", value: .string(c.label)),
+                    Property(interface: i, name: "Locked", value: .boolean(locked)),
+                    Property(interface: i, name: "Created", value: .uint64(UInt64(max(0, c.created)))),
+                    Property(interface: i, name: "Modified", value: .uint64(UInt64(max(0, c.created))))]
+        case .item(let ref, let id):
+            let c = try collection(ref)
+            let i = SecretRequest.item
+            if c.location == nil {
+                guard let m = memory.first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
+                return itemProperties(label: m.label, attributes: m.attributes, locked: false, created: m.created, modified: m.modified, i)
+            }
+            guard let access = try access(c) else {
+                guard index[c.element]?[id] != nil else { throw SecretErrors.noSuchObject("no such item") }
+                return [Property(interface: i, name: "Locked", value: .boolean(true)),
+                        Property(interface: i, name: "Label", value: .string("")),
+                        Property(interface: i, name: "Attributes", value: .stringDictionary([])),
+                        Property(interface: i, name: "Created", value: .uint64(0)),
+                        Property(interface: i, name: "Modified", value: .uint64(0))]
+            }
+            guard let s = try items(c, access).first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
+            return itemProperties(label: s.label, attributes: s.attributes, locked: false, created: s.created, modified: s.modified, i)
+        case .session, .prompt:
+            return []
+        case .unknown:
+            throw DBusError.unknownObject("no such object")
+        }
+    }
+
+    func itemProperties(label: String, attributes: [SecretRequest.Attribute], locked: Bool, created: Int64, modified: Int64,
+                        _ i: String) -> [Property] {
+        [Property(interface: i, name: "Locked", value: .boolean(locked)),
+         Property(interface: i, name: "Label", value: .string(label)),
+         Property(interface: i, name: "Attributes", value: .stringDictionary(attributes.map { ($0.name, $0.value) })),
+         Property(interface: i, name: "Created", value: .uint64(UInt64(max(0, created)))),
+         Property(interface: i, name: "Modified", value: .uint64(UInt64(max(0, modified))))]
+    }
+
+    func setProperty(_ object: SecretObject, _ name: String, _ value: DBusValue) throws -> [DBusValue] {
+        guard case .item(let ref, let id) = object, name == "Label" || name == "Attributes" else {
+            throw DBusError.accessDenied("the property \(name) cannot be set")
+        }
+        let c = try collection(ref)
+        var label: String?, attributes: [SecretRequest.Attribute]?
+        if name == "Label" {
+            guard let l = value.text, l.utf8.count <= 4096 else { throw DBusError.invalidArgs("Label is a string") }
+            label = l
+        } else {
+            attributes = try SecretRequest.attributes(value).sorted { $0.name < $1.name }
+        }
+        if c.location == nil {
+            guard let m = memory.first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
+            if let label { m.label = label }
+            if let attributes { m.attributes = attributes }
+        } else {
+            let access = try unlockedAccess(c)
+            guard let s = try items(c, access).first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
+            try access.update(s.name, s.change(label: label, attributes: attributes))
+        }
+        let path = c.path + "/" + id
+        emit(path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+             [.string(SecretRequest.item), .properties([(name, value)]), .array(element: "s", [])])
+        emit(c.path, SecretRequest.collection, "ItemChanged", [.objectPath(path)])
+        return []
+    }
+
+    func children(of path: String) -> [String] {
+        switch SecretObject(path: path) {
+        case .service: return ["collection", "aliases", "session", "prompt"]
+        default:
+            if path == SecretPaths.base + "/collection" { return collections.map(\.element) }
+            if path == SecretPaths.base + "/aliases" { return aliases.keys.sorted() }
+            if path == SecretPaths.base + "/session" { return sessions.keys.sorted().map { String($0.dropFirst(SecretPaths.sessionPrefix.count)) } }
+            if path == SecretPaths.base + "/prompt" { return prompts.keys.sorted() }
+            return []
+        }
+    }
+
+    func emit(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue]) {
+        try? connection.emit(path, interface, member, arguments)
+    }
+
+    // MARK: Unlock and prompts
+
+    func unlock(_ objects: [String], sender: String) throws -> [DBusValue] {
+        var unlocked: [String] = [], pending: [String] = []
+        var vaults: [Collection] = []
+        for path in objects {
+            guard let c = try? collection(of: path) else { continue }
+            if !isLocked(c) {
+                unlocked.append(path)
+            } else {
+                pending.append(path)
+                if !vaults.contains(where: { $0 === c }) { vaults.append(c) }
+            }
+        }
+        guard !pending.isEmpty else { return [.objectPaths(unlocked), .objectPath(SecretPaths.none)] }
+        guard prompts.values.filter({ $0.owner == sender }).count < SecretServiceLimits.promptsPerClient else {
+            throw DBusError.accessDenied("too many pending prompts")
+        }
+        counter += 1
+        let p = Prompt(id: "p\(counter)", owner: sender, vaults: vaults, objects: pending)
+        prompts[p.id] = p
+        return [.objectPaths(unlocked), .objectPath(SecretPaths.promptPrefix + p.id)]
+    }
+
+    /// Runs the prompt's unlocks on a thread of their own: `vault unlock` of each vault (a finger
+    /// through the key authority, with its tries, lockout and rules), then the passcode through
+    /// pinentry when no finger did it and a pinentry is set.
+    func run(_ p: Prompt) {
+        p.started = true
+        guard touchesWaiting < SecretServiceLimits.waitingForTouch else {
+            finish(p, dismissed: true)
+            return
+        }
+        touchesWaiting += 1
+        let options = self.options
+        let queue = self.queue
+        let connection = self.connection
+        Thread.detachNewThread { [weak self] in
+            // One unlock at a time (one reader, one person): a prompt that waited finds its vault
+            // unlocked by the touch that answered the one before, and asks nothing.
+            Self.unlockGate.lock()
+            defer { Self.unlockGate.unlock() }
+            let runner = UnlockRunner(options: options, prompt: p, queue: queue)
+            let waiting = p.vaults.filter { c in c.location.map { !runner.isUnlocked($0) } ?? false }
+            if !waiting.isEmpty && !runner.isCancelled {
+                Self.notify(connection, sender: p.owner) { "\($0) asks to unlock the vault \(waiting.map(\.label).joined(separator: ", ")): touch the fingerprint reader" }
+            }
+            let ok = p.vaults.allSatisfy { c in c.location.map { runner.isUnlocked($0) || (!runner.isCancelled && runner.unlock($0)) } ?? true }
+            queue.async { [weak self] in
+                self?.touchesWaiting -= 1
+                self?.finish(p, dismissed: !ok)
+            }
+        }
+    }
+
+    static let unlockGate = NSLock()
+
+    /// Tells the desktop a touch is awaited (`org.freedesktop.Notifications.Notify`), when a
+    /// notification server owns its name; nothing otherwise (no activation, at most 2 s).
+    static func notify(_ connection: DBusConnection, sender: String, _ text: (String) -> String) {
+        let name = "org.freedesktop.Notifications"
+        guard (try? connection.owner(of: name)) ?? nil != nil else { return }
+        let who = (try? connection.processID(of: sender)).flatMap { pid in
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")
+        }.map { ($0 as NSString).lastPathComponent } ?? "a program"
+        let body = text(who)
+        _ = try? connection.call(name, "/org/freedesktop/Notifications", name, "Notify",
+                                 [.string("vault"), .uint32(0), .string("dialog-password"), .string("Unlock vault"), .string(body),
+                                  .array(element: "s", []), .properties([("urgency", .byte(2))]), .int32(-1)],
+                                 timeoutMilliseconds: 2000)
+    }
+
+    /// Ends a prompt: `Completed` once, whatever ended it (success, failure, Dismiss, the client
+    /// leaving); a running unlock is stopped.
+    func finish(_ p: Prompt, dismissed: Bool) {
+        guard !p.finished else { return }
+        p.finished = true
+        prompts[p.id] = nil
+        if let child = p.child, child.isRunning { child.terminate() }
+        let result: DBusValue = .objectPaths(dismissed ? [] : p.objects)
+        if !dismissed { for c in p.vaults { lockChanged(c, locked: false) } }
+        emit(SecretPaths.promptPrefix + p.id, SecretRequest.promptInterface, "Completed", [.boolean(dismissed), .variant(result)])
+    }
+
+    /// Tells clients that cache properties (libsecret's proxies) that a collection's `Locked`
+    /// changed through the service (a `vault lock` from a terminal is seen at the next call).
+    func lockChanged(_ c: Collection, locked: Bool) {
+        emit(c.path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+             [.string(SecretRequest.collection), .properties([("Locked", .boolean(locked))]), .array(element: "s", [])])
+        emit(SecretPaths.base, SecretRequest.service, "CollectionChanged", [.objectPath(c.path)])
+    }
+}
+
+/// A release after a fresh match: `vault get NAME --field password` of the vault, whose own
+/// paths ask the key authority for the finger, get the agent's nonce and send the token; the
+/// password comes back on a pipe, read straight into guarded memory.
+struct FreshRelease {
+    let options: SecretServiceOptions
+
+    func password(of name: String, in location: VaultLocation, reason: String) -> SecretBytes? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: options.vaultBinary)
+        process.arguments = ["get", name, "--vault", location.name, "--field", "password", "--no-input",
+                             "--scan-timeout", String(options.scanTimeout), "--reason", reason]
+        process.environment = options.environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.standardError
+        process.standardInput = FileHandle.nullDevice
+        do { try process.run() } catch { return nil }
+        try? out.fileHandleForWriting.close()
+        var input = FileDescriptor(owning: out.fileHandleForReading.fileDescriptor)
+        defer { _ = input.take() }
+        guard let buffer = try? SecretBytes(zeroed: SecretServiceLimits.secretBytes + 2) else { return nil }
+        var used = 0
+        while used < buffer.count {
+            let n = buffer.withUnsafeMutableBytes { b in (try? input.read(into: UnsafeMutableRawBufferPointer(rebasing: b[used...]))) ?? 0 }
+            if n <= 0 { break }
+            used += n
+        }
+        process.waitUntilExit()
+        guard process.terminationReason == .exit, process.terminationStatus == 0, used <= SecretServiceLimits.secretBytes + 1 else { return nil }
+        // `get --field` ends the value with one newline.
+        let length = buffer.withUnsafeBytes { b in used > 0 && b[used - 1] == 0x0a ? used - 1 : used }
+        return try? buffer.withUnsafeBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<length])) }
+    }
+}
+
+/// One prompt's unlock of one vault, on the prompt's thread.
+struct UnlockRunner {
+    let options: SecretServiceOptions
+    let prompt: SecretServiceServer.Prompt
+    let queue: DispatchQueue?
+
+    /// Whether the vault's unlock session is open now.
+    func isUnlocked(_ location: VaultLocation) -> Bool {
+        ((try? SessionAccess.open(location, environment: options.environment)) ?? nil) != nil
+    }
+
+    /// Whether the prompt ended (dismissed, its client gone) while this one waited.
+    var isCancelled: Bool { queue?.sync { prompt.finished } ?? false }
+
+    func unlock(_ location: VaultLocation) -> Bool {
+        let reason = "a program asks to unlock the vault \(location.name) (Secret Service)"
+        // `--scope user`: the session serves every process of the user (the service and its
+        // clients have no terminal of the unlock's), as a session the person opens for them must.
+        if run(["unlock", "--vault", location.name, "--scope", "user", "--no-input", "--scan-timeout", String(options.scanTimeout),
+                "--reason", reason], passcode: nil) { return true }
+        guard let pinentry = options.pinentry, let pin = Pinentry(program: pinentry, environment: options.environment).passcode(description: reason) else { return false }
+        return pin.withUnsafeBytes { run(["unlock", "--vault", location.name, "--scope", "user", "--passcode", "--passcode-fd", "0"], passcode: $0) }
+    }
+
+    /// Runs `vault ARGS` (its stderr is ours, its stdout discarded), the passcode on its standard
+    /// input when given (written from guarded memory); true when it succeeded.
+    func run(_ arguments: [String], passcode: UnsafeRawBufferPointer?) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: options.vaultBinary)
+        process.arguments = arguments
+        process.environment = options.environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.standardError
+        let pipe = Pipe()
+        process.standardInput = passcode == nil ? FileHandle.nullDevice : pipe
+        var cancelled = false
+        queue?.sync {
+            cancelled = prompt.finished
+            if !cancelled { prompt.child = process }
+        }
+        guard !cancelled else { return false }
+        do { try process.run() } catch { return false }
+        if let passcode {
+            var fd = FileDescriptor(owning: pipe.fileHandleForWriting.fileDescriptor)
+            try? fd.writeAll(passcode)
+            try? fd.writeAll([0x0a])
+            _ = fd.take()
+            try? pipe.fileHandleForWriting.close()
+        }
+        process.waitUntilExit()
+        queue?.sync { prompt.child = nil }
+        return process.terminationReason == .exit && process.terminationStatus == 0
+    }
+}
