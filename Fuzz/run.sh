@@ -66,7 +66,7 @@ swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 -package-n
     -Xcc -fmodule-map-file=Sources/CTSS2/module.modulemap -Xcc -fmodule-map-file=Sources/CArchive/module.modulemap \
     -Xcc -fmodule-map-file=Sources/CXML2/module.modulemap -Xcc -fmodule-map-file=Sources/CCrypto/module.modulemap "${extra_maps[@]}" \
     "Fuzz/Targets/$target.swift" "$logic" \
-    "$build"/VaultSystem.build/*.o "$build"/VaultKit.build/*.o "$build"/VaultWire.build/*.o "$build"/VaultAgent.build/*.o "$build"/VaultInterchange.build/*.o \
+    "$build"/VaultSystem.build/*.o "$build"/VaultKit.build/*.o "$build"/VaultWire.build/*.o "$build"/VaultAgent.build/*.o "$build"/VaultSync.build/*.o "$build"/VaultInterchange.build/*.o \
     "$build"/VaultSSH.build/*.o "${extra_objects[@]}" $(pkg-config --libs libsodium sqlite3) "${extra_libs[@]}" -o "$binary"
 
 work=$scratch/corpus/$target
