@@ -43,7 +43,7 @@ public enum AgentCodec {
     ///   of bounds, or a tail on a request other than `unlock`.
     public static func request(_ frame: AgentFrame) throws(VaultError) -> AgentRequest {
         let request = try frame.request(AgentRequest.self)
-        if case .unlock = request {} else if !frame.tail.isEmpty {
+        if case .unlock = request {} else if frame.tailCount > 0 {
             throw .usage("malformed request: only unlock carries binary data")
         }
         do { try request.validate() } catch let e as VaultError { throw e } catch { throw .usage("malformed request") }

@@ -254,7 +254,8 @@ public final class AgentServer: @unchecked Sendable {
             } catch {
                 return refuse(connection, error)
             }
-            var (reply, tail) = handler.respond(request, key: frame.tail, from: requester, staging: &staging)
+            // The master key of an unlock: its ordinary-memory copy is wiped once answered.
+            var (reply, tail) = frame.withTailCopy { handler.respond(request, key: $0, from: requester, staging: &staging) }
             // The tail may hold released secrets: this copy is wiped too, not only the frame's.
             let sent = connection.send(AgentCodec.frame(reply, tail: tail), within: replyDeadline)
             wipe(&tail)

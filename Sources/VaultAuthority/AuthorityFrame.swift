@@ -41,10 +41,10 @@ public enum AuthorityCodec {
     package static func request(_ frame: AuthorityFrame) throws(VaultError) -> AuthorityRequest {
         let request = try frame.request(AuthorityRequest.self)
         if request.carriesKey {
-            guard frame.tail.count == AuthorityLimits.keyBytes else {
+            guard frame.tailCount == AuthorityLimits.keyBytes else {
                 throw .usage("malformed request: bind, rekey and reregister carry a \(AuthorityLimits.keyBytes)-byte proof key")
             }
-        } else if !frame.tail.isEmpty {
+        } else if frame.tailCount > 0 {
             throw .usage("malformed request: only bind, rekey and reregister carry binary data")
         }
         try request.validate()
@@ -65,7 +65,7 @@ public enum AuthorityCodec {
         guard let reply = frame.reply(AuthorityReply.self) else {
             throw .failure("vault-authd sent an unreadable reply", hint: "install matching versions of vault and vault-authd")
         }
-        guard frame.tail.count == reply.tailBytes else {
+        guard frame.tailCount == reply.tailBytes else {
             throw .failure("vault-authd sent a reply with a malformed key")
         }
         return reply

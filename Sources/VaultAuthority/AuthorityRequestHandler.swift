@@ -86,7 +86,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
             session.end()
             return AuthorityResponse(.failed(error: error))
         }
-        return handle(request, key: frame.tail, session: session)
+        return frame.withTailCopy { handle(request, key: $0, session: session) }
     }
 
     /// Answers one request of `session.uid`; `key` is the proof key of a `bind`. Streamed events

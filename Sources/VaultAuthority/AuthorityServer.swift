@@ -240,7 +240,7 @@ public final class AuthorityServer: @unchecked Sendable {
         // The frame (and the key in its tail) lives until the request ends, then is wiped.
         let handoff = Handoff(value: frame)
         let worker = Thread {
-            outbox.finish(handler.handle(request, key: handoff.value.tail, session: session))
+            outbox.finish(handoff.value.withTailCopy { handler.handle(request, key: $0, session: session) })
         }
         worker.name = "vault-authd request"
         worker.start()

@@ -99,8 +99,17 @@ public final class Frame<Format: WireFormat> {
         try withTail { all in try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: all[range ?? 0..<all.count])) }
     }
 
-    /// A copy of the tail in ordinary memory, for a consumer that keeps bytes (the caller wipes it).
+    /// A copy of the tail in ordinary memory, for a consumer that keeps bytes (the caller wipes
+    /// it; ``withTailCopy(_:)`` does that for a consumer that does not keep them).
     public var tail: [UInt8] { withTail { Array($0) } }
+
+    /// Runs `body` with a copy of the tail in ordinary memory (what an API taking `[UInt8]`
+    /// needs), wiped when `body` returns.
+    public func withTailCopy<R>(_ body: ([UInt8]) throws -> R) rethrows -> R {
+        var copy = tail
+        defer { wipe(&copy) }
+        return try body(copy)
+    }
 
     /// The size of the frame without its length prefix (the `L` a decoder checks against its limit).
     public var length: Int { Self.headerBytes + json.count + tailCount }
