@@ -45,14 +45,14 @@ import VaultInterchange
         r = box.vault(["status", "--vault", "legacy", "--json"])
         #expect(r.status == 0, "\(r.stderr)")
         let status = json(r.stdout)
-        #expect(status["schema_version"] as? Int == 2)
+        #expect(status["schema_version"] as? Int == VaultStore.schemaVersion)
         #expect((status["migrated"] as? [String: Any])?["from_schema"] as? Int == 1, "\(r.stdout)")
         r = box.vault(["status", "--vault", "legacy"])
         #expect(r.stdout.contains("migrated: from schema 1 on "), "\(r.stdout)")
 
         // Every field of every item reads as it was written, secrets included.
         let store = try VaultStore.open(loc)
-        #expect(try store.storedSchemaVersion() == 2)
+        #expect(try store.storedSchemaVersion() == VaultStore.schemaVersion)
         let vault = try store.unlock(passcode: try SecretBytes(copying: Array(passcode.utf8)))
         for item in want {
             #expect(try vault.item(named: item.name) == item, "\(item.name)")
@@ -65,9 +65,12 @@ import VaultInterchange
         #expect(audit.count == 1)
         #expect(try audit.first?.get().item == "github")
         #expect(try store.unlock(recoveryKey: try Self.read("recovery-key.txt")).item(named: "wifi/home").password == "correct horse battery staple")
-        // The rows are schema 2 rows now: both records, nothing of the old JSON.
+        // The rows are schema 3 rows now: both records and the login hint, nothing of the old JSON.
         let columns = try store.db.query("SELECT name FROM pragma_table_info('items')").compactMap(\.first?.string)
-        #expect(columns == ["id", "name_mac", "generation", "overview_nonce", "overview", "secrets_nonce", "secrets"])
+        #expect(columns == ["id", "name_mac", "generation", "overview_nonce", "overview", "secrets_nonce", "secrets", "login_hint"])
+        // prod-db's fingerprint login is the one hint that says on.
+        #expect(try store.db.query("SELECT count(*) FROM items WHERE login_hint=1").first?.first?.int == 1)
+        #expect(try store.db.query("SELECT count(*) FROM items WHERE login_hint IS NOT 1").first?.first?.int == Int64(want.count - 1))
         // A rotation after the migration keeps everything.
         let rotated = try vault.rotate(passcode: try SecretBytes(copying: Array(passcode.utf8)), kdf: nil, recovery: .keep, authority: nil).vault
         for item in want { #expect(try rotated.item(named: item.name) == item) }
@@ -75,9 +78,9 @@ import VaultInterchange
 
     /// A schema 1 vault of a few thousand items (the fixture's, plus rows sealed by the schema 1
     /// rules documented in docs/format.md) is migrated by `vault ls` killed at random moments:
-    /// each time the vault is either still schema 1, every row readable, or schema 2 with every
+    /// each time the vault is either still schema 1, every row readable, or schema 3 with every
     /// item, never a mix.
-    @Test func sigkillDuringTheMigrationLeavesV1OrV2Whole() throws {
+    @Test func sigkillDuringTheMigrationLeavesTheOldOrTheNewVaultWhole() throws {
         let loc = try installFixture()
         let passcode = try Self.read("passcode.txt")
         let extra = 3000
@@ -109,7 +112,7 @@ import VaultInterchange
                 let v1 = try store.unlock(passcode: try SecretBytes(copying: Array(passcode.utf8)), migrating: false)
                 #expect(try v1.schema1RowsThatOpen() == total, "run \(run): a schema 1 vault lost rows")
             } else {
-                #expect(schema == 2, "run \(run)")
+                #expect(schema == VaultStore.schemaVersion, "run \(run)")
                 let vault = try store.unlock(passcode: try SecretBytes(copying: Array(passcode.utf8)))
                 var items = 0
                 try vault.forEachItem { e in
@@ -129,7 +132,7 @@ import VaultInterchange
         let t0 = Date()
         #expect(reap(start(vaultBinary, ["ls", "--vault", "legacy", "--passcode-fd", "3"], env: box.env, fds: [3: passcode + "\n"])) == 0)
         var window = Date().timeIntervalSince(t0)
-        #expect(try checkWhole(-1) == 2)
+        #expect(try checkWhole(-1) == VaultStore.schemaVersion)
 
         var killed = 0, sawV1 = 0, sawV2 = 0
         for run in 0..<16 {
@@ -144,7 +147,7 @@ import VaultInterchange
             }
             if try checkWhole(run) == 1 { sawV1 += 1 } else { sawV2 += 1 }
         }
-        print("sigkillDuringTheMigration: \(killed) of 16 runs killed; \(sawV1) left schema 1, \(sawV2) schema 2")
+        print("sigkillDuringTheMigration: \(killed) of 16 runs killed; \(sawV1) left schema 1, \(sawV2) migrated")
         #expect(killed >= 8, "only \(killed) of 16 runs were killed")
         #expect(sawV1 > 0, "no kill landed before the migration committed")
     }

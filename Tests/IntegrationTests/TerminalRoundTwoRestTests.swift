@@ -36,6 +36,40 @@ private func fingerVault(sourceLocation: SourceLocation = #_sourceLocation) -> S
         #expect(box.vault(["enroll", "--finger", "right-index"], passcode: pc).status == 4)
     }
 
+    @Test func loginOfAnItemWithFingerprintLoginOffAsksNoTouch() {
+        let box = fingerVault()
+        // No item has fingerprint login on: the passcode is asked for at once, no touch first.
+        var t = TerminalRun(["login", "gh", "--format", "json"], env: box.env)
+        #expect(t.waitFor("fingerprint login is off; passcode for vault 'default': "), "\(t.screen)")
+        #expect(t.waitForSecretPrompt())
+        t.type(pc + "\n")
+        #expect(t.finish(timeout: 30) == 0, "\(t.screen)")
+        #expect(!t.screen.contains("touch"), "\(t.screen)")
+        #expect(json(t.stdout)["password"] as? String == "gh-pw")
+
+        // A hint changed in the file (the flag in the clear beside each row) only changes what is
+        // asked first: the item's sealed flag still demands its fresh match.
+        var r = box.vault(["add", "fp", "--password-stdin"], passcode: pc, stdin: "fp-pw\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = box.vault(["edit", "fp", "--fingerprint-login", "on"], passcode: pc, reader: [.device("SCAN alice")])
+        #expect(r.status == 0, "\(r.stderr)")
+        let db = box.home + "/vaults/default/vault.db"
+        let sql = spawn("/usr/bin/python3", ["-c", """
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1])
+            print(c.execute("SELECT count(*) FROM items WHERE login_hint=1").fetchone()[0])
+            c.execute("UPDATE items SET login_hint=0"); c.commit()
+            """, db], env: box.env)
+        #expect(sql.status == 0 && sql.stdout == "1\n", "\(sql.stdout) \(sql.stderr)")
+        t = TerminalRun(["login", "fp", "--scan-timeout", "1"], env: box.env)
+        #expect(t.waitFor("passcode for vault 'default': "), "\(t.screen)")
+        #expect(t.waitForSecretPrompt())
+        t.type(pc + "\n")
+        #expect(t.waitFor("touch the fingerprint reader to log in to 'fp'"), "\(t.screen)")
+        #expect(t.finish(timeout: 30) == 18, "\(t.screen)")
+        #expect(t.stdout.isEmpty)
+    }
+
     @Test func aVaultWithoutFingersIsToldToEnrollNotToBind() {
         let box = Sandbox()
         box.initVault()

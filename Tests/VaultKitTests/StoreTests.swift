@@ -194,6 +194,54 @@ extension UnlockedVault {
         #expect(throws: VaultError.corrupt("item 'one' failed authentication (its overview record)")) { _ = try vault.item(named: "one") }
     }
 
+    // Issue 25, item 9: the login hints tell, before the vault opens, whether any item may have
+    // fingerprint login on; every write keeps them, a rotation and the migration from schema 2 too.
+    @Test func loginHintsFollowEveryWriteAndTheMigration() throws {
+        let (vault, _) = try makeVault()
+        let store = vault.store
+        func hints() throws -> [Int64?] { try store.db.query("SELECT login_hint FROM items ORDER BY login_hint").map { $0[0].int } }
+        #expect(try !store.mayHaveFingerprintLogin())
+        try vault.add(Item(name: "plain", password: "p"))
+        try vault.add(Item(name: "imported", password: "q"))
+        #expect(try !store.mayHaveFingerprintLogin() && hints() == [0, 0])
+        try vault.add(Item(name: "fp", password: "f", fingerprintLogin: true))
+        #expect(try store.mayHaveFingerprintLogin() && hints() == [0, 0, 1])
+        // Turning it off (with the match it needs) and on again, in place.
+        try vault.update("fp", freshMatch: try vault.tokenOfItsOwnProofKey(for: .fingerprintLoginSwitch(item: "fp"))) { $0.fingerprintLogin = false }
+        #expect(try !store.mayHaveFingerprintLogin())
+        try vault.update("plain") { $0.fingerprintLogin = true }
+        #expect(try store.mayHaveFingerprintLogin())
+        // An import that replaces the item.
+        var batch = [Item(name: "plain", password: "p2")]
+        try vault.add(replace: true) { batch.popLast() }
+        #expect(try !store.mayHaveFingerprintLogin() && hints() == [0, 0, 0])
+        try vault.add(Item(name: "fp2", password: "g", fingerprintLogin: true))
+        // A rotation keeps each row's hint.
+        let rotated = try vault.rotate(passcode: try secret("correct horse"), kdf: fastKDF, recovery: .keep, authority: nil).vault
+        #expect(try hints() == [0, 0, 0, 1])
+        // A hint of unknown (a row the migration could not open) counts as maybe.
+        try store.db.query("UPDATE items SET login_hint=NULL WHERE login_hint=1")
+        #expect(try store.mayHaveFingerprintLogin())
+        try rotated.remove("fp2")
+        #expect(try !store.mayHaveFingerprintLogin())
+        try rotated.add(Item(name: "fp3", password: "h", fingerprintLogin: true))
+
+        // Back to schema 2 (no column, no index): nothing is known before the first unlock, which
+        // migrates and reads each row's flag from its overview.
+        try store.db.execute("DROP INDEX items_login_hint")
+        try store.db.execute("ALTER TABLE items DROP COLUMN login_hint")
+        try store.db.query("UPDATE meta SET value=2 WHERE key='schema_version'")
+        let old = try VaultStore.open(try root.location())
+        #expect(try old.storedSchemaVersion() == 2 && old.mayHaveFingerprintLogin())
+        let migrated = try old.unlock(passcode: try secret("correct horse"))
+        #expect(try old.storedSchemaVersion() == 3)
+        #expect(try old.meta("migrated_from")?.int == 2)
+        #expect(try old.db.query("SELECT login_hint FROM items ORDER BY login_hint").map { $0[0].int } == [0, 0, 0, 1])
+        #expect(try migrated.item(named: "fp3").fingerprintLogin)
+        try migrated.remove("fp3")
+        #expect(try !old.mayHaveFingerprintLogin())
+    }
+
     @Test func newerSchemaVersionIsAClearError() throws {
         _ = try makeVault()
         let store = try VaultStore.open(try root.location())

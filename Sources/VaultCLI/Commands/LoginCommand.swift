@@ -43,7 +43,7 @@ enum LoginCommand {
 
             let prompted: PromptedLogin
             do {
-                let vault = try openAccess(inv, ctx, purpose: "login '\(name)'")
+                let vault = try openForLogin(name, inv, ctx)
                 let overview = try vault.overview(named: name)
                 prompts = try LoginPrompts(inv, item: overview.item)
                 guard overview.hasPassword else { throw VaultError.failure("item '\(overview.item.name)' has no password") }
@@ -81,6 +81,20 @@ enum LoginCommand {
             }
             if !status.isSuccess { throw VaultError.childExited(status: status.shellCode) }
         })
+
+    /// The vault, opened for a login of `name`. Inside an unlock session, the session. Otherwise,
+    /// when no item of the vault has fingerprint login on (the rows' login hints say so before
+    /// the vault opens), with the passcode straight away: the item's login will need it, so a
+    /// touch would only be asked for in vain. Else as every command opens it (a touch first).
+    /// The hints choose only what is asked first: the item's sealed flag still decides below.
+    static func openForLogin(_ name: String, _ inv: Invocation, _ ctx: CommandContext) throws -> any VaultAccess {
+        let loc = try location(inv, ctx)
+        if let session = try openSession(loc, inv, ctx) { return session }
+        let store = try VaultStore.open(loc)
+        if try store.mayHaveFingerprintLogin() { return try Auth.unlock(store, inv, ctx, purpose: "login '\(name)'") }
+        return try Auth.unlockWithPasscode(store, inv, ctx, reason: "no item has fingerprint login on; no terminal and no --passcode-fd",
+                                           why: "fingerprint login is off")
+    }
 
     /// A login of an item without fingerprint login needs the passcode, even inside an unlock
     /// session. A passcode unlock by this same command counts: with `--passcode-fd` or

@@ -1,9 +1,15 @@
 import Foundation
 import VaultSystem
 
-/// One item row as stored (schema 2): its id, the keyed hash of its name, the key generation it
-/// was sealed under, and its two sealed records. The secrets record's associated data includes
-/// the overview's nonce, so a secrets record opens only next to the overview written with it.
+/// One item row as stored (schema 3): its id, the keyed hash of its name, the key generation it
+/// was sealed under, its two sealed records, and the login hint. The secrets record's associated
+/// data includes the overview's nonce, so a secrets record opens only next to the overview written
+/// with it.
+///
+/// The login hint is the item's fingerprint-login flag in the clear (1 on, 0 off, NULL unknown):
+/// the only thing a command reads before the vault opens, to choose which authentication to ask
+/// for first (`VaultStore.mayHaveFingerprintLogin`). It decides no access: the sealed flag in the
+/// overview is what every release checks, so a changed hint only adds a prompt.
 struct ItemRow {
     var id: [UInt8]
     var nameMAC: [UInt8]
@@ -12,12 +18,17 @@ struct ItemRow {
     var overview: [UInt8]
     var secretsNonce: [UInt8]
     var secrets: [UInt8]
+    var loginHint: Int64?
 
-    static let columns = "id, name_mac, generation, overview_nonce, overview, secrets_nonce, secrets"
+    static let columns = "id, name_mac, generation, overview_nonce, overview, secrets_nonce, secrets, login_hint"
     static let overviewColumns = "id, name_mac, generation, overview_nonce, overview"
+    /// One placeholder per column of `columns`, for an INSERT of `values`.
+    static let placeholders = "?,?,?,?,?,?,?,?"
+    /// Every column but the id, for an UPDATE of `values` without its first.
+    static let updateSet = "name_mac=?, generation=?, overview_nonce=?, overview=?, secrets_nonce=?, secrets=?, login_hint=?"
 
     init(id: [UInt8], nameMAC: [UInt8], generation: Int64, overviewNonce: [UInt8], overview: [UInt8],
-         secretsNonce: [UInt8] = [], secrets: [UInt8] = []) {
+         secretsNonce: [UInt8] = [], secrets: [UInt8] = [], loginHint: Int64? = nil) {
         self.id = id
         self.nameMAC = nameMAC
         self.generation = generation
@@ -25,17 +36,23 @@ struct ItemRow {
         self.overview = overview
         self.secretsNonce = secretsNonce
         self.secrets = secrets
+        self.loginHint = loginHint
     }
 
-    /// A row read with `columns` (or `overviewColumns`: the secrets left empty).
+    /// A row read with `columns` (or `overviewColumns`: the secrets and the hint left empty).
     init(_ r: [SQLValue]) {
         self.init(id: r[0].bytes ?? [], nameMAC: r[1].bytes ?? [], generation: r[2].int ?? -1,
                   overviewNonce: r[3].bytes ?? [], overview: r[4].bytes ?? [],
-                  secretsNonce: r.count > 6 ? r[5].bytes ?? [] : [], secrets: r.count > 6 ? r[6].bytes ?? [] : [])
+                  secretsNonce: r.count > 6 ? r[5].bytes ?? [] : [], secrets: r.count > 6 ? r[6].bytes ?? [] : [],
+                  loginHint: r.count > 7 ? r[7].int : nil)
     }
 
+    /// The hint of an item whose fingerprint login is `on`.
+    static func loginHint(_ on: Bool) -> Int64 { on ? 1 : 0 }
+
     var values: [SQLValue] {
-        [.blob(id), .blob(nameMAC), .integer(generation), .blob(overviewNonce), .blob(overview), .blob(secretsNonce), .blob(secrets)]
+        [.blob(id), .blob(nameMAC), .integer(generation), .blob(overviewNonce), .blob(overview), .blob(secretsNonce), .blob(secrets),
+         loginHint.map { .integer($0) } ?? .null]
     }
 }
 
@@ -104,7 +121,7 @@ extension UnlockedVault {
             try AEAD.seal($0, key: itemKey, associatedData: recordAD(id: id, kind: .secrets, generation: generation, overviewNonce: o.nonce))
         }
         return ItemRow(id: id, nameMAC: try nameMAC(item.name), generation: generation, overviewNonce: o.nonce, overview: o.ciphertext,
-                       secretsNonce: s.nonce, secrets: s.ciphertext)
+                       secretsNonce: s.nonce, secrets: s.ciphertext, loginHint: ItemRow.loginHint(item.fingerprintLogin))
     }
 
     /// Opens a row's overview; its name must hash to the row's index entry.
@@ -344,7 +361,7 @@ extension UnlockedVault {
                 if let old = try? self.overview(named: item.name) { item.created = old.item.created }
                 try db.query("DELETE FROM items WHERE id=?", [existing[0]])
             }
-            try db.query("INSERT INTO items(\(ItemRow.columns)) VALUES(?,?,?,?,?,?,?)", try seal(item, id: randomBytes(16)).values)
+            try db.query("INSERT INTO items(\(ItemRow.columns)) VALUES(\(ItemRow.placeholders))", try seal(item, id: randomBytes(16)).values)
         }
     }
 
@@ -370,7 +387,7 @@ extension UnlockedVault {
                 throw VaultError.alreadyExists(item.name)
             }
             let sealed = try seal(item, id: row.id)
-            try db.query("UPDATE items SET name_mac=?, generation=?, overview_nonce=?, overview=?, secrets_nonce=?, secrets=? WHERE id=?",
+            try db.query("UPDATE items SET \(ItemRow.updateSet) WHERE id=?",
                          Array(sealed.values.dropFirst()) + [.blob(row.id)])
         }
     }
@@ -398,11 +415,11 @@ extension UnlockedVault {
         // it replaced above them too.
         let insert = try db.prepare(replace
             ? """
-              INSERT INTO items(\(ItemRow.columns)) VALUES(?1,?2,?3,?4,?5,?6,?7) ON CONFLICT(name_mac) DO UPDATE SET
+              INSERT INTO items(\(ItemRow.columns)) VALUES(\(ItemRow.placeholders)) ON CONFLICT(name_mac) DO UPDATE SET
               rowid=(SELECT max(rowid) + 1 FROM items), id=excluded.id, generation=excluded.generation, overview_nonce=excluded.overview_nonce, overview=excluded.overview,
-              secrets_nonce=excluded.secrets_nonce, secrets=excluded.secrets WHERE items.rowid <= ?8
+              secrets_nonce=excluded.secrets_nonce, secrets=excluded.secrets, login_hint=excluded.login_hint WHERE items.rowid <= ?9
               """
-            : "INSERT INTO items(\(ItemRow.columns)) VALUES(?,?,?,?,?,?,?) ON CONFLICT(name_mac) DO NOTHING")
+            : "INSERT INTO items(\(ItemRow.columns)) VALUES(\(ItemRow.placeholders)) ON CONFLICT(name_mac) DO NOTHING")
         return try withLargePageCache {
             try writeTransaction {
                 let before = try db.query("SELECT coalesce(max(rowid), 0) FROM items").first?.first?.int ?? 0

@@ -119,7 +119,7 @@ extension UnlockedVault {
         let scratch = try RecordScratch()
         // By rowid, not by id: a seek in the table itself instead of through id's index.
         let batch = try db.prepare("SELECT rowid, \(ItemRow.columns) FROM items WHERE rowid > ? ORDER BY rowid LIMIT 512")
-        let update = try db.prepare("UPDATE items SET name_mac=?, generation=?, overview_nonce=?, overview=?, secrets_nonce=?, secrets=? WHERE rowid=?")
+        let update = try db.prepare("UPDATE items SET \(ItemRow.updateSet) WHERE rowid=?")
         var damaged: [String] = []
         var done = 0
         var after: Int64 = 0
@@ -160,14 +160,14 @@ extension UnlockedVault {
         let o = try withOverview(row, scratch: scratch) { plain in
             let name = try OverviewRecord.name(of: plain)
             let sealed = try AEAD.seal(plain, key: fresh.itemKey, associatedData: fresh.recordAD(id: row.id, kind: .overview, generation: fresh.generation))
-            return (sealed, try fresh.nameMAC(name))
+            return (sealed, try fresh.nameMAC(name), ItemRow.loginHint(try OverviewRecord.fingerprintLoginIsOn(plain)))
         }
         let s = try withSecrets(row, scratch: scratch) { plain in
             try AEAD.seal(plain, key: fresh.itemKey,
                           associatedData: fresh.recordAD(id: row.id, kind: .secrets, generation: fresh.generation, overviewNonce: o.0.nonce))
         }
         return ItemRow(id: row.id, nameMAC: o.1, generation: fresh.generation, overviewNonce: o.0.nonce, overview: o.0.ciphertext,
-                       secretsNonce: s.nonce, secrets: s.ciphertext)
+                       secretsNonce: s.nonce, secrets: s.ciphertext, loginHint: o.2)
     }
 
     /// Re-seals every audit record under the new generation's audit key.

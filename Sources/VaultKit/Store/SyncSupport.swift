@@ -172,7 +172,7 @@ extension UnlockedVault {
                 try delete.bind([.blob(id)])
                 _ = try delete.next()
             }
-            let insert = try db.prepare("INSERT INTO items(\(ItemRow.columns)) VALUES(?,?,?,?,?,?,?)")
+            let insert = try db.prepare("INSERT INTO items(\(ItemRow.columns)) VALUES(\(ItemRow.placeholders))")
             var stamps: [[UInt8]: [UInt8]] = [:]
             for (id, item) in upserts {
                 var item = item

@@ -4,7 +4,7 @@ import VaultSystem
 /// A vault database, opened but locked: it can list its slots and unlock, nothing more.
 public final class VaultStore {
     /// The schema version this code writes (it reads 1 too, and migrates it at the first unlock).
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
 
     /// Where the vault lives.
     public let location: VaultLocation
@@ -23,19 +23,25 @@ public final class VaultStore {
         self.vaultID = vaultID
     }
 
-    /// The items table of schema 2 (schema 1 had one sealed JSON record per row).
+    /// The items table of schema 3 (schema 2 had no `login_hint`; schema 1 had one sealed JSON
+    /// record per row).
     static let itemsTable = """
         CREATE TABLE items(id BLOB PRIMARY KEY, name_mac BLOB NOT NULL UNIQUE, generation INTEGER NOT NULL,
                            overview_nonce BLOB NOT NULL, overview BLOB NOT NULL,
-                           secrets_nonce BLOB NOT NULL, secrets BLOB NOT NULL)
+                           secrets_nonce BLOB NOT NULL, secrets BLOB NOT NULL, login_hint INTEGER)
         """
 
-    /// Every table of a new vault (schema 2).
+    /// The rows whose fingerprint login is on or unknown, so that `mayHaveFingerprintLogin` reads
+    /// an index of those few instead of the table.
+    static let loginHintIndex = "CREATE INDEX items_login_hint ON items(login_hint) WHERE login_hint IS NOT 0"
+
+    /// Every table of a new vault (schema 3).
     static let schemaSQL = """
         CREATE TABLE meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
         CREATE TABLE slots(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, generation INTEGER NOT NULL,
                            params BLOB NOT NULL, nonce BLOB NOT NULL, wrapped BLOB NOT NULL);
         \(itemsTable);
+        \(loginHintIndex);
         CREATE TABLE audit(id INTEGER PRIMARY KEY, generation INTEGER NOT NULL,
                            nonce BLOB NOT NULL, sealed BLOB NOT NULL);
         """
@@ -170,6 +176,15 @@ public final class VaultStore {
     /// Replaces the vault's settings.
     public func setSettings(_ settings: VaultSettings) throws {
         try db.transaction { try setMeta("settings", .blob(Array(try JSONEncoder().encode(settings)))) }
+    }
+
+    /// Whether some item may have fingerprint login on, read before the vault opens (from the
+    /// rows' login hints: schema 3). False only when every row says off; a vault not yet at
+    /// schema 3, or a row whose hint is unknown, answers true. It chooses which authentication a
+    /// command asks for first and never what it releases (the sealed flag decides that).
+    public func mayHaveFingerprintLogin() throws -> Bool {
+        guard try storedSchemaVersion() >= 3 else { return true }
+        return !(try db.query("SELECT 1 FROM items WHERE login_hint IS NOT 0 LIMIT 1").isEmpty)
     }
 
     /// The number of item rows.
