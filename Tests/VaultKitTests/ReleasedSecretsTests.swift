@@ -85,6 +85,38 @@ import Testing
         #expect(try vault.auditRecords(limit: 1).first?.get().field == "all")
     }
 
+    /// Export's one pass (every login hint says off) and its two passes (a hint says on): a
+    /// fingerprint-login item needs the token either way, and one whose hint was set to off in
+    /// the file is not released.
+    @Test func theExportNeedsTheTokenForAFingerprintLoginItemWhateverItsHintSays() throws {
+        let vault = try makeVault()
+        try vault.add(Item(name: "a-web", password: "w", now: 2))
+        try vault.add(Item(name: "z-guarded", password: "g", fingerprintLogin: true, now: 2))
+        #expect(throws: VaultError.freshMatchNeeded(item: "z-guarded")) {
+            try vault.releaseEachSecrets(command: "export", freshMatch: nil) { _ in Issue.record("released before the match") }
+        }
+        let token = try vault.tokenOfItsOwnProofKey(for: .releaseAll)
+        var names: [String] = []
+        try vault.releaseEachSecrets(command: "export", freshMatch: token) { e in
+            if case .item(let o, _) = e { names.append(o.item.name) }
+        }
+        #expect(names.sorted() == ["a-web", "z-guarded"])
+        // The hint changed in the file: one pass, and it stops at the item, with or without a token.
+        try vault.db.query("UPDATE items SET login_hint=0")
+        for given in [nil, try vault.tokenOfItsOwnProofKey(for: .releaseAll)] {
+            var released: [String] = []
+            do {
+                try vault.releaseEachSecrets(command: "export", freshMatch: given) { e in
+                    if case .item(let o, _) = e { released.append(o.item.name) }
+                }
+                Issue.record("the export did not stop")
+            } catch let e as VaultError {
+                #expect(e.message.contains("'z-guarded' has fingerprint login on, which was not known"), "\(e)")
+            }
+            #expect(!released.contains("z-guarded"))
+        }
+    }
+
     /// A secrets record that authenticates but holds what its overview does not name is refused,
     /// as the String decoder refuses it.
     @Test func aRecordWithAFieldItsOverviewLacksIsRefused() throws {
