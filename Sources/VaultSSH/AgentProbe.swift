@@ -28,6 +28,7 @@ public struct AgentProbe: Sendable, Equatable {
 
     /// The socket asked (nil when unset).
     public let socket: String?
+    /// What answers there.
     public let state: State
     /// The pid `SO_PEERCRED` names, when the socket answered.
     public let pid: Int32?
@@ -42,7 +43,8 @@ public struct AgentProbe: Sendable, Equatable {
     /// The name of vault's agent program (also its `comm`: 15 characters fit).
     static let vaultAgentName = "vault-ssh-agent"
 
-    /// Asks the socket at `socket` (normally `$SSH_AUTH_SOCK`).
+    /// Asks the socket at `socket` (normally `$SSH_AUTH_SOCK`): never throws, every failure is a
+    /// state (`dead` for a missing or refusing socket). Waits at most `timeout` per read or write.
     public static func probe(socket: String?, timeout: Double = 2) -> AgentProbe {
         guard let socket, !socket.isEmpty else {
             return AgentProbe(socket: nil, state: .unset, pid: nil, program: nil, keys: nil, detail: "SSH_AUTH_SOCK is not set")
