@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs vault the Linux way: the release binaries, stripped (vault-reader and vault-clipboard, the reader process
-# and the X11 clipboard owner vault starts, go next to vault), the credential helpers, vault(1), the bash,
+# Installs vault the Linux way: the release binaries, stripped (vault-reader, vault-clipboard and vault-ssh-agent, the
+# reader process, the X11 clipboard owner and the SSH agent vault starts, go next to vault), the credential helpers, vault(1), the bash,
 # zsh and fish completions, the system unit of the key authority (vault-authd), the user units of the
-# agent and of the Secret Service (vault-secret-service, with its D-Bus activation file), the vault-auth
+# agent, of the SSH agent and of the Secret Service (vault-secret-service, with its D-Bus activation file), the vault-auth
 # system user and the udev rule that gives it the readers. Safe to run again.
 #
 #   sudo ./Vault/install.sh [--dry-run] [--from DIR]
@@ -81,7 +81,7 @@ else
   fi
 fi
 if ((!dry_run)); then
-  for b in vault vault-agent vault-authd vault-reader vault-clipboard vault-secret-service; do
+  for b in vault vault-agent vault-ssh-agent vault-authd vault-reader vault-clipboard vault-secret-service; do
     [ -x "$bin/$b" ] || { echo "vault install: error: no $b in $bin" >&2; exit 1; }
   done
 fi
@@ -94,7 +94,7 @@ if ! command -v strip >/dev/null; then
   say "warning: no strip on PATH (Debian package binutils): the binaries are installed with their symbols"
   strip_flag=()
 fi
-for b in vault vault-agent vault-authd vault-reader vault-clipboard vault-secret-service; do
+for b in vault vault-agent vault-ssh-agent vault-authd vault-reader vault-clipboard vault-secret-service; do
   run install -D -m 0755 "${strip_flag[@]}" "$bin/$b" "$dest$bindir/$b"
 done
 # The credential helpers are the same binary under another name.
@@ -132,6 +132,8 @@ unit() {
 }
 unit "$here/vault-authd.service" "$dest/etc/systemd/system/vault-authd.service"
 unit "$here/vault-agent.service" "$dest/etc/systemd/user/vault-agent.service"
+# The SSH agent, on $XDG_RUNTIME_DIR/vault/ssh-agent.sock once a user enables it.
+unit "$here/vault-ssh-agent.service" "$dest/etc/systemd/user/vault-ssh-agent.service"
 # The Secret Service: its user unit, and the session bus's activation file, which starts it when a
 # program asks for org.freedesktop.secrets and nobody (gnome-keyring) owns the name. The bus reads
 # activation files from $XDG_DATA_DIRS/dbus-1/services (/usr/local/share and /usr/share by default).
@@ -195,6 +197,7 @@ if [ -d /run/systemd/system ]; then
   say "start the key authority now and at every boot:"
   say "  sudo systemctl enable --now vault-authd"
   say "the agent, for each user who wants it at login: systemctl --user enable --now vault-agent"
+  say "vault's SSH agent: systemctl --user enable --now vault-ssh-agent, and SSH_AUTH_SOCK=\$XDG_RUNTIME_DIR/vault/ssh-agent.sock"
   say "vault as the desktop's keyring (instead of gnome-keyring): systemctl --user enable --now vault-secret-service"
 else
   say "PID 1 is $(cat /proc/1/comm 2>/dev/null || echo unknown), not systemd: systemctl cannot start vault-authd here"

@@ -113,6 +113,7 @@ unit() {
 }
 unit "$here/vault-authd.service" usr/lib/systemd/system/vault-authd.service
 unit "$here/vault-agent.service" usr/lib/systemd/user/vault-agent.service
+unit "$here/vault-ssh-agent.service" usr/lib/systemd/user/vault-ssh-agent.service
 put 0644 "$here/vault-auth.sysusers" usr/lib/sysusers.d/vault-auth.conf
 put 0644 "$here/70-vault-auth.rules" usr/lib/udev/rules.d/70-vault-auth.rules
 put 0644 "$here/50-vault-auth-fprintd.rules" usr/share/polkit-1/rules.d/50-vault-auth-fprintd.rules

@@ -257,6 +257,9 @@ public enum SSHAgentMain {
         ExitCleanup.install(removing: args[0], folder: folder, on: [.terminate, .hangUp])
         _ = try? ProcessReplacement.changeDirectory("/")
         let listener = UnixSocket(owning: 3, path: args[0])
+        // The peer credentials of a connection are the listener's at `listen`: this process's, not
+        // those of the one that bound the socket and has exited (`vault doctor` reads them).
+        try? listener.listenAgain(backlog: 128)
         let status = serve(listener, lifetime: UInt32(args[2]), hash: args[3], parent: Int32(args[4]), debug: false, vaults: Array(args[5...]))
         return status
     }

@@ -124,6 +124,16 @@ public struct UnixSocket: ~Copyable {
                               second: UnixSocket(owning: fds[1], path: "socketpair"))
     }
 
+    /// Calls `listen` again on a socket that already listens, in the process that serves it: Linux
+    /// records at `listen` the credentials a connecting peer reads (`SO_PEERCRED`), so a server
+    /// that inherited the socket from the process that bound it (and then exited) becomes the pid
+    /// its clients see.
+    /// - Throws: ``SystemError`` for `listen`.
+    public func listenAgain(backlog: Int32 = 64) throws(SystemError) {
+        let fd = rawValue
+        try syscall("listen", path: path) { Glibc.listen(fd, backlog) }
+    }
+
     /// The next connection on a listening socket (close-on-exec).
     /// - Throws: ``SystemError`` for `accept` (`EAGAIN` when non-blocking and none waits).
     public func accept() throws(SystemError) -> UnixSocket {

@@ -36,6 +36,7 @@ let packagedFiles: [String: String] = [
     "/usr/bin/git-credential-vault": "-> vault", "/usr/bin/docker-credential-vault": "-> vault",
     "/usr/lib/systemd/system/vault-authd.service": "-rw-r--r-- root/root",
     "/usr/lib/systemd/user/vault-agent.service": "-rw-r--r-- root/root",
+    "/usr/lib/systemd/user/vault-ssh-agent.service": "-rw-r--r-- root/root",
     "/usr/lib/sysusers.d/vault-auth.conf": "-rw-r--r-- root/root",
     "/usr/lib/udev/rules.d/70-vault-auth.rules": "-rw-r--r-- root/root",
     "/usr/share/polkit-1/rules.d/50-vault-auth-fprintd.rules": "-rw-r--r-- root/root",
@@ -140,6 +141,9 @@ func controlField(_ deb: String, _ name: String) -> String {
         #expect(unit.contains("\nDocumentation=man:vault-authd(8) man:vault(1)\n"), "\(unit.prefix(800))")
         let agent = (try? String(contentsOfFile: x + "/usr/lib/systemd/user/vault-agent.service", encoding: .utf8)) ?? ""
         #expect(serviceSettings(agent).first { $0.key == "ExecStart" }?.value == "/usr/bin/vault-agent")
+        let sshAgent = (try? String(contentsOfFile: x + "/usr/lib/systemd/user/vault-ssh-agent.service", encoding: .utf8)) ?? ""
+        #expect(serviceSettings(sshAgent).first { $0.key == "ExecStart" }?.value == "/usr/bin/vault-ssh-agent -D -a %t/vault/ssh-agent.sock")
+        #expect(sshAgent.contains("\nDocumentation=man:vault(1)\n"), "\(sshAgent.prefix(800))")
         // The binaries are stripped and run from where the package puts them, helpers beside vault.
         for b in ["vault", "vault-agent", "vault-ssh-agent", "vault-authd", "vault-reader", "vault-clipboard"] {
             let sections = spawn("/usr/bin/readelf", ["-S", "-W", x + "/usr/bin/" + b], env: systemPath)

@@ -82,10 +82,11 @@ func libfprintSupportedReaders(_ hwdb: String) -> Set<String> {
 /// target of a symlink.
 let stagedFiles: [String: String] = [
     "opt/vault/bin/vault": "755", "opt/vault/bin/vault-agent": "755", "opt/vault/bin/vault-authd": "755",
-    "opt/vault/bin/vault-reader": "755", "opt/vault/bin/vault-clipboard": "755", "opt/vault/bin/vault-secret-service": "755",
+    "opt/vault/bin/vault-reader": "755", "opt/vault/bin/vault-ssh-agent": "755", "opt/vault/bin/vault-clipboard": "755", "opt/vault/bin/vault-secret-service": "755",
     "etc/systemd/user/vault-secret-service.service": "644", "opt/vault/share/dbus-1/services/org.freedesktop.secrets.service": "644",
     "opt/vault/bin/git-credential-vault": "-> vault", "opt/vault/bin/docker-credential-vault": "-> vault",
     "etc/systemd/system/vault-authd.service": "644", "etc/systemd/user/vault-agent.service": "644",
+    "etc/systemd/user/vault-ssh-agent.service": "644",
     "etc/sysusers.d/vault-auth.conf": "644", "etc/udev/rules.d/70-vault-auth.rules": "644",
     "opt/vault/share/man/man1/vault.1": "644", "opt/vault/share/bash-completion/completions/vault": "644",
     "opt/vault/share/zsh/site-functions/_vault": "644", "opt/vault/share/fish/vendor_completions.d/vault.fish": "644",
@@ -246,7 +247,7 @@ func runInstall(_ args: [String], destdir: String) -> RunResult {
         // Each binary is the built one stripped (what binutils' strip makes of it), and runs.
         let strips = temporaryFolder("strip")
         defer { removeFolder(of: strips + "/x") }
-        for b in ["vault", "vault-agent", "vault-authd", "vault-reader", "vault-clipboard", "vault-secret-service"] {
+        for b in ["vault", "vault-agent", "vault-ssh-agent", "vault-authd", "vault-reader", "vault-clipboard", "vault-secret-service"] {
             let stripped = strips + "/" + b
             #expect(spawn("/usr/bin/strip", ["-o", stripped, builtFolder + "/" + b], env: [:]).status == 0, "strip \(b)")
             #expect(FileManager.default.contentsEqual(atPath: destdir + "/opt/vault/bin/" + b, andPath: stripped), "\(b)")
@@ -254,6 +255,7 @@ func runInstall(_ args: [String], destdir: String) -> RunResult {
         #expect(spawn(destdir + "/opt/vault/bin/vault", ["--version"], env: [:]).status == 0, "the stripped vault runs")
         for (staged, source) in [("etc/systemd/system/vault-authd.service", "vault-authd.service"),
                                  ("etc/systemd/user/vault-agent.service", "vault-agent.service"),
+                                 ("etc/systemd/user/vault-ssh-agent.service", "vault-ssh-agent.service"),
                                  ("etc/systemd/user/vault-secret-service.service", "vault-secret-service.service"),
                                  ("opt/vault/share/dbus-1/services/org.freedesktop.secrets.service", "org.freedesktop.secrets.service")] {
             let text = try String(contentsOfFile: destdir + "/" + staged, encoding: .utf8)

@@ -348,8 +348,10 @@ enum FingerprintCommands {
             case let o? where o.hasPrefix("vault "): keyringLine = o
             case let o?: keyringLine = "\(o): 'vault secret-service --replace' takes it over"
             }
+            // What SSH_AUTH_SOCK reaches: vault's agent, another one, or nothing; how to switch.
+            let ssh = SSHAgentCommand.doctorReport(ctx.environment)
             if inv.has(DoctorOptions.json) {
-                ctx.stdout.write(jsonText(["finger_unlock": fingerUnlock == nil, "readers": rows,
+                ctx.stdout.write(jsonText(["finger_unlock": fingerUnlock == nil, "readers": rows, "ssh_agent": ssh.json,
                                            "secret_service": ["owner": keyring.owner.map { $0 as Any } ?? NSNull(), "detail": keyring.detail] as [String: Any], "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
                                                                          "reader_backend": backend.map { $0 as Any } ?? NSNull(),
                                                                          "requested": requested.map { $0.rawValue as Any } ?? NSNull(),
@@ -362,6 +364,8 @@ enum FingerprintCommands {
             }
             ctx.stdout.write("vault-authd (\(socket)): \(daemonLine)\n")
             ctx.stdout.write("secret service (org.freedesktop.secrets): \(keyringLine)\n")
+            ctx.stdout.write("ssh agent (SSH_AUTH_SOCK\(ssh.probe.socket.map { "=" + $0 } ?? "")): \(ssh.line)\n")
+            if let hint = ssh.hint { ctx.stdout.write("  hint: \(hint)\n") }
             let how = requested == nil ? "" : ", as VAULT_AUTHORITY or --authority asks"
             ctx.stdout.write(reachable
                 ? "key authority: \(kind.rawValue) (\(kind.protection))\(how)\n"
