@@ -104,7 +104,7 @@ final class HonestSequenceTests {
     }
 
     init() {
-        Self.ensureUser(Self.daemonUser, "--system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin")
+        _ = try? ensureDaemonUser()  // as the package declares it
         Self.ensureUser(Self.person, "-m -s /bin/sh")
         let prep = Self.sh("install -d -m 0755 \(base) && install -d -o \(Self.person) -g \(Self.person) -m 0700 \(base)/home")
         #expect(prep.status == 0, "\(prep.stderr)")
