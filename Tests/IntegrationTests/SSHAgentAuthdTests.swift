@@ -37,7 +37,7 @@ struct SSHAgentAuthdTests {
                           env: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"])
         agentPID = agent
         for _ in 0..<200 where !FileManager.default.fileExists(atPath: socket) { usleep(25_000) }
-        func logText() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        @Sendable func logText() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
         func asUser(_ program: String, _ args: [String], steps: [ReaderStep]) -> RunResult {
             let quoted = ([program] + args).map { "'" + $0 + "'" }.joined(separator: " ")
             let line = "exec setpriv --reuid=\(person) --regid=\(person) --init-groups env -i HOME=\(sys.home) PATH=/usr/bin:/bin SSH_AUTH_SOCK=\(socket) \(quoted)"

@@ -209,7 +209,8 @@ private let ptyRunner = """
                             output: box.home + "/pending")
         #expect(agent.await(touchPrompt), "no scan began: \(agent.text)")
         let listed = spawn("/usr/bin/ssh-add", ["-L"], env: env, timeLimit: 20)
-        #expect(listed.status == 0 && listed.stdout == (try String(contentsOfFile: box.home + "/gh.pub", encoding: .utf8)),
+        let line = try String(contentsOfFile: box.home + "/gh.pub", encoding: .utf8)
+        #expect(listed.status == 0 && listed.stdout == line,
                 "\(listed.stdout) \(listed.stderr)")
         let own = box.home + "/own"
         #expect(spawn("/usr/bin/ssh-keygen", ["-q", "-N", "", "-t", "ed25519", "-f", own], env: box.env).status == 0)
