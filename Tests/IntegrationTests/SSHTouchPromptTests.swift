@@ -99,7 +99,7 @@ private let ptyRunner = """
         let box = try keyVault("sign")
         let agent = TouchAgent(box)
         defer { agent.stop() }
-        let runner = box.home + "/pty.py"
+        let runner = box.home + "/on-terminal.py"
         try Data(ptyRunner.utf8).write(to: URL(fileURLWithPath: runner))
         var env = box.env
         env["SSH_AUTH_SOCK"] = agent.socket
