@@ -197,6 +197,24 @@ private let ptyRunner = """
         #expect(third.status == 0 && agent.count(touchPrompt) == 2, "\(third.stderr)\n\(agent.text)")
     }
 
+    /// `session`: two requests of one program arriving together share the one touch, and the
+    /// key is then kept for that program (its next signature asks nothing).
+    @Test func sessionRequestsArrivingTogetherShareOneTouch() throws {
+        let box = try keyVault("session")
+        let agent = TouchAgent(box)
+        defer { agent.stop() }
+        var env = box.env
+        env["SSH_AUTH_SOCK"] = agent.socket
+        let sign = "/usr/bin/ssh-keygen -Y sign -n git -f \(box.home)/gh.pub"
+        let (_, done) = feed(box, agent, [.awaitStderr("(2 waiting)"), .device("SCAN alice")])
+        let r = spawn("/bin/sh", ["-c", "\(sign) \(box.home)/m1 & \(sign) \(box.home)/m2 & wait %1 && wait %2 && \(sign) \(box.home)/m3"],
+                      env: env, timeLimit: 60)
+        #expect(done() == [0])
+        #expect(r.status == 0, "\(r.stderr)\n\(agent.text)")
+        #expect(agent.count(touchPrompt) == 1, "one match for all three: \(agent.text)")
+        for m in ["m1", "m2", "m3"] { #expect(FileManager.default.fileExists(atPath: box.home + "/\(m).sig"), "\(m)") }
+    }
+
     /// While a finger is awaited, the agent answers other connections: `ssh-add -L` lists the
     /// keys, and a key added with ssh-add signs.
     @Test func waitingForAFingerBlocksNoOtherConnection() throws {
