@@ -66,7 +66,7 @@ let package = Package(
             swiftSettings: upcoming),
         .executableTarget(name: "vault-secret-service", dependencies: ["SecretService", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault", dependencies: ["VaultCLI", "VaultSystem"], swiftSettings: upcoming),
-        .executableTarget(name: "vault-ssh-agent", dependencies: ["VaultSSH", "VaultSystem"], swiftSettings: upcoming),
+        .executableTarget(name: "vault-ssh-agent", dependencies: ["VaultSSH", "VaultSystem", "VaultDBus"], swiftSettings: upcoming),
         .executableTarget(name: "vault-agent", dependencies: ["VaultAgent", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-authd", dependencies: ["VaultAuthority", "FingerprintKit"], swiftSettings: upcoming),
         .executableTarget(name: "vault-reader", dependencies: ["ReaderLink", "FingerprintKit", "VaultSystem"], swiftSettings: upcoming),

@@ -817,16 +817,11 @@ public final class SecretServiceServer: @unchecked Sendable {
     /// Tells the desktop a touch is awaited (`org.freedesktop.Notifications.Notify`), when a
     /// notification server owns its name; nothing otherwise (no activation, at most 2 s).
     static func notify(_ connection: DBusConnection, sender: String, _ text: (String) -> String) {
-        let name = "org.freedesktop.Notifications"
-        guard (try? connection.owner(of: name)) ?? nil != nil else { return }
+        guard (try? connection.owner(of: DesktopNotification.name)) ?? nil != nil else { return }
         let who = (try? connection.processID(of: sender)).flatMap { pid in
             try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")
         }.map { ($0 as NSString).lastPathComponent } ?? "a program"
-        let body = text(who)
-        _ = try? connection.call(name, "/org/freedesktop/Notifications", name, "Notify",
-                                 [.string("vault"), .uint32(0), .string("dialog-password"), .string("Unlock vault"), .string(body),
-                                  .array(element: "s", []), .properties([("urgency", .byte(2))]), .int32(-1)],
-                                 timeoutMilliseconds: 2000)
+        DesktopNotification.send(connection, summary: "Unlock vault", body: text(who))
     }
 
     /// Ends a prompt: `Completed` once, whatever ended it (success, failure, Dismiss, the client

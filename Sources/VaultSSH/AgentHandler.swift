@@ -144,9 +144,12 @@ public final class AgentHandler: @unchecked Sendable {
         if let namespace = SSHSig.namespace(of: data) {
             prompt += ", SSHSIG namespace '\(namespace)'"
         } else if let request = UserauthRequest.parse(data, signedBy: offered.listed.publicKey) {
-            let host = state.binds.last.map { $0.hostKey.fingerprint } ?? "an unbound host"
-            prompt += " to \(request.user)@\(host)"
+            // The host of the verified binding of this very session (its id), else none.
+            let bound = state.binds.last.flatMap { constantTimeEqual($0.sessionID, request.sessionID) ? $0 : nil }
+            prompt += " to \(request.user)@" + (bound.map { $0.hostKey.fingerprint } ?? "an unbound host")
         }
+        // Program names and the user name are the peer's: shown as plain text, bounded.
+        prompt = TouchPrompt.plain(prompt)
         log?(prompt)
         guard let signature = vaultKeys.sign(offered, data: data, flags: flags, requester: state.program, prompt: prompt, client: state.client) else {
             return Self.failure

@@ -33,10 +33,11 @@ public enum SSHAgentMain {
     /// (FOLDER, LIFE and PARENT `-` for none), the listening socket as descriptor 3.
     static let daemonFlag = "--daemon"
 
-    /// Runs with `arguments` (the program name first); returns the exit code.
-    public static func run(_ arguments: [String]) -> Int32 {
+    /// Runs with `arguments` (the program name first); returns the exit code. `notifier` shows
+    /// a touch prompt on the desktop (the program passes VaultDBus's notifications).
+    public static func run(_ arguments: [String], notifier: TouchPrompt.Notifier? = nil) -> Int32 {
         let args = Array(arguments.dropFirst())
-        if args.first == daemonFlag { return daemon(Array(args.dropFirst())) }
+        if args.first == daemonFlag { return daemon(Array(args.dropFirst()), notifier: notifier) }
         let options: Options
         do { options = try parse(args) } catch {
             print(error: "\(error)")
@@ -46,7 +47,7 @@ public enum SSHAgentMain {
         let env = ProcessInfo.processInfo.environment
         let csh = options.csh ?? (env["SHELL"].map { $0.hasSuffix("csh") } ?? false)
         if options.kill { return kill(csh: csh, environment: env) }
-        return start(options, csh: csh, environment: env)
+        return start(options, csh: csh, environment: env, notifier: notifier)
     }
 
     struct UsageError: Error, CustomStringConvertible {
@@ -186,7 +187,7 @@ public enum SSHAgentMain {
         csh ? "setenv \(name) \(value);\n" : "\(name)=\(value); export \(name);\n"
     }
 
-    private static func start(_ o: Options, csh: Bool, environment: [String: String]) -> Int32 {
+    private static func start(_ o: Options, csh: Bool, environment: [String: String], notifier: TouchPrompt.Notifier?) -> Int32 {
         ProcessIdentity.restrictFileCreation()
         let pid = ProcessIdentity.pid
         var folder: String?
@@ -213,7 +214,7 @@ public enum SSHAgentMain {
             out(shellLine("SSH_AUTH_SOCK", socketPath, csh: csh))
             out("echo Agent pid \(pid);\n")
             ExitCleanup.install(removing: socketPath, folder: folder, on: [.terminate, .hangUp, .interrupt])
-            return serve(listener, lifetime: o.lifetime, hash: o.fingerprintHash, parent: nil, debug: o.debug, vaults: o.vaults)
+            return serve(listener, lifetime: o.lifetime, hash: o.fingerprintHash, parent: nil, debug: o.debug, vaults: o.vaults, notifier: notifier)
         }
         // Detach: the agent is a child in a session of its own with the socket as descriptor 3
         // and /dev/null for its standard streams; this process prints its lines or runs COMMAND.
@@ -251,7 +252,7 @@ public enum SSHAgentMain {
     }
 
     /// The detached agent: `--daemon SOCKET FOLDER LIFE HASH PARENT`, the socket as descriptor 3.
-    private static func daemon(_ args: [String]) -> Int32 {
+    private static func daemon(_ args: [String], notifier: TouchPrompt.Notifier?) -> Int32 {
         guard args.count >= 5 else { return 2 }
         let folder = args[1] == "-" ? nil : args[1]
         ExitCleanup.install(removing: args[0], folder: folder, on: [.terminate, .hangUp])
@@ -260,7 +261,8 @@ public enum SSHAgentMain {
         // The peer credentials of a connection are the listener's at `listen`: this process's, not
         // those of the one that bound the socket and has exited (`vault doctor` reads them).
         try? listener.listenAgain(backlog: 128)
-        let status = serve(listener, lifetime: UInt32(args[2]), hash: args[3], parent: Int32(args[4]), debug: false, vaults: Array(args[5...]))
+        let status = serve(listener, lifetime: UInt32(args[2]), hash: args[3], parent: Int32(args[4]), debug: false, vaults: Array(args[5...]),
+                           notifier: notifier)
         return status
     }
 
@@ -275,7 +277,7 @@ public enum SSHAgentMain {
     }
 
     private static func serve(_ listener: consuming UnixSocket, lifetime: UInt32?, hash: String, parent: Int32?, debug: Bool,
-                              vaults: [String]) -> Int32 {
+                              vaults: [String], notifier: TouchPrompt.Notifier?) -> Int32 {
         do { try ProcessHardening.disableCoreDumps() } catch {
             print(error: "cannot turn off core dumps: \(error.reason)")
             ExitCleanup.run()
@@ -283,7 +285,8 @@ public enum SSHAgentMain {
         }
         _ = ignoreBrokenPipe()
         let log: (@Sendable (String) -> Void)? = debug ? debugLine : nil
-        let keys = VaultKeys(vaults: vaults, environment: ProcessInfo.processInfo.environment, program: vaultProgram(), log: log)
+        let keys = VaultKeys(vaults: vaults, environment: ProcessInfo.processInfo.environment, program: vaultProgram(), log: log,
+                             notifier: notifier)
         let handler = AgentHandler(store: AgentKeyStore(defaultLifetime: lifetime), fingerprintHash: hash, log: log, vaultKeys: keys)
         SSHAgentServer(listening: listener, handler: handler, parentPID: parent, log: log).run()
         ExitCleanup.run()

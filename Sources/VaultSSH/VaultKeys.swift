@@ -17,6 +17,9 @@ public struct RequestingProgram: Sendable, Equatable {
     public var session: Int32, terminal: Int32
     /// The program and its parents, nearest first (at most four).
     public var chain: [String]
+    /// The terminal a touch prompt is written to: the program's controlling terminal, else its
+    /// nearest parent's (`tty_nr`); nil when none of the chain has one.
+    public var promptTerminal: Int32?
 
     /// What `session` policy keys a match by: the executable in its terminal session.
     var sessionKey: String { "\(executable)\u{0}\(session)\u{0}\(terminal)" }
@@ -25,12 +28,15 @@ public struct RequestingProgram: Sendable, Equatable {
     public static func of(pid: Int32) -> RequestingProgram? {
         guard let stat = stat(pid), let exe = try? ProcessIdentity.executable(of: pid) else { return nil }
         var chain = [stat.comm]
+        var terminal: Int32? = stat.tty != 0 ? stat.tty : nil
         var parent = stat.ppid
         while chain.count < 4, parent > 1, let s = Self.stat(parent) {
             chain.append(s.comm)
+            if terminal == nil, s.tty != 0 { terminal = s.tty }
             parent = s.ppid
         }
-        return RequestingProgram(pid: pid, startTime: stat.start, executable: exe, session: stat.session, terminal: stat.tty, chain: chain)
+        return RequestingProgram(pid: pid, startTime: stat.start, executable: exe, session: stat.session, terminal: stat.tty, chain: chain,
+                                 promptTerminal: terminal)
     }
 
     /// Whether `pid` is still this program (the same start time).
@@ -65,6 +71,8 @@ public final class VaultKeys: @unchecked Sendable {
     /// The `vault` program.
     let program: String
     let log: (@Sendable (String) -> Void)?
+    /// Shows the person that a touch is awaited.
+    let touch: TouchPrompt
     private let lock = NSLock()
     /// The keys each vault listed last (offered while it is locked too: signing then unlocks).
     private var seen: [String: [SSHKeyItem.Listed]] = [:]
@@ -84,12 +92,15 @@ public final class VaultKeys: @unchecked Sendable {
         func same(_ o: SessionMark) -> Bool { agent == o.agent && abs(deadline - o.deadline) <= 2 }
     }
 
-    /// Keys of `vaults` (empty: the default vault), released by running `program`.
-    public init(vaults: [String], environment: [String: String], program: String, log: (@Sendable (String) -> Void)? = nil) {
+    /// Keys of `vaults` (empty: the default vault), released by running `program`; `notifier`
+    /// shows a touch prompt on the desktop (nil: the requester's terminal alone).
+    public init(vaults: [String], environment: [String: String], program: String, log: (@Sendable (String) -> Void)? = nil,
+                notifier: TouchPrompt.Notifier? = nil) {
         self.vaults = vaults.isEmpty ? [nil] : vaults.map { $0 }
         self.environment = environment
         self.program = program
         self.log = log
+        touch = TouchPrompt(notifier: notifier, environment: environment)
     }
 
     /// One offered key: its vault's name and the item.
@@ -132,15 +143,20 @@ public final class VaultKeys: @unchecked Sendable {
     }
 
     /// The signature of `data` by `offered`'s key for `requester`, asking for a finger as its
-    /// policy says; `prompt` names the key, the requester and the destination. nil when the
-    /// match or the release failed, or `client` (the requester's socket) closed meanwhile.
+    /// policy says; `prompt` names the key, the requester and the destination. Requests for one
+    /// key from one requester (the same executable in the same session and terminal) that arrive
+    /// while its match is under way join that match: one touch answers all of them (for `sign`
+    /// only requests whose prompt is the same, so the person approved what each one says; the key
+    /// is not kept once the match is over). nil when the match or the release failed, or
+    /// `client` (the requester's socket) closed meanwhile: the last waiter to go cancels the scan.
     func sign(_ offered: Offered, data: [UInt8], flags: UInt32, requester: RequestingProgram?, prompt: String, client: Int32?) -> [UInt8]? {
         let policy = offered.listed.confirm
         guard let requester, requester.isAlive else {
             log?("refused a signature: the requesting program is gone or unknown")
             return nil
         }
-        let holdKey = "\(offered.vault)\u{0}\(offered.listed.name)" + (policy == .session ? "\u{0}" + requester.sessionKey : "")
+        let item = "\(offered.vault)\u{0}\(offered.listed.name)"
+        let holdKey = item + (policy == .session ? "\u{0}" + requester.sessionKey : "")
         let mark = sessionMark(offered.vault)
         if policy != .sign, let mark {
             let held: Held? = lock.withLock {
@@ -151,11 +167,89 @@ public final class VaultKeys: @unchecked Sendable {
             }
             if let held { return try? held.key.sign(data, flags: flags) }
         }
-        guard let key = release(offered, prompt: prompt, client: client) else { return nil }
-        if policy != .sign, let mark {
-            lock.withLock { released[holdKey] = Held(key: key, session: mark) }
+        let batchKey = item + "\u{0}" + requester.sessionKey + (policy == .sign ? "\u{0}" + prompt : "")
+        let joined: (Pending, Bool)? = lock.withLock {
+            if let p = pending[batchKey], !p.over {
+                p.waiters += 1
+                return (p, false)
+            }
+            guard pending.count < Self.pendingLimit, let p = try? Pending() else { return nil }
+            pending[batchKey] = p
+            return (p, true)
         }
+        guard let (match, leads) = joined else {
+            log?("refused a signature: too many matches under way")
+            return nil
+        }
+        if leads {
+            Thread.detachNewThread { [self] in
+                run(match, batchKey: batchKey, offered, prompt: prompt, requester: requester, keep: policy != .sign ? mark.map { (holdKey, $0) } : nil)
+            }
+        } else {
+            log?("joined the match under way for '\(offered.listed.name)' (\(lock.withLock { match.waiters }) waiting)")
+        }
+        guard let key = wait(match, client: client) else { return nil }
         return try? key.sign(data, flags: flags)
+    }
+
+    /// The most matches under way at once (one per key and requester).
+    static let pendingLimit = 64
+
+    /// One match under way for a key and a requester, which requests arriving meanwhile join.
+    private final class Pending: @unchecked Sendable {
+        /// The requests waiting for it (under `VaultKeys.lock`).
+        var waiters = 1
+        /// Over: answered or cancelled; nobody joins it any more.
+        var over = false
+        /// The released key, once over (nil: no release).
+        var key: SSHPrivateKey?
+        /// A waiter that goes away writes a byte to `leftWriter`: the release, polling
+        /// `leftReader`, looks whether any remain.
+        let leftReader: FileDescriptor, leftWriter: FileDescriptor
+        /// `doneWriter` is closed (under `VaultKeys.lock`) when the match is over, which wakes
+        /// every waiter's poll of `doneReader`.
+        let doneReader: FileDescriptor
+        var doneWriter: FileDescriptor
+        init() throws(SystemError) {
+            var left = try UnixPipe(), done = try UnixPipe()
+            leftReader = FileDescriptor(owning: left.readEnd.take(), label: "pipe")
+            leftWriter = FileDescriptor(owning: left.writeEnd.take(), label: "pipe")
+            doneReader = FileDescriptor(owning: done.readEnd.take(), label: "pipe")
+            doneWriter = FileDescriptor(owning: done.writeEnd.take(), label: "pipe")
+        }
+    }
+    private var pending: [String: Pending] = [:]
+
+    /// Waits until `match` is over or `client` hangs up (then it leaves the match); its key.
+    private func wait(_ match: Pending, client: Int32?) -> SSHPrivateKey? {
+        while true {
+            var watch = [PollRequest(fd: match.doneReader.rawValue, events: .readable)]
+            if let client { watch.append(PollRequest(fd: client, events: .hangUp)) }
+            guard let ready = try? Poll.wait(watch, timeoutMilliseconds: -1) else { break }
+            if !ready[0].isEmpty { return lock.withLock { match.key } }
+            if ready.count > 1, !ready[1].isEmpty { break }
+        }
+        lock.withLock { match.waiters -= 1 }
+        log?("a client went away while its match was under way")
+        try? match.leftWriter.writeAll([1])
+        return nil
+    }
+
+    /// Runs `match`: shows the prompt to the person (the requester's terminal, the desktop),
+    /// releases the key, keeps it when `keep` says where (its hold key and unlock session), and
+    /// wakes the waiters.
+    private func run(_ match: Pending, batchKey: String, _ offered: Offered, prompt: String, requester: RequestingProgram,
+                     keep: (String, SessionMark)?) {
+        let notice = touch.show(prompt, requester: requester, log: log)
+        let key = release(offered, prompt: prompt, match: match, batchKey: batchKey)
+        notice()
+        lock.withLock {
+            if let key, let (holdKey, mark) = keep { released[holdKey] = Held(key: key, session: mark) }
+            match.key = key
+            match.over = true
+            if pending[batchKey] === match { pending[batchKey] = nil }
+            try? match.doneWriter.close()
+        }
     }
 
     /// Drops every released key whose unlock session ended.
@@ -172,8 +266,9 @@ public final class VaultKeys: @unchecked Sendable {
 
     /// Runs `vault get NAME --field private-key --reveal --no-input --reason PROMPT` and reads
     /// the key from its standard output; its standard error (the fingerprint prompt) goes to the
-    /// log. The child is ended (SIGTERM: the scan is cancelled) when `client` hangs up.
-    private func release(_ offered: Offered, prompt: String, client: Int32?) -> SSHPrivateKey? {
+    /// log. The child is ended (SIGTERM: the scan is cancelled) when the last request waiting
+    /// for `match` went away.
+    private func release(_ offered: Offered, prompt: String, match: Pending, batchKey: String) -> SSHPrivateKey? {
         guard var out = try? UnixPipe(), var err = try? UnixPipe() else { return nil }
         let args = [program, "get", offered.listed.name, "--field", SSHKeyFields.privateKey, "--reveal", "--no-input",
                     "--vault", offered.vault, "--reason", prompt]
@@ -195,12 +290,22 @@ public final class VaultKeys: @unchecked Sendable {
         while open.out || open.err {
             var watch = [PollRequest(fd: open.out ? out.readEnd.rawValue : -1, events: .readable),
                          PollRequest(fd: open.err ? err.readEnd.rawValue : -1, events: .readable)]
-            if let client, !cancelled { watch.append(PollRequest(fd: client, events: .hangUp)) }
+            if !cancelled { watch.append(PollRequest(fd: match.leftReader.rawValue, events: .readable)) }
             guard let ready = try? Poll.wait(watch, timeoutMilliseconds: 1000) else { break }
             if ready.count > 2, !ready[2].isEmpty {
-                log?("the client went away: cancelling the match")
-                try? child.send(.terminate)
-                cancelled = true
+                _ = buffer.withUnsafeMutableBytes { try? match.leftReader.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<1])) }
+                let nobody: Bool = lock.withLock {
+                    guard match.waiters <= 0 else { return false }
+                    // Nobody joins a cancelled match: a request from now on starts its own.
+                    match.over = true
+                    if pending[batchKey] === match { pending[batchKey] = nil }
+                    return true
+                }
+                if nobody {
+                    log?("every client waiting went away: cancelling the match")
+                    try? child.send(.terminate)
+                    cancelled = true
+                }
             }
             if !ready[0].isEmpty {
                 let n: Int = buffer.withUnsafeMutableBytes { (try? out.readEnd.read(into: $0)) ?? 0 }

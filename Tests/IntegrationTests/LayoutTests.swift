@@ -24,7 +24,7 @@ enum Layout {
         "VaultCLI": ["VaultKit", "VaultSystem", "VaultAgent", "VaultAuthority", "ReaderLink", "VaultOTP", "VaultInterchange", "VaultSync", "VaultSSH", "Foundation"],
         "vault": ["VaultCLI", "VaultSystem"],
         "vault-agent": ["VaultAgent", "VaultSystem"],
-        "vault-ssh-agent": ["VaultSSH", "VaultSystem"],
+        "vault-ssh-agent": ["VaultSSH", "VaultSystem", "VaultDBus"],
         "vault-authd": ["VaultAuthority", "FingerprintKit", "VaultKit", "VaultSystem", "Foundation"],
         "vault-reader": ["ReaderLink", "FingerprintKit", "VaultSystem", "Foundation"],
         "vault-clipboard": ["CXCB", "VaultKit", "VaultSystem", "Foundation"],
