@@ -230,14 +230,21 @@ public final class SecretServiceServer: @unchecked Sendable {
         }
         do {
             let request = try SecretRequest.decode(path: m.path, interface: m.interface, member: m.member, arguments: m.arguments)
-            defer {
-                // A secret a client sent stays in GDBus's reader until overwritten.
-                switch request {
-                case .createItem, .setSecret: m.scrubReceiveBuffer(interface: "io.github.vault.SecretService", member: "Scrub")
-                default: break
-                }
+            // A secret a client sent stays in GDBus's reader until overwritten: the scrub goes out
+            // before the answer, so whatever the client sends next is read after it.
+            let carriesSecret = switch request {
+            case .createItem, .setSecret: true
+            default: false
             }
-            if let values = try perform(request, sender: m.sender, incoming: m) { m.reply(values) }
+            let values: [DBusValue]?
+            do {
+                values = try perform(request, sender: m.sender, incoming: m)
+            } catch {
+                if carriesSecret { m.scrubReceiveBuffer(interface: "io.github.vault.SecretService", member: "Scrub") }
+                throw error
+            }
+            if carriesSecret { m.scrubReceiveBuffer(interface: "io.github.vault.SecretService", member: "Scrub") }
+            if let values { m.reply(values) }
         } catch let e as DBusError {
             m.fail(e)
         } catch let e as VaultError {

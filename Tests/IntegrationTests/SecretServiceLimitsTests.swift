@@ -18,7 +18,9 @@ private func readTwice(_ service: String) -> String {
 /// Every occurrence of `needle` in the writable mappings of process `pid` (`/proc/PID/maps`,
 /// read through `/proc/PID/mem`; root).
 private func occurrences(of needle: [UInt8], inProcess pid: pid_t) -> Int {
-    guard let maps = try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8) else { return -1 }
+    // Read to the end by hand: a /proc file has no size to go by.
+    guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/maps"), let data = try? handle.readToEnd() else { return -1 }
+    let maps = String(decoding: data, as: UTF8.self)
     let fd = open("/proc/\(pid)/mem", O_RDONLY)
     guard fd >= 0 else { return -1 }
     defer { close(fd) }
@@ -29,13 +31,19 @@ private func occurrences(of needle: [UInt8], inProcess pid: pid_t) -> Int {
         let range = fields[0].split(separator: "-")
         guard range.count == 2, let start = UInt64(range[0], radix: 16), let end = UInt64(range[1], radix: 16) else { continue }
         var buffer = [UInt8](repeating: 0, count: Int(end - start))
-        let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(bitPattern: start)) }
+        let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(Int64(bitPattern: start))) }
         guard n > 0 else { continue }
-        let data = Data(buffer[0..<n])
-        var from = data.startIndex
-        while let r = data.range(of: Data(needle), in: from..<data.endIndex) {
-            found += 1
-            from = r.upperBound
+        // memchr to each candidate, memcmp there (not Data.range(of:), which missed matches).
+        buffer.withUnsafeBytes { hay in
+            needle.withUnsafeBytes { pin in
+                let base = hay.baseAddress!
+                var offset = 0
+                while offset <= n - pin.count, let hit = memchr(base + offset, Int32(needle[0]), n - pin.count + 1 - offset) {
+                    let at = base.distance(to: UnsafeRawPointer(hit))
+                    if memcmp(base + at, pin.baseAddress!, pin.count) == 0 { found += 1 }
+                    offset = at + 1
+                }
+            }
         }
     }
     return found
@@ -210,6 +218,7 @@ private func occurrences(of needle: [UInt8], inProcess pid: pid_t) -> Int {
         let rig = try SecretServiceRig()
         defer { rig.close() }
         let secret = "wipe-Secret-" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+        let kept = "kept-Secret-" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
         let r = rig.python("""
             import sys
             import secretstorage
@@ -222,12 +231,17 @@ private func occurrences(of needle: [UInt8], inProcess pid: pid_t) -> Int {
             item, _ = col.call("CreateItem", "a{sv}(oayays)b", props, (session, b"", sys.argv[1].encode(), "text/plain"), True)
             got = DBusAddressWrapper(item, "org.freedesktop.Secret.Item", conn).call("GetSecret", "o", session)[0]
             print(bytes(got[2]).decode())
-            """, args: [secret])
+            mem = DBusAddressWrapper("/org/freedesktop/secrets/aliases/session", "org.freedesktop.Secret.Collection", conn)
+            mem.call("CreateItem", "a{sv}(oayays)b", props, (session, b"", sys.argv[2].encode(), "text/plain"), True)
+            """, args: [secret, kept])
         #expect(r.status == 0 && r.stdout == secret + "\n", "\(r.stdout) \(r.stderr)")
         // The scrub is a signal the service reads after the reply: one more call orders it.
         #expect(rig.run("/usr/bin/gdbus", ["call", "--session", "-d", "org.freedesktop.secrets", "-o", "/org/freedesktop/secrets",
                                            "-m", "org.freedesktop.DBus.Peer.Ping"]).status == 0)
         let found = occurrences(of: Array(secret.utf8), inProcess: rig.service!.pid)
         #expect(found == 0, "the secret is \(found) times in the service's memory")
+        // The one the service keeps (the in-memory `session` collection, guarded memory) is
+        // found: the search sees what the service holds.
+        #expect(occurrences(of: Array(kept.utf8), inProcess: rig.service!.pid) == 1)
     }
 }
