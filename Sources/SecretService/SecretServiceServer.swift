@@ -205,7 +205,9 @@ public final class SecretServiceServer: @unchecked Sendable {
         connection.serve { [weak self] message in
             guard let self else { return }
             if message.isSignal {
-                self.queue.async { self.handle(message) }
+                // Only the bus daemon's signals mean anything here; any other (a client's, or the
+                // service's own scrub) is dropped before it can queue up.
+                if message.sender == "org.freedesktop.DBus" { self.queue.async { self.handle(message) } }
                 return
             }
             // Refused here, on GDBus's thread, so a flood never reaches the queue.
