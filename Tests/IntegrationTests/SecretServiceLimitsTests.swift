@@ -201,6 +201,8 @@ private func occurrences(of needle: [UInt8], inProcess pid: pid_t) -> Int {
         let otherOutput = rig.box.home + "/other"
         let other = start("/usr/bin/gdbus", ["call", "--session", "-d", "org.freedesktop.secrets", "-o", "/org/freedesktop/secrets",
                                              "-m", "org.freedesktop.Secret.Service.ReadAlias", "default"], env: rig.env, output: otherOutput)
+        // Not a condition of the result (the call is served whenever it arrives): a moment for it
+        // to arrive while the flood holds its share.
         usleep(100_000)
         kill(agent, SIGCONT)
         resumed = true
@@ -235,7 +237,8 @@ private func occurrences(of needle: [UInt8], inProcess pid: pid_t) -> Int {
             mem.call("CreateItem", "a{sv}(oayays)b", props, (session, b"", sys.argv[2].encode(), "text/plain"), True)
             """, args: [secret, kept])
         #expect(r.status == 0 && r.stdout == secret + "\n", "\(r.stdout) \(r.stderr)")
-        // The scrub is a signal the service reads after the reply: one more call orders it.
+        // The service sends itself the scrub before it answers CreateItem; its answer to a later
+        // call means its reader has read everything the bus queued before, the scrub included.
         #expect(rig.run("/usr/bin/gdbus", ["call", "--session", "-d", "org.freedesktop.secrets", "-o", "/org/freedesktop/secrets",
                                            "-m", "org.freedesktop.DBus.Peer.Ping"]).status == 0)
         let found = occurrences(of: Array(secret.utf8), inProcess: rig.service!.pid)
