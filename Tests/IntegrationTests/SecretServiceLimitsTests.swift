@@ -91,6 +91,22 @@ private func occurrences(of needle: [UInt8], inProcess pid: pid_t) -> Int {
         let fourth = rig.python(readTwice("everyday"))
         #expect(fourth.status != 0 && fourth.stderr.contains("org.freedesktop.DBus.Error.AccessDenied") && !fourth.stdout.contains("cw-Secret"),
                 "\(fourth.stdout) \(fourth.stderr)")
+        // A secret that changes is released anew (a touch), never the one remembered.
+        let again = ReaderFeed(socket: box.readerSocket, env: box.env,
+                               steps: [.awaitStderrCount(prompt, 5), .device("SCAN alice"), .awaitStderrCount(prompt, 6), .device("SCAN alice")],
+                               log: box.home + "/reader2.log")
+        rig.service!.feed = again
+        let changed = rig.python("""
+            import secretstorage
+            conn = secretstorage.dbus_init()
+            item = next(secretstorage.get_default_collection(conn).search_items({"service": "everyday"}))
+            before = item.get_secret().decode()
+            item.set_secret(b"cw-Secret-4411")
+            print(before, item.get_secret().decode())
+            """)
+        #expect(changed.status == 0 && changed.stdout == "cw-Secret-4410 cw-Secret-4411\n", "\(changed.stdout) \(changed.stderr)")
+        #expect(again.finish(grace: 10) == [0, 0])
+        rig.service!.feed = nil
     }
 
     /// secretstorage's `create_collection`: a new vault named from the label, its passcode typed
