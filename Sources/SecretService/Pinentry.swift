@@ -101,6 +101,66 @@ public struct Pinentry {
         return decoded
     }
 
+    /// Shows `prefix` followed by `secret` (text with no byte Assuan escapes: a recovery key)
+    /// and waits for the person to dismiss it (`MESSAGE`); true when it was shown. The line
+    /// with the secret is built and written from guarded memory.
+    public func show(prefix: String, _ secret: borrowing SecretBytes) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: program)
+        let toChild = Pipe(), fromChild = Pipe()
+        process.standardInput = toChild
+        process.standardOutput = fromChild
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { return false }
+        defer {
+            try? toChild.fileHandleForWriting.close()
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+        }
+        var input = FileDescriptor(owning: fromChild.fileHandleForReading.fileDescriptor)
+        var output = FileDescriptor(owning: toChild.fileHandleForWriting.fileDescriptor)
+        defer {
+            _ = input.take()
+            _ = output.take()
+        }
+        var pending: [UInt8] = []
+        /// The next line that is not a comment or status (no secret comes back: only OK or ERR).
+        func line() -> [UInt8]? {
+            while true {
+                if let end = pending.firstIndex(of: 0x0a) {
+                    let l = Array(pending[..<end])
+                    pending.removeSubrange(...end)
+                    if l.first == 0x23 || (l.count >= 2 && l[0] == 0x53 && l[1] == 0x20) { continue }
+                    return l
+                }
+                var chunk = [UInt8](repeating: 0, count: 1024)
+                let n = chunk.withUnsafeMutableBytes { (try? input.read(into: $0)) ?? 0 }
+                if n <= 0 || pending.count > 65536 { return nil }
+                pending += chunk[0..<n]
+            }
+        }
+        func ok() -> Bool { line().map { $0.starts(with: Array("OK".utf8)) } ?? false }
+        func command(_ text: String) -> Bool { (try? output.writeAll(Array((text + "\n").utf8))) != nil && ok() }
+        guard ok() else { return false }
+        var commands = ["SETTITLE vault"]
+        if let terminal {
+            commands.insert("OPTION ttyname=" + Self.escape(terminal), at: 0)
+            if let t = terminalType { commands.insert("OPTION ttytype=" + Self.escape(t), at: 1) }
+        }
+        for c in commands where !command(c) { return false }
+        let head = Array(("SETDESC " + Self.escape(prefix)).utf8)
+        guard let description = try? SecretBytes(zeroed: head.count + secret.count + 1) else { return false }
+        description.withUnsafeMutableBytes { d in
+            d.copyBytes(from: head)
+            secret.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: d[head.count...]).copyMemory(from: $0) }
+            d[d.count - 1] = 0x0a
+        }
+        guard (try? description.withUnsafeBytes({ try output.writeAll($0) })) != nil, ok() else { return false }
+        let shown = command("MESSAGE")
+        _ = try? output.writeAll(Array("BYE\n".utf8))
+        return shown
+    }
+
     static func hexValue(_ c: UInt8) -> UInt8? {
         switch c {
         case 0x30...0x39: c - 0x30

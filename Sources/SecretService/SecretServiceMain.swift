@@ -29,6 +29,7 @@ public enum SecretServiceMain {
                 print(try ownerDescription(connection))
                 return 0
             }
+            wipeFreedHeap(arguments, environment)
             try serve(a, environment: environment, program: arguments.first ?? "vault-secret-service")
             return 0
         } catch let e as VaultError {
@@ -41,6 +42,24 @@ public enum SecretServiceMain {
             try? writeAll(fd: 2, bytes: Array("vault-secret-service: error: \(error)\n".utf8), label: "standard error")
             return 1
         }
+    }
+
+    /// The allocator settings the service runs with (glibc's tunables, read only at a program's
+    /// start): every block freed is overwritten (`perturb`), and no block waits unwiped in a
+    /// thread's cache (`tcache_count=0`), so the copies GLib makes of a message (the blob it
+    /// serialises, the values it parses, their reallocations) and Swift's copies do not keep a
+    /// secret once freed. GSlice hands its blocks to malloc too.
+    static let heapTunables = "glibc.malloc.perturb=165:glibc.malloc.tcache_count=0"
+
+    /// Runs this program again (same pid, arguments and environment) with `heapTunables` added,
+    /// unless it already has them; goes on as it is when that cannot be done.
+    static func wipeFreedHeap(_ arguments: [String], _ environment: [String: String]) {
+        let current = environment["GLIBC_TUNABLES"] ?? ""
+        guard !current.contains("glibc.malloc.perturb=") else { return }
+        var next = environment
+        next["GLIBC_TUNABLES"] = current.isEmpty ? heapTunables : current + ":" + heapTunables
+        next["G_SLICE"] = "always-malloc"
+        try? ProcessReplacement.exec("/proc/self/exe", arguments: arguments, environment: next)
     }
 
     static func parse(_ args: [String]) throws -> Arguments {

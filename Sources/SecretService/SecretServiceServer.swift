@@ -45,6 +45,16 @@ public enum SecretServiceLimits {
     /// Unlocks and releases waiting for a touch, of all clients together (each is a thread that
     /// waits its turn at the reader).
     public static let waitingForTouch = 64
+    /// Method calls of one client received and not yet answered or handed on (each holds its
+    /// message in memory, and all wait on the one queue): a client that floods is answered
+    /// `LimitsExceeded` at once, and every other client waits behind at most this many of its calls.
+    public static let callsPerClient = 32
+    /// Method calls of all clients received and not yet carried out.
+    public static let calls = 1024
+    /// Aliases set with `SetAlias` (beyond `default` and `session`).
+    public static let aliases = 256
+    /// Collections made with `CreateCollection` while the service runs.
+    public static let createdCollections = 16
 }
 
 /// The Secret Service on one bus connection: every call is decoded (`SecretRequest`) on GDBus's
@@ -85,19 +95,32 @@ public final class SecretServiceServer: @unchecked Sendable {
         }
     }
 
+    /// A collection `CreateCollection` asked for: the vault to make, its label and the alias
+    /// to point at it.
+    struct NewCollection: Sendable {
+        let location: VaultLocation
+        let label: String
+        let alias: String
+    }
+
     final class Prompt: @unchecked Sendable {
         let id: String
         let owner: String
         let vaults: [Collection]
         let objects: [String]
+        /// Set for `CreateCollection`'s prompt (which unlocks nothing: it makes a vault).
+        let creating: NewCollection?
+        /// The collection made, once made (its path is `Completed`'s result).
+        var created: Collection?
         var started = false
         var finished = false
         var child: Process?
-        init(id: String, owner: String, vaults: [Collection], objects: [String]) {
+        init(id: String, owner: String, vaults: [Collection], objects: [String], creating: NewCollection? = nil) {
             self.id = id
             self.owner = owner
             self.vaults = vaults
             self.objects = objects
+            self.creating = creating
         }
     }
 
@@ -152,11 +175,50 @@ public final class SecretServiceServer: @unchecked Sendable {
         aliases["session"] = "session"
     }
 
+    /// Method calls received and not yet carried out, per client and in all (GDBus's worker
+    /// thread admits, the queue releases: its own lock, not the queue).
+    private let admission = NSLock()
+    private var callsPending: [String: Int] = [:]
+    private var callsPendingTotal = 0
+
+    /// Admits a call of `sender` (false: it holds its share, or all are taken).
+    func admit(_ sender: String) -> Bool {
+        admission.withLock {
+            let mine = callsPending[sender, default: 0]
+            guard mine < SecretServiceLimits.callsPerClient, callsPendingTotal < SecretServiceLimits.calls else { return false }
+            callsPending[sender] = mine + 1
+            callsPendingTotal += 1
+            return true
+        }
+    }
+
+    func carriedOut(_ sender: String) {
+        admission.withLock {
+            callsPendingTotal -= 1
+            let left = callsPending[sender, default: 1] - 1
+            callsPending[sender] = left == 0 ? nil : left
+        }
+    }
+
     /// Starts serving (before the name is requested, so no call finds nobody home).
     public func start() throws(DBusError) {
         connection.serve { [weak self] message in
             guard let self else { return }
-            self.queue.async { self.handle(message) }
+            if message.isSignal {
+                // Only the bus daemon's signals mean anything here; any other (a client's, or the
+                // service's own scrub) is dropped before it can queue up.
+                if message.sender == "org.freedesktop.DBus" { self.queue.async { self.handle(message) } }
+                return
+            }
+            // Refused here, on GDBus's thread, so a flood never reaches the queue.
+            guard self.admit(message.sender) else {
+                message.fail(.limitsExceeded("too many calls of this client wait to be carried out (at most \(SecretServiceLimits.callsPerClient)): wait for their replies"))
+                return
+            }
+            self.queue.async {
+                self.handle(message)
+                self.carriedOut(message.sender)
+            }
         }
         try connection.addMatch("type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged'")
     }
@@ -170,7 +232,21 @@ public final class SecretServiceServer: @unchecked Sendable {
         }
         do {
             let request = try SecretRequest.decode(path: m.path, interface: m.interface, member: m.member, arguments: m.arguments)
-            if let values = try perform(request, sender: m.sender, incoming: m) { m.reply(values) }
+            // A secret a client sent stays in GDBus's reader until overwritten: the scrub goes out
+            // before the answer, so whatever the client sends next is read after it.
+            let carriesSecret = switch request {
+            case .createItem, .setSecret: true
+            default: false
+            }
+            let values: [DBusValue]?
+            do {
+                values = try perform(request, sender: m.sender, incoming: m)
+            } catch {
+                if carriesSecret { m.scrubReceiveBuffer(interface: "io.github.vault.SecretService", member: "Scrub") }
+                throw error
+            }
+            if carriesSecret { m.scrubReceiveBuffer(interface: "io.github.vault.SecretService", member: "Scrub") }
+            if let values { m.reply(values) }
         } catch let e as DBusError {
             m.fail(e)
         } catch let e as VaultError {
@@ -223,7 +299,7 @@ public final class SecretServiceServer: @unchecked Sendable {
             if !alias.isEmpty, let e = aliases[alias], let c = collection(element: e) { return [.objectPath(c.path), .objectPath(SecretPaths.none)] }
             let label = properties.first { $0.key.text == "org.freedesktop.Secret.Collection.Label" }?.value.unboxed.text
             if let label, let c = collections.first(where: { $0.label == label }) { return [.objectPath(c.path), .objectPath(SecretPaths.none)] }
-            throw SecretErrors.notSupported("vault makes no collection over D-Bus: make a vault with 'vault init --vault NAME' and serve it with 'vault secret-service --vault NAME'")
+            return try createCollection(label: label ?? "", alias: alias, sender: sender)
         case .searchItems(nil, let attributes):
             var unlocked: [String] = [], locked: [String] = []
             for c in collections {
@@ -280,6 +356,9 @@ public final class SecretServiceServer: @unchecked Sendable {
                 return []
             }
             let c = try collection(of: path)
+            guard aliases[name] != nil || aliases.count < SecretServiceLimits.aliases + 2 else {
+                throw DBusError.limitsExceeded("at most \(SecretServiceLimits.aliases) aliases")
+            }
             aliases[name] = c.element
             return []
         case .deleteCollection:
@@ -296,6 +375,7 @@ public final class SecretServiceServer: @unchecked Sendable {
                 guard let item = try items(c, access).first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
                 try access.remove(item.name)
                 index[c.element]?[id] = nil
+                forgetApprovals(c, id: id)
             }
             emit(c.path, SecretRequest.collection, "ItemDeleted", [.objectPath(c.path + "/" + id)])
             return [.objectPath(SecretPaths.none)]
@@ -325,6 +405,7 @@ public final class SecretServiceServer: @unchecked Sendable {
                 change.password = try Self.text(&plain)
                 change.setFields = [CustomField(name: StoredItem.contentTypeField, value: wire.contentType)]
                 try access.update(item.name, change)
+                forgetApprovals(c, id: id)
             }
             emit(c.path, SecretRequest.collection, "ItemChanged", [.objectPath(c.path + "/" + id)])
             return []
@@ -337,7 +418,7 @@ public final class SecretServiceServer: @unchecked Sendable {
             return []
         case .prompt(let id, _):
             guard let p = prompts[id], p.owner == sender else { throw SecretErrors.noSuchObject("no such prompt") }
-            if !p.started { run(p) }
+            if !p.started { if p.creating != nil { runCreation(p) } else { run(p) } }
             return []
         case .dismiss(let id):
             guard let p = prompts[id], p.owner == sender else { throw SecretErrors.noSuchObject("no such prompt") }
@@ -399,6 +480,7 @@ public final class SecretServiceServer: @unchecked Sendable {
                 throw DBusError.invalidArgs("the secret could not be decrypted with the session's key")
             }
         }
+        defer { wire.value.wipe() }
         return try wire.value.withUnsafeBytes { try SecretBytes(copying: $0) }
     }
 
@@ -408,8 +490,10 @@ public final class SecretServiceServer: @unchecked Sendable {
             let (iv, ciphertext) = try plain.withUnsafeBytes { try key.encrypt($0) }
             return WireSecret(session: sessionPath, parameters: DBusBytes(iv), value: DBusBytes(ciphertext), contentType: contentType)
         }
-        return WireSecret(session: sessionPath, parameters: DBusBytes([]), value: plain.withUnsafeBytes { DBusBytes(copying: $0) },
-                          contentType: contentType)
+        // Lent from guarded memory, not copied into GLib's: the box goes (wiped) with the reply.
+        let box = ApprovedSecret(try plain.duplicate())
+        let lent = box.bytes.withUnsafeBytes { DBusBytes(lending: $0, owner: box) }
+        return WireSecret(session: sessionPath, parameters: DBusBytes([]), value: lent, contentType: contentType)
     }
 
     func secret(_ c: Collection, id: String, session: ClientSession, sessionPath: String, sender: String) throws -> WireSecret {
@@ -419,7 +503,7 @@ public final class SecretServiceServer: @unchecked Sendable {
         }
         let access = try unlockedAccess(c)
         guard let item = try items(c, access).first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
-        if item.fingerprintLogin {
+        if item.fingerprintLogin || approvalPerClient(c) {
             guard let client = clientIdentity(sender), let approved = approvals[c.element]?[client]?[item.id] else {
                 throw DBusError.accessDenied("\(item.name) needs a fresh finger match for this program")
             }
@@ -458,13 +542,30 @@ public final class SecretServiceServer: @unchecked Sendable {
         return exe + "|" + fields[19]
     }
 
-    /// The item when it has fingerprint login on and this program has not had it released yet.
+    /// Whether the vault's setting asks a fresh match per client for every item of its collection
+    /// (`vault settings --secret-service-approval per-client`), read at each release so a change
+    /// counts at once; a row that cannot be read counts as per-client (the stricter).
+    func approvalPerClient(_ c: Collection) -> Bool {
+        guard let location = c.location else { return false }
+        do { return try VaultStore.open(location).settings().secretServiceApproval == .perClient } catch { return true }
+    }
+
+    /// Drops what programs were released of item `id` (its secret changed, or it went): the next
+    /// read is a new release, with its own match.
+    func forgetApprovals(_ c: Collection, id: String) {
+        guard var programs = approvals[c.element] else { return }
+        for program in programs.keys { programs[program]?[id] = nil }
+        approvals[c.element] = programs
+    }
+
+    /// The item when it needs a match per program (fingerprint login on, or the collection's
+    /// setting) and this program has not had it released yet.
     func needsApproval(_ c: Collection, id: String, sender: String) throws -> StoredItem? {
         guard c.location != nil, let access = try access(c) else {
             approvals[c.element] = nil
             return nil
         }
-        guard let item = try items(c, access).first(where: { $0.id == id }), item.fingerprintLogin else { return nil }
+        guard let item = try items(c, access).first(where: { $0.id == id }), item.fingerprintLogin || approvalPerClient(c) else { return nil }
         if let client = clientIdentity(sender), approvals[c.element]?[client]?[item.id] != nil { return nil }
         return item
     }
@@ -488,7 +589,7 @@ public final class SecretServiceServer: @unchecked Sendable {
         touchesWaiting += 1
         let options = self.options, queue = self.queue, connection = self.connection
         let program = ((client.split(separator: "|").first.map(String.init) ?? "a program") as NSString).lastPathComponent
-        let work = items.map { (c: $0.0, name: $0.1.name, id: $0.1.id) }
+        let work = items.map { (c: $0.0, name: $0.1.name, id: $0.1.id, flagged: $0.1.fingerprintLogin) }
         Thread.detachNewThread { [weak self] in
             Self.unlockGate.lock()
             defer { Self.unlockGate.unlock() }
@@ -497,7 +598,7 @@ public final class SecretServiceServer: @unchecked Sendable {
                 guard let location = w.c.location else { continue }
                 Self.notify(connection, sender: sender) { "\($0) asks for '\(w.name)' from the vault \(location.name): touch the fingerprint reader" }
                 let reason = "\(program) asks for '\(w.name)' (Secret Service)"
-                guard let secret = FreshRelease(options: options).password(of: w.name, in: location, reason: reason) else { break }
+                guard let secret = FreshRelease(options: options).password(of: w.name, in: location, reason: reason, forceMatch: !w.flagged) else { break }
                 released.append((w.c.element, w.id, ApprovedSecret(secret)))
             }
             let complete = released.count == work.count
@@ -641,6 +742,7 @@ public final class SecretServiceServer: @unchecked Sendable {
             change.password = password
             change.setFields.append(CustomField(name: StoredItem.contentTypeField, value: wire.contentType))
             try access.update(existing.name, change)
+            forgetApprovals(c, id: existing.id)
             emit(c.path, SecretRequest.collection, "ItemChanged", [.objectPath(c.path + "/" + existing.id)])
             return [.objectPath(c.path + "/" + existing.id), .objectPath(SecretPaths.none)]
         }
@@ -757,6 +859,88 @@ public final class SecretServiceServer: @unchecked Sendable {
         try? connection.emit(path, interface, member, arguments)
     }
 
+    // MARK: New collections
+
+    /// Vaults made through `CreateCollection` since the service started.
+    var createdCount = 0
+
+    /// `CreateCollection` of a label no collection has: a prompt that makes a new vault named
+    /// from the label (its passcode asked twice through pinentry, its recovery key shown there),
+    /// unlocks it and serves it; refused at once when no pinentry can ask.
+    func createCollection(label: String, alias: String, sender: String) throws -> [DBusValue] {
+        guard options.pinentry != nil else {
+            throw SecretErrors.notSupported("a new collection is a new vault, whose passcode is asked through pinentry, and this service has none: start it with --pinentry PROGRAM, or make the vault with 'vault init --vault NAME' and serve it with 'vault secret-service --vault NAME'")
+        }
+        guard label.utf8.count <= 4096, alias.utf8.count <= 64 else { throw DBusError.invalidArgs("a label is at most 4096 bytes, an alias 64") }
+        guard alias.isEmpty || aliases.count < SecretServiceLimits.aliases + 2 else { throw DBusError.limitsExceeded("at most \(SecretServiceLimits.aliases) aliases") }
+        guard createdCount < SecretServiceLimits.createdCollections else {
+            throw DBusError.limitsExceeded("at most \(SecretServiceLimits.createdCollections) collections are made while the service runs")
+        }
+        guard prompts.values.filter({ $0.owner == sender }).count < SecretServiceLimits.promptsPerClient else {
+            throw DBusError.limitsExceeded("too many pending prompts")
+        }
+        let location = try newVaultLocation(label)
+        counter += 1
+        let p = Prompt(id: "p\(counter)", owner: sender, vaults: [], objects: [],
+                       creating: NewCollection(location: location, label: label, alias: alias))
+        prompts[p.id] = p
+        return [.objectPath(SecretPaths.none), .objectPath(SecretPaths.promptPrefix + p.id)]
+    }
+
+    /// The vault a label names: its letters, digits, `.`, `_` and `-` (others as `-`, at most
+    /// 48), `collection` when none is left, and `-2`, `-3`... while a vault of that name exists
+    /// or a prompt is making one: an existing vault is never taken over by a client's label.
+    func newVaultLocation(_ label: String) throws -> VaultLocation {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+        var base = String(label.prefix(48).map { allowed.contains($0) ? $0 : "-" })
+        while base.hasPrefix(".") || base.hasPrefix("-") { base.removeFirst() }
+        if base.isEmpty { base = "collection" }
+        let taken = Set(collections.map(\.label) + prompts.values.compactMap { $0.creating?.location.name })
+        for n in 1...100 {
+            let name = n == 1 ? base : "\(base)-\(n)"
+            let location = try VaultLocation(name: name, environment: options.environment)
+            if !taken.contains(name) && !location.exists { return location }
+        }
+        throw DBusError.limitsExceeded("no free vault name for the label")
+    }
+
+    /// Runs a `CreateCollection` prompt on a thread of its own (one at a time with unlocks: one
+    /// person at one pinentry).
+    func runCreation(_ p: Prompt) {
+        p.started = true
+        guard let new = p.creating, touchesWaiting < SecretServiceLimits.waitingForTouch else {
+            finish(p, dismissed: true)
+            return
+        }
+        touchesWaiting += 1
+        createdCount += 1
+        let options = self.options, queue = self.queue
+        Thread.detachNewThread { [weak self] in
+            Self.unlockGate.lock()
+            defer { Self.unlockGate.unlock() }
+            let ok = UnlockRunner(options: options, prompt: p, queue: queue).create(new.location)
+            queue.async { [weak self] in
+                guard let self else { return }
+                self.touchesWaiting -= 1
+                if ok && !p.finished { p.created = self.added(new) }
+                self.finish(p, dismissed: !ok || p.created == nil)
+            }
+        }
+    }
+
+    /// Serves the vault just made as a collection: `CollectionCreated`, and `Collections` changed.
+    func added(_ new: NewCollection) -> Collection {
+        var element = SecretPaths.element(new.location.name)
+        while collection(element: element) != nil { element += "_" }
+        let c = Collection(element: element, label: new.location.name, location: new.location)
+        collections.insert(c, at: collections.count - 1)
+        if !new.alias.isEmpty { aliases[new.alias] = c.element }
+        emit(SecretPaths.base, SecretRequest.service, "CollectionCreated", [.objectPath(c.path)])
+        emit(SecretPaths.base, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+             [.string(SecretRequest.service), .properties([("Collections", .objectPaths(collections.map(\.path)))]), .array(element: "s", [])])
+        return c
+    }
+
     // MARK: Unlock and prompts
 
     func unlock(_ objects: [String], sender: String) throws -> [DBusValue] {
@@ -831,7 +1015,9 @@ public final class SecretServiceServer: @unchecked Sendable {
         p.finished = true
         prompts[p.id] = nil
         if let child = p.child, child.isRunning { child.terminate() }
-        let result: DBusValue = .objectPaths(dismissed ? [] : p.objects)
+        // CreateCollection's prompt gives the collection (`o`), Unlock's the objects unlocked (`ao`).
+        let result: DBusValue = p.creating != nil ? .objectPath(p.created.map(\.path) ?? SecretPaths.none)
+            : .objectPaths(dismissed ? [] : p.objects)
         if !dismissed { for c in p.vaults { lockChanged(c, locked: false) } }
         emit(SecretPaths.promptPrefix + p.id, SecretRequest.promptInterface, "Completed", [.boolean(dismissed), .variant(result)])
     }
@@ -851,11 +1037,13 @@ public final class SecretServiceServer: @unchecked Sendable {
 struct FreshRelease {
     let options: SecretServiceOptions
 
-    func password(of name: String, in location: VaultLocation, reason: String) -> SecretBytes? {
+    /// `forceMatch`: the item's switch is off and the collection's setting asks the match
+    /// (`--fresh-match`).
+    func password(of name: String, in location: VaultLocation, reason: String, forceMatch: Bool = false) -> SecretBytes? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: options.vaultBinary)
         process.arguments = ["get", name, "--vault", location.name, "--field", "password", "--no-input",
-                             "--scan-timeout", String(options.scanTimeout), "--reason", reason]
+                             "--scan-timeout", String(options.scanTimeout), "--reason", reason] + (forceMatch ? ["--fresh-match"] : [])
         process.environment = options.environment
         let out = Pipe()
         process.standardOutput = out
@@ -902,6 +1090,72 @@ struct UnlockRunner {
                 "--reason", reason], passcode: nil) { return true }
         guard let pinentry = options.pinentry, let pin = Pinentry(program: pinentry, environment: options.environment).passcode(description: reason) else { return false }
         return pin.withUnsafeBytes { run(["unlock", "--vault", location.name, "--scope", "user", "--passcode", "--passcode-fd", "0"], passcode: $0) }
+    }
+
+    /// Makes the vault of a `CreateCollection`: the new passcode asked twice through pinentry,
+    /// `vault init --no-fingerprint --json` with it on standard input, the recovery key it
+    /// prints (read into guarded memory) shown through pinentry, then `vault unlock` with it.
+    func create(_ location: VaultLocation) -> Bool {
+        guard let program = options.pinentry, !isCancelled else { return false }
+        let pinentry = Pinentry(program: program, environment: options.environment)
+        guard let first = pinentry.passcode(description: "a program asks for a new collection: choose the passcode of the new vault \(location.name)"),
+              !isCancelled,
+              let second = pinentry.passcode(description: "the passcode of the new vault \(location.name) again"),
+              first.isEqual(to: second) else { return false }
+        guard let key = first.withUnsafeBytes({ initVault(location, passcode: $0) }) else { return false }
+        // The recovery key is shown once, as `vault init` shows it on a terminal.
+        _ = pinentry.show(prefix: "The recovery key of the new vault \(location.name) (shown once; write it down and keep it apart from this machine): ", key)
+        return first.withUnsafeBytes { run(["unlock", "--vault", location.name, "--scope", "user", "--passcode", "--passcode-fd", "0"], passcode: $0) }
+    }
+
+    /// `vault init` of `location` with `passcode` on its standard input; the recovery key from
+    /// its JSON, in guarded memory, or nil when it failed.
+    func initVault(_ location: VaultLocation, passcode: UnsafeRawBufferPointer) -> SecretBytes? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: options.vaultBinary)
+        process.arguments = ["init", "--vault", location.name, "--no-fingerprint", "--json", "--no-input", "--passcode-fd", "0"]
+        process.environment = options.environment
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        var cancelled = false
+        queue?.sync {
+            cancelled = prompt.finished
+            if !cancelled { prompt.child = process }
+        }
+        guard !cancelled else { return nil }
+        do { try process.run() } catch { return nil }
+        try? output.fileHandleForWriting.close()
+        var toChild = FileDescriptor(owning: input.fileHandleForWriting.fileDescriptor)
+        try? toChild.writeAll(passcode)
+        try? toChild.writeAll([0x0a])
+        _ = toChild.take()
+        try? input.fileHandleForWriting.close()
+        var fromChild = FileDescriptor(owning: output.fileHandleForReading.fileDescriptor)
+        defer { _ = fromChild.take() }
+        guard let buffer = try? SecretBytes(zeroed: 4096) else { return nil }
+        var used = 0
+        while used < buffer.count {
+            let n = buffer.withUnsafeMutableBytes { b in (try? fromChild.read(into: UnsafeMutableRawBufferPointer(rebasing: b[used...]))) ?? 0 }
+            if n <= 0 { break }
+            used += n
+        }
+        process.waitUntilExit()
+        queue?.sync { prompt.child = nil }
+        guard process.terminationReason == .exit, process.terminationStatus == 0 else { return nil }
+        // {"path":...,"recovery_key":"XXXX-...","vault":...}: the key's characters are letters,
+        // digits and dashes, so the value ends at the next quote.
+        let marker = Array("\"recovery_key\":\"".utf8)
+        return buffer.withUnsafeBytes { b -> SecretBytes? in
+            guard used >= marker.count else { return nil }
+            for start in 0...(used - marker.count) where b[start] == marker[0] && (0..<marker.count).allSatisfy({ b[start + $0] == marker[$0] }) {
+                let from = start + marker.count
+                guard let end = (from..<used).first(where: { b[$0] == 0x22 }) else { return nil }
+                return try? SecretBytes(copying: UnsafeRawBufferPointer(rebasing: b[from..<end]))
+            }
+            return nil
+        }
     }
 
     /// Runs `vault ARGS` (its stderr is ours, its stdout discarded), the passcode on its standard

@@ -124,6 +124,8 @@ public struct DBusError: Error, Sendable, Equatable {
     public static func unknownObject(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.DBus.Error.UnknownObject", message: detail) }
     /// Anything else.
     public static func failed(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.DBus.Error.Failed", message: detail) }
+    /// Refused: the caller holds its share of a bound (calls waiting, sessions, prompts).
+    public static func limitsExceeded(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.DBus.Error.LimitsExceeded", message: detail) }
     /// Refused: a limit reached, or no approval.
     public static func accessDenied(_ detail: String) -> DBusError { DBusError(name: "org.freedesktop.DBus.Error.AccessDenied", message: detail) }
 }

@@ -26,6 +26,19 @@ public final class DBusBytes: @unchecked Sendable, Equatable {
         self.init(copying: bytes.withUnsafeBytes { $0 })
     }
 
+    /// `bytes` lent to GLib with no copy: they stay `owner`'s (guarded memory, for a secret sent
+    /// as is), which GLib keeps alive until the value is dropped (the reply sent) and then
+    /// releases, so the owner's deinit wipes them. GLib's own copy (the message it serialises) is
+    /// freed memory the service's allocator wipes (SecretServiceMain's heap settings).
+    public init(lending bytes: UnsafeRawBufferPointer, owner: AnyObject) {
+        let retained = Unmanaged.passRetained(owner).toOpaque()
+        let data = bytes.count > 0 ? bytes.baseAddress : nil
+        variant = "ay".withCString {
+            g_variant_ref_sink(g_variant_new_from_data(vault_variant_type($0), data, gsize(bytes.count), 1,
+                                                       { if let p = $0 { Unmanaged<AnyObject>.fromOpaque(p).release() } }, retained))
+        }
+    }
+
     deinit { g_variant_unref(variant) }
 
     /// How many bytes.
@@ -36,6 +49,15 @@ public final class DBusBytes: @unchecked Sendable, Equatable {
         let n = count
         guard n > 0, let p = g_variant_get_data(variant) else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
         return try body(UnsafeRawBufferPointer(start: p, count: n))
+    }
+
+    /// Overwrites the bytes with zeros where GLib keeps them (a secret a client sent with the
+    /// `plain` algorithm, once it is in guarded memory): the message and every value that shares
+    /// them see zeros from then on.
+    public func wipe() {
+        let n = count
+        guard n > 0, let p = g_variant_get_data(variant) else { return }
+        explicit_bzero(UnsafeMutableRawPointer(mutating: p), n)
     }
 
     /// The bytes as an array (for public values only: keys of a key exchange, IVs).
@@ -477,6 +499,21 @@ public final class DBusIncoming: @unchecked Sendable {
         g_dbus_message_set_body(reply, body)
         if !noReplyExpected { connection.send(reply) }
         g_object_unref(UnsafeMutableRawPointer(reply))
+    }
+
+    /// Overwrites what GDBus's reader keeps of this message: it reads every message into one
+    /// buffer it reuses, so a secret a client sent stays there until a longer message overwrites
+    /// it. This sends ourselves (a unicast signal the service ignores, `member` of `interface`)
+    /// one at least as long, of zeros; the reader's copy is then gone, or freed to an allocator
+    /// that wipes it.
+    public func scrubReceiveBuffer(interface: String, member: String) {
+        guard let connection, !connection.isClosed else { return }
+        var size: gsize = 0
+        guard let blob = g_dbus_message_to_blob(message, &size, G_DBUS_CAPABILITY_FLAGS_NONE, nil) else { return }
+        explicit_bzero(blob, Int(size))
+        g_free(blob)
+        let zeros = [UInt8](repeating: 0, count: Int(size))
+        try? connection.emit("/", interface, member, [.bytes(DBusBytes(zeros))], destination: connection.uniqueName)
     }
 
     /// Answers with an error.

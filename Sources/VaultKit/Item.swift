@@ -208,6 +208,9 @@ public struct VaultSettings: Codable, Equatable, Sendable {
     public var passcodeIntervalHours: Int = 48
     /// Whether the first unlock after a reboot needs the passcode.
     public var passcodeAfterReboot: Bool = true
+    /// Who the vault's Secret Service collection releases a secret to once unlocked (nil, as in
+    /// rows written before the setting: `.session`).
+    public var secretServiceApproval: SecretServiceApproval?
 
     /// Default settings.
     public init() {}
@@ -216,6 +219,18 @@ public struct VaultSettings: Codable, Equatable, Sendable {
     package var passcodeRules: PasscodeRules {
         PasscodeRules(afterReboot: passcodeAfterReboot, intervalHours: passcodeIntervalHours)
     }
+}
+
+/// How `vault secret-service` releases the secrets of a vault's collection
+/// (`vault settings --secret-service-approval`).
+public enum SecretServiceApproval: String, Codable, Sendable, CaseIterable {
+    /// To every client while the vault is unlocked (items with fingerprint login on still need
+    /// a match per client).
+    case session
+    /// Each requesting client (its executable and process start time) only after a fresh
+    /// finger match of its own, remembered until the vault locks: every item as if its
+    /// fingerprint login were on, for Secret Service clients.
+    case perClient = "per-client"
 }
 
 /// The current time in whole seconds since 1970.

@@ -11,12 +11,13 @@ extension ItemCommands {
         static let reveal = OptionSpec.flag("--reveal", "include the password, the TOTP secret and the notes")
         static let clip = OptionSpec.flag("--clip", "copy the value (the password, or --field) to the clipboard instead of printing it")
         static let clearAfter = OptionSpec.value("--clear-after", "D", "with --clip: empty the clipboard after D (at most 1h) if it still holds the value (default 45s)")
+        static let freshMatch = OptionSpec.flag("--fresh-match", "release only after a fresh finger match, even with fingerprint login off (what 'vault secret-service' asks for a per-client collection)")
     }
 
     static let get = CommandSpec(
         name: "get", summary: "print a login or one of its fields",
         usage: "vault get NAME [--field F] [--json] [--reveal]",
-        options: [GetOptions.field, GetOptions.json, GetOptions.reveal, GetOptions.clip, GetOptions.clearAfter] + Auth.options,
+        options: [GetOptions.field, GetOptions.json, GetOptions.reveal, GetOptions.clip, GetOptions.clearAfter, GetOptions.freshMatch] + Auth.options,
         arguments: 1...1,
         examples: """
         vault get github --field password
@@ -48,6 +49,13 @@ extension ItemCommands {
     /// prints or copies it.
     static func perform(_ plan: GetPlan, _ request: GetRequest, _ vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext) throws {
         let name = request.name
+        if inv.has(GetOptions.freshMatch) {
+            // The key authority's live scan over a nonce of the vault, whatever the item's switch:
+            // nothing is released when it fails. An item with the switch on is checked again by
+            // the vault, which reuses this match.
+            _ = try Release.freshMatch(try FreshMatchPurpose(kind: .release, item: name), vault, inv, ctx,
+                                       prompt: "touch the fingerprint reader to release '\(name)'")
+        }
         func copied(_ what: String, of item: String) {
             ctx.say("vault: copied the \(what) of '\(item)' to the clipboard; it is cleared in \(SessionCommands.describe(request.clearAfter))")
         }

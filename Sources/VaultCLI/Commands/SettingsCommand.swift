@@ -9,23 +9,27 @@ enum SettingsCommand {
         static let passcodeAfterReboot = OptionSpec.value("--passcode-after-reboot", "on|off", "ask for the passcode at the first unlock after a reboot (default on)")
         static let passcodeOnTpm = OptionSpec.value("--passcode-on-tpm", "on|off",
                    "make the passcode also need this machine's TPM, which limits wrong guesses (VAULT_TPM_TCTI, else /dev/tpmrm0; default off)")
+        static let secretServiceApproval = OptionSpec.value("--secret-service-approval", "per-client|session",
+                   "whom 'vault secret-service' releases this vault's secrets to: each client after a fresh finger match of its own (per-client), or every client while unlocked (session, the default)")
         static let json = OptionSpec.flag("--json", "print JSON")
     }
 
     static let settings = CommandSpec(
         name: "settings", summary: "show or change the vault's policy and passcode rules (changes need the passcode)",
-        usage: "vault settings [--policy P] [--passcode-interval HOURS] [--passcode-after-reboot on|off] [--passcode-on-tpm on|off] [--json]",
+        usage: "vault settings [--policy P] [--passcode-interval HOURS] [--passcode-after-reboot on|off] [--passcode-on-tpm on|off] [--secret-service-approval per-client|session] [--json]",
         options: [
             SettingsOptions.policy,
             SettingsOptions.passcodeInterval,
             SettingsOptions.passcodeAfterReboot,
             SettingsOptions.passcodeOnTpm,
+            SettingsOptions.secretServiceApproval,
             SettingsOptions.json,
         ],
-        examples: "vault settings\nvault settings --policy biometrics --passcode-interval 24\nvault settings --passcode-on-tpm on",
+        examples: "vault settings\nvault settings --policy biometrics --passcode-interval 24\nvault settings --passcode-on-tpm on\nvault settings --secret-service-approval per-client",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
             let changing = inv.has(SettingsOptions.policy) || inv.has(SettingsOptions.passcodeInterval) || inv.has(SettingsOptions.passcodeAfterReboot)
+                || inv.has(SettingsOptions.secretServiceApproval)
             var s: VaultSettings
             do {
                 s = try store.settings()
@@ -55,6 +59,12 @@ enum SettingsCommand {
                     guard ["on", "off"].contains(r) else { throw VaultError.usage("--passcode-after-reboot takes on or off") }
                     s.passcodeAfterReboot = r == "on"
                 }
+                if let a = inv[SettingsOptions.secretServiceApproval] {
+                    guard let approval = SecretServiceApproval(rawValue: a) else {
+                        throw VaultError.usage("--secret-service-approval takes per-client or session")
+                    }
+                    s.secretServiceApproval = approval
+                }
                 // The passcode, not a finger: these rules decide when a finger is enough.
                 let vault = try Auth.unlockWithPasscode(store, inv, ctx, why: "changing the settings needs the passcode")
                 try store.setSettings(s)
@@ -71,9 +81,10 @@ enum SettingsCommand {
             }
             let onTPM = try store.slot(.passcode)?.passcodeIsOnTPM ?? false
             let o: [String: Any] = ["policy": s.policy.rawValue, "passcode_interval_hours": s.passcodeIntervalHours,
-                                    "passcode_after_reboot": s.passcodeAfterReboot, "passcode_on_tpm": onTPM]
+                                    "passcode_after_reboot": s.passcodeAfterReboot, "passcode_on_tpm": onTPM,
+                                    "secret_service_approval": (s.secretServiceApproval ?? .session).rawValue]
             if inv.has(SettingsOptions.json) { ctx.stdout.write(jsonText(o)) } else if !changing && !inv.has(SettingsOptions.passcodeOnTpm) {
-                ctx.stdout.write("policy: \(s.policy.rawValue)\npasscode interval: \(s.passcodeIntervalHours == 0 ? "never" : "\(s.passcodeIntervalHours) h")\npasscode after reboot: \(s.passcodeAfterReboot ? "on" : "off")\npasscode on TPM: \(onTPM ? "on" : "off")\n")
+                ctx.stdout.write("policy: \(s.policy.rawValue)\npasscode interval: \(s.passcodeIntervalHours == 0 ? "never" : "\(s.passcodeIntervalHours) h")\npasscode after reboot: \(s.passcodeAfterReboot ? "on" : "off")\npasscode on TPM: \(onTPM ? "on" : "off")\nsecret service approval: \((s.secretServiceApproval ?? .session).rawValue)\n")
             }
         })
 }
