@@ -30,6 +30,11 @@ package struct SyncPaths: Sendable {
     package let stamps: String
     /// Present (empty, 0600) when the vault syncs after each write (`vault remote set --auto`).
     package let auto: String
+    /// Present when a write here may not be committed to `sync.git` yet (`--auto`, the write
+    /// could not commit it itself); a sync renames it to `taken` before it reads the rows and
+    /// removes that when it finished, so a killed one leaves it behind.
+    package let pending: String
+    package let taken: String
 
     package init(_ location: VaultLocation) {
         repository = location.folder + "/sync.git"
@@ -37,6 +42,61 @@ package struct SyncPaths: Sendable {
         state = location.folder + "/sync.state"
         stamps = location.folder + "/sync.stamps"
         auto = location.folder + "/sync.auto"
+        pending = location.folder + "/sync.pending"
+        taken = location.folder + "/sync.pending.taken"
+    }
+}
+
+/// What says a change of this machine may not be on the remote yet: the `sync.pending` marker
+/// (a write not committed to `sync.git`), or a local branch ahead of the remote head last seen.
+/// Holds no secret: the markers are empty files, the refs name sealed commits.
+package enum SyncPending {
+    /// Marks that a write may not be committed to the repository yet.
+    package static func mark(_ location: VaultLocation) {
+        _ = try? AtomicFile.write([], to: SyncPaths(location).pending)
+    }
+
+    /// Taken by a sync (holding the lock) before it reads the rows it commits: a write marked
+    /// after this is the next sync's.
+    static func take(_ paths: SyncPaths) {
+        if FileSystem.exists(paths.pending) { _ = rename(paths.pending, paths.taken) }
+    }
+
+    /// The sync that took the marker committed every row it read.
+    static func finish(_ paths: SyncPaths) {
+        try? FileSystem.remove(paths.taken)
+    }
+
+    /// Whether a change of this machine may not have reached the remote: a marker is there, or
+    /// the local branch is not contained in the remote head last fetched or pushed.
+    package static func isPending(_ location: VaultLocation, environment: [String: String]) -> Bool {
+        let paths = SyncPaths(location)
+        if FileSystem.exists(paths.pending) || FileSystem.exists(paths.taken) { return true }
+        guard FileSystem.exists(paths.repository + "/HEAD"),
+              let git = try? Git(repository: paths.repository, environment: environment, interactive: false),
+              let head = try? git.resolve(SyncEngine.branch) else { return false }
+        guard let seen = try? git.resolve(SyncEngine.tracking) else { return true }
+        return !((try? git.isAncestor(head, of: seen)) ?? false)
+    }
+
+    /// What `vault sync --background` does without an unlock session, where no key is: pushes
+    /// the commits this machine made (a write commits its change itself) when the remote's
+    /// branch is behind them. Fast-forward only: git refuses anything else, and nothing comes
+    /// in, so nothing the remote sent needs checking. Waits for the sync lock.
+    /// - Returns: true when the remote now holds this machine's head; false when git failed or
+    ///   the remote moved (the next `vault sync` merges).
+    package static func pushCommitted(_ location: VaultLocation, environment: [String: String]) throws -> Bool {
+        let paths = SyncPaths(location)
+        guard FileSystem.exists(paths.repository + "/HEAD") else { return false }
+        let git = try Git(repository: paths.repository, environment: environment, interactive: false)
+        let lock = try FileLock(path: paths.lock)
+        return try lock.withExclusive {
+            guard let head = try git.resolve(SyncEngine.branch) else { return false }
+            if let seen = try git.resolve(SyncEngine.tracking), try git.isAncestor(head, of: seen) { return true }
+            guard try git.run(["push", "--quiet", "--porcelain", "origin", head + ":refs/heads/vault"]).status.isSuccess else { return false }
+            try git.checked(["update-ref", SyncEngine.tracking, head])
+            return true
+        }
     }
 }
 
@@ -103,7 +163,7 @@ package enum SyncRemote {
     package static func discardClone(_ location: VaultLocation) {
         let paths = SyncPaths(location)
         for path in [paths.repository] { try? FileManager.default.removeItem(atPath: path) }
-        for path in [location.databasePath, location.databasePath + "-wal", location.databasePath + "-shm", paths.state, paths.stamps, paths.auto, paths.lock] {
+        for path in [location.databasePath, location.databasePath + "-wal", location.databasePath + "-shm", paths.state, paths.stamps, paths.auto, paths.pending, paths.taken, paths.lock] {
             try? FileSystem.remove(path)
         }
         try? FileSystem.removeFolder(location.folder)
@@ -202,15 +262,53 @@ package final class SyncEngine {
         }
     }
 
-    private func syncLocked() throws -> SyncSummary {
+    /// After a write made in this process with `--auto` set (the writer holds the key):
+    /// commits this machine's changes to the local repository, with no network, when no sync
+    /// holds the lock; `vault sync --background` then pushes them without a key.
+    /// - Returns: false (nothing done) when a sync holds the lock, or the vault has no sync
+    ///   state yet (a first sync still has to bring the remote's items).
+    package func commitAfterWrite() throws -> Bool {
+        guard let s = try vault.syncSecrets() else { return false }
+        let lock = try FileLock(path: paths.lock)
+        guard try lock.tryExclusive() else { return false }
+        defer { lock.unlock() }
+        try adopt(s)
+        try loadState()
+        guard stateLoaded else { return false }
+        SyncPending.take(paths)
         var summary = SyncSummary()
-        var remote = try fetch()
-        try establishSecrets(remote: remote)
-        let loaded = SyncState.load(paths.state, key: stateKey!)
-        let fresh = loaded == nil
-        state = loaded ?? SyncState()
-        loadStamps()
-        clock.observe(state.hlc)
+        _ = try commitLocalChanges(&summary)
+        SyncPending.finish(paths)
+        return true
+    }
+
+    /// One sync under the lock; the pending marker is taken before any row is read and
+    /// cleared only when the sync completed.
+    private func syncLocked() throws -> SyncSummary {
+        SyncPending.take(paths)
+        let summary = try syncRounds()
+        SyncPending.finish(paths)
+        return summary
+    }
+
+    private func syncRounds() throws -> SyncSummary {
+        var summary = SyncSummary()
+        // The state (the remote head this machine last saw) is loaded before the first fetch,
+        // so that fetch already holds the remote to it: a branch that went away, or a history
+        // behind the one seen, is refused on the first sync of a new process as on any other.
+        // Only a vault that never synced has no secrets yet: its first fetch brings the header
+        // they come from (and it has no state to keep).
+        var remote: String?
+        if let s = try vault.syncSecrets() {
+            try adopt(s)
+            try loadState()
+            remote = try fetch()
+        } else {
+            remote = try fetch()
+            try establishSecrets(remote: remote)
+            try loadState()
+        }
+        let fresh = !stateLoaded
         for attempt in 0..<6 {
             if attempt > 0 { remote = try fetch(); summary.retries += 1 }
             let (local, expected) = try commitLocalChanges(&summary)
@@ -234,6 +332,18 @@ package final class SyncEngine {
             }
         }
         throw VaultError.failure("the remote kept moving: 6 pushes were refused as not fast-forward", hint: "run 'vault sync' again")
+    }
+
+    /// Whether `sync.state` held a state this vault's key opens (false: a first sync, a clone).
+    private var stateLoaded = false
+
+    /// Reads `sync.state` and `sync.stamps` (a state that does not open counts as none).
+    private func loadState() throws {
+        let loaded = SyncState.load(paths.state, key: stateKey!)
+        stateLoaded = loaded != nil
+        state = loaded ?? SyncState()
+        loadStamps()
+        clock.observe(state.hlc)
     }
 
     /// The stamps the state was saved with; an older state's JSON stamps move to `sync.stamps`;
@@ -305,7 +415,11 @@ package final class SyncEngine {
     /// Pushes `commit`; false when refused as not fast-forward (the remote moved: try again).
     func push(_ commit: String) throws -> Bool {
         let out = try git.run(["push", "--quiet", "--porcelain", "origin", commit + ":refs/heads/vault"])
-        if out.status.isSuccess { return true }
+        if out.status.isSuccess {
+            // The remote head as this machine last knew it (what `SyncPending` compares with).
+            try git.checked(["update-ref", SyncEngine.tracking, commit])
+            return true
+        }
         let all = out.stderr + String(decoding: out.stdout, as: UTF8.self)
         if all.contains("non-fast-forward") || all.contains("fetch first") || all.contains("rejected") { return false }
         throw VaultError.failure("git push failed: \(out.stderr.split(separator: "\n").last.map(String.init) ?? "\(out.status)")")
@@ -656,5 +770,11 @@ package struct ConflictSummary: Sendable {
 
     init(_ c: ConflictRecord) {
         kind = c.kind; item = c.item; name = c.name; field = c.field; kept = c.kept; lost = c.lost; secret = c.secret; time = c.time
+    }
+
+    /// A conflict as an unlock session's agent sent it.
+    package init(kind: String, item: String, name: String, field: String?, kept: String?, lost: String?, secret: Bool, time: Int64) {
+        self.kind = kind; self.item = item; self.name = name; self.field = field; self.kept = kept; self.lost = lost
+        self.secret = secret; self.time = time
     }
 }
