@@ -162,8 +162,8 @@ public enum AgentReply: Codable, Equatable, Sendable {
 }
 
 /// One conflict a sync resolved, as the agent sends it for `vault sync --conflicts`: the
-/// values of a secret field (`secret`) are never in it (`--reveal` opens the key in the
-/// command's own process).
+/// values of a secret field (`secret`) are never in it, only an empty `kept`/`lost` saying one
+/// was there (`--reveal` opens the key in the command's own process).
 public struct SyncConflict: Codable, Sendable, Equatable {
     public var kind: String
     public var name: String

@@ -362,7 +362,8 @@ public final class AgentRequestHandler: @unchecked Sendable {
             let all = try SyncEngine(vault: copy, environment: ProcessInfo.processInfo.environment, interactive: false).conflicts()
             return .syncConflicts(records: all.suffix(AgentLimits.syncConflicts).map { c in
                 SyncConflict(kind: c.record.kind, name: c.record.name, field: c.record.field,
-                             kept: c.record.secret ? nil : c.record.kept, lost: c.record.secret ? nil : c.record.lost,
+                             kept: c.record.secret ? c.record.kept.map { _ in "" } : c.record.kept,
+                             lost: c.record.secret ? c.record.lost.map { _ in "" } : c.record.lost,
                              secret: c.record.secret, time: c.record.time, text: c.text)
             })
         }

@@ -244,8 +244,8 @@ import Testing
     }
 
     /// In an unlock session the agent syncs (the key stays there): a script needs no passcode,
-    /// and the session serves what came at once. `--conflicts` needs the key in the process and
-    /// says so.
+    /// and the session serves what came at once. `--conflicts` is answered by the agent too,
+    /// without secret values; `--reveal` needs the key in the process and says so.
     @Test func aSyncInASessionRunsInTheAgent() {
         let m = Machines()
         _ = m.start([("mail", "alice", "pw-0")])
