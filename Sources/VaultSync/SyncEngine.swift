@@ -182,6 +182,19 @@ package enum SyncRemote {
         FileSystem.exists(SyncPaths(location).auto)
     }
 
+    /// The devices this machine's branch trusts (`devices/` less `revoked/`), as their ids: read
+    /// from the repository with no key (the ids are in commit authors anyway).
+    package static func devices(location: VaultLocation, environment: [String: String]) throws -> [String] {
+        let paths = SyncPaths(location)
+        guard FileSystem.exists(paths.repository + "/HEAD") else { return [] }
+        let git = try Git(repository: paths.repository, environment: environment, interactive: false)
+        guard let head = try git.resolve(SyncEngine.branch) else { return [] }
+        let raw = try git.checked(["ls-tree", "-z", "--full-tree", "--name-only", head, "--", "devices/", "revoked/"]).stdout
+        let names = raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        let revoked = Set(names.filter { $0.hasPrefix("revoked/") }.map { $0.dropFirst("revoked/".count) })
+        return names.filter { $0.hasPrefix("devices/") }.map { String($0.dropFirst("devices/".count)) }.filter { !revoked.contains(Substring($0)) }.sorted()
+    }
+
     /// Forgets the remote (the local repository and its history stay, so a later `set` goes on).
     package static func remove(location: VaultLocation, environment: [String: String]) throws {
         let paths = SyncPaths(location)
@@ -280,6 +293,33 @@ package final class SyncEngine {
         _ = try commitLocalChanges(&summary)
         SyncPending.finish(paths)
         return true
+    }
+
+    /// `vault remote revoke DEVICE`: syncs (so the device is known and this machine up to date),
+    /// commits `revoked/DEVICE` (and removes `devices/DEVICE`), signed by this machine, and
+    /// syncs again to push it. From then on every machine that has seen the revocation refuses
+    /// a commit DEVICE signs.
+    /// - Throws: `.usage` for this machine's own id or one that is no device of the vault,
+    ///   `.alreadyExists` when it was revoked already; as `sync`.
+    package func revoke(_ device: String) throws -> SyncSummary {
+        let lock = try FileLock(path: paths.lock)
+        return try lock.withExclusive {
+            _ = try syncLocked()
+            guard device != deviceHex else { throw VaultError.usage("\(device) is this machine: revoke it from another one") }
+            guard let head = try git.resolve(SyncEngine.branch), let id = bytesFromHex(device), id.count == 16 else {
+                throw VaultError.usage("'\(device)' is no device of this vault", hint: "'vault remote show' lists them")
+            }
+            let present = try git.entries(at: head, ["devices/" + device, "revoked/" + device])
+            if present["revoked/" + device] != nil { throw VaultError.alreadyExists("the revocation of device \(device)") }
+            guard present["devices/" + device] != nil else {
+                throw VaultError.usage("'\(device)' is no device of this vault", hint: "'vault remote show' lists them")
+            }
+            let sha = try git.writeBlobs([try RevocationRecord.make(vaultID: vaultID, device: id, key: deviceMACKey!)])[0]
+            let tree = try git.writeTree(base: head, set: ["revoked/" + device: sha], remove: ["devices/" + device])
+            let commit = try signedCommit(tree: tree, parents: [head])
+            try git.checked(["update-ref", SyncEngine.branch, commit, head])
+            return try syncLocked()
+        }
     }
 
     /// One sync under the lock; the pending marker is taken before any row is read and
@@ -509,16 +549,34 @@ package final class SyncEngine {
         var exclude: [String] = []
         if let seen = state.remote { exclude.append("^" + seen) }
         if let local { exclude.append("^" + local) }
+        // The devices revoked in this machine's own (checked) history: no later tree undoes that.
+        revoked = try local.map { try revokedDevices(at: $0) } ?? []
+        let known = revoked
         let list = try git.checked(["rev-list", "--topo-order", "--reverse", remote] + exclude).text
         for commit in list.split(separator: "\n").map(String.init) { try verify(commit: commit) }
+        // A machine revoked by another stops when it learns so: its commits would only be refused.
+        if revoked.subtracting(known).contains(deviceHex) {
+            throw VaultError.failure("this machine (device \(deviceHex)) was revoked by another machine of the vault: nothing was synced",
+                                     hint: "start it again with 'vault clone URL --vault OTHER'")
+        }
     }
 
-    /// Whether `path` is a file a vault repository holds: `header`, or `items/`, `devices/`
-    /// or `conflicts/` and 32 lowercase hex digits.
+    /// Devices revoked while verifying: this machine's own, and those of every commit checked so far.
+    var revoked: Set<String> = []
+
+    /// The devices `revoked/` names at `commit` (only that folder is listed).
+    func revokedDevices(at commit: String) throws -> Set<String> {
+        let raw = try git.checked(["ls-tree", "-z", "--full-tree", "--name-only", commit, "--", "revoked/"]).stdout
+        return Set(raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            .filter { $0.hasPrefix("revoked/") }.map { String($0.dropFirst("revoked/".count)) })
+    }
+
+    /// Whether `path` is a file a vault repository holds: `header`, or `items/`, `devices/`,
+    /// `conflicts/` or `revoked/` and 32 lowercase hex digits.
     static func isRepositoryPath(_ path: String) -> Bool {
         if path == "header" { return true }
         let parts = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-        guard parts.count == 2, ["items", "devices", "conflicts"].contains(String(decoding: parts[0], as: UTF8.self)) else { return false }
+        guard parts.count == 2, ["items", "devices", "conflicts", "revoked"].contains(String(decoding: parts[0], as: UTF8.self)) else { return false }
         return parts[1].count == 32 && parts[1].allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
@@ -526,6 +584,9 @@ package final class SyncEngine {
         let c = try git.commitObject(commit)
         guard let (device, signature) = CommitSignature.parse(message: c.message) else {
             throw untrusted("commit \(commit) is not a vault commit (unsigned)")
+        }
+        if try revoked.contains(device) || (git.run(["cat-file", "-e", commit + ":revoked/" + device]).status.isSuccess) {
+            throw untrusted("commit \(commit) is signed by device \(device), which was revoked")
         }
         let deviceFile = try git.run(["cat-file", "blob", commit + ":devices/" + device])
         guard deviceFile.status.isSuccess,
@@ -540,7 +601,10 @@ package final class SyncEngine {
         var changed: [String: TreeEntry] = [:], before: [String: [String]] = [:]
         for parent in c.parents.isEmpty ? [nil] : c.parents.map(Optional.some) {
             for (path, ch) in try git.changes(from: parent, to: commit) {
-                guard let new = ch.new else { continue }
+                guard let new = ch.new else {
+                    if path.hasPrefix("revoked/") { throw untrusted("commit \(commit) takes back the revocation \(path)") }
+                    continue
+                }
                 changed[path] = new
                 if let old = ch.old { before[path, default: []].append(old.sha) }
             }
@@ -564,6 +628,11 @@ package final class SyncEngine {
                 }
                 opened[path + ":" + e.sha] = item
                 clock.observe(version.hlc)
+            } else if path.hasPrefix("revoked/") {
+                guard RevocationRecord.holds(file, name: String(path.dropFirst("revoked/".count)), vaultID: vaultID, key: deviceMACKey!) else {
+                    throw untrusted("commit \(commit) adds \(path), a revocation no holder of the vault's key made")
+                }
+                revoked.insert(String(path.dropFirst("revoked/".count)))
             } else if path.hasPrefix("conflicts/") {
                 _ = try SealedFile.open(file, label: "vault-sync-conflict-v1", vaultID: vaultID, id: id, key: conflictKey!, path: path) { _ in () }
             } else if DeviceRecord.verifiedKey(file, name: String(path.dropFirst("devices/".count)), vaultID: vaultID, key: deviceMACKey!) == nil {

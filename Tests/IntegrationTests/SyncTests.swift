@@ -422,6 +422,44 @@ import Testing
         #expect(r.stdout.contains("\"auto\":false"), "\(r.stdout)")
     }
 
+    /// `vault remote revoke DEVICE`: the device leaves `remote show`; the revoked machine is
+    /// told when it syncs and pushes nothing; a commit it signs on top of the revocation anyway
+    /// (its repository edited behind its back, as a modified client would) is refused by a
+    /// machine that saw the revocation, exit 5, its vault unchanged.
+    @Test func aRevokedDeviceIsRefused() {
+        let m = Machines()
+        _ = m.start([("one", "u", "p1")])
+        m.add(m.c, "from-c", "w", "p3")
+        m.sync(m.c)
+        let author = plainGit(["--git-dir=" + m.remote, "log", "-1", "--format=%an", "refs/heads/vault"]).stdout
+        let device = String(author.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("vault-".count))
+        #expect(device.count == 32, "\(author)")
+        m.sync(m.a)
+        var devices = json(m.a.vault(["remote", "show", "--json"]).stdout)["devices"] as? [String] ?? []
+        #expect(devices.count == 3 && devices.contains(device), "\(devices)")
+        #expect(m.a.vault(["remote", "revoke", "00000000000000000000000000000000"], passcode: Sandbox.passcode).status == 2)
+        syncOK(m.a.vault(["remote", "revoke", device], passcode: Sandbox.passcode))
+        devices = json(m.a.vault(["remote", "show", "--json"]).stdout)["devices"] as? [String] ?? []
+        #expect(devices.count == 2 && !devices.contains(device), "\(devices)")
+        #expect(m.a.vault(["remote", "revoke", device], passcode: Sandbox.passcode).status == 4)
+        m.sync(m.b)
+        let before = SyncTests.export(m.b)
+        let head = plainGit(["--git-dir=" + m.remote, "rev-parse", "refs/heads/vault"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        // The revoked machine learns it and pushes nothing.
+        m.add(m.c, "after-revoke", "x", "p4")
+        let r = m.c.vault(["sync"], passcode: Sandbox.passcode)
+        #expect(r.status == 1 && r.stderr.contains("revoked"), "\(r.status): \(r.stderr)")
+        #expect(plainGit(["--git-dir=" + m.remote, "rev-parse", "refs/heads/vault"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == head)
+        // Its repository moved onto the revocation behind its back: it signs a commit on top
+        // and pushes it; b, which saw the revocation, refuses it.
+        let cRepo = m.c.home + "/vaults/default/sync.git"
+        #expect(plainGit(["--git-dir=" + cRepo, "update-ref", "refs/heads/vault", head]).status == 0)
+        m.add(m.c, "after-revoke-2", "y", "p5")
+        syncOK(m.c.vault(["sync"], passcode: Sandbox.passcode))
+        #expect(plainGit(["--git-dir=" + m.remote, "log", "-1", "--format=%an", "refs/heads/vault"]).stdout.contains(device))
+        SyncTests.expectRefused(m.b, "a commit of a revoked device", before: before)
+    }
+
     @Test func aCloneOpensWithThePasscodeAndTheRecoveryKeyNotAWrongOne() {
         let m = Machines()
         let recovery = m.start([("one", "u", "p1")])

@@ -11,19 +11,20 @@ enum SyncCommands {
 
     /// The options of `remote`, declared once.
     enum RemoteOptions {
-        static let json = OptionSpec.flag("--json", "print {\"vault\", \"remote\", \"auto\", \"pending\"} (show)")
+        static let json = OptionSpec.flag("--json", "print {\"vault\", \"remote\", \"auto\", \"pending\", \"devices\"} (show)")
         static let auto = OptionSpec.flag("--auto", "set: sync in the background after each write (as 'vault settings --sync-auto on')")
         static let noAuto = OptionSpec.flag("--no-auto", "set: no background sync after writes")
     }
 
     static let remote = CommandSpec(
         name: "remote", summary: "set, show or remove the git remote the vault syncs with",
-        usage: "vault remote set URL [--auto | --no-auto] | vault remote show [--json] | vault remote remove",
-        options: [RemoteOptions.json, RemoteOptions.auto, RemoteOptions.noAuto], arguments: 1...2,
+        usage: "vault remote set URL [--auto | --no-auto] | vault remote show [--json] | vault remote remove | vault remote revoke DEVICE",
+        options: [RemoteOptions.json, RemoteOptions.auto, RemoteOptions.noAuto] + Auth.options, arguments: 1...2,
         examples: """
         vault remote set git@github.com:me/vault-sync.git
         vault remote set /srv/backup/vault.git --auto
         vault remote show
+        vault remote revoke 0f3a9c1e5b7d2f4a6c8e0b1d3f5a7c9e
         """,
         run: { inv, ctx in
             let loc = try location(inv, ctx)
@@ -43,19 +44,27 @@ enum SyncCommands {
                 if inv.has(RemoteOptions.json) {
                     ctx.stdout.write(jsonText(["vault": loc.name, "remote": url.map { $0 as Any } ?? NSNull(),
                                                "auto": url != nil && SyncRemote.isAuto(location: loc),
-                                               "pending": url != nil && SyncPending.isPending(loc, environment: ctx.environment)] as [String: Any]))
+                                               "pending": url != nil && SyncPending.isPending(loc, environment: ctx.environment),
+                                               "devices": try SyncRemote.devices(location: loc, environment: ctx.environment)] as [String: Any]))
                 } else if let url {
                     ctx.stdout.write(url + "\n")
                     if SyncRemote.isAuto(location: loc) { ctx.say("vault: syncs after each write (--auto)") }
                     if SyncPending.isPending(loc, environment: ctx.environment) { ctx.say("vault: a change here may not be on the remote yet: 'vault sync' sends it") }
+                    for d in try SyncRemote.devices(location: loc, environment: ctx.environment) { ctx.say("vault: device \(d)") }
                 } else {
                     throw VaultError.failure("vault '\(loc.name)' has no remote", hint: "set one with 'vault remote set URL'")
                 }
+            case ("revoke", 2):
+                // A signed commit of this machine: the key is needed here (a session does not lend it).
+                let vault = try Auth.unlock(try VaultStore.open(loc), inv, ctx, purpose: "revoke a device")
+                let engine = try SyncEngine(vault: vault, environment: ctx.environment, interactive: !inv.noInput && ctx.terminal.isAvailable)
+                _ = try engine.revoke(inv.arguments[1].lowercased())
+                ctx.say("vault: device \(inv.arguments[1].lowercased()) of vault '\(loc.name)' is revoked: its commits are refused from now on")
             case ("remove", 1):
                 try SyncRemote.remove(location: loc, environment: ctx.environment)
                 ctx.say("vault: vault '\(loc.name)' has no remote now (its sync history stays in \(loc.folder)/sync.git)")
             default:
-                throw VaultError.usage("usage: vault remote set URL | show | remove")
+                throw VaultError.usage("usage: vault remote set URL | show | remove | revoke DEVICE")
             }
         })
 
