@@ -210,12 +210,16 @@ enum SyncCommands {
         startBackgroundSync(loc, ctx)
     }
 
-    /// Starts `vault sync --background` for `loc`, detached; does not wait for it.
+    /// Starts `vault sync --background` for `loc`, detached; does not wait for it. It gets
+    /// /dev/null as 0, 1 and 2 and no other descriptor of this process (a `--passcode-fd` pipe,
+    /// say: it outlives the command, and needs none).
     static func startBackgroundSync(_ loc: VaultLocation, _ ctx: CommandContext) {
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let inherited = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).compactMap(Int32.init).filter { $0 > 2 }
         _ = try? ChildProcess.spawn(SpawnRequest(
             path: exe, arguments: [exe, "sync", "--vault", loc.name, "--no-input", "--background"], environment: ctx.environment,
-            fileActions: [.open(0, "/dev/null", .readOnly), .open(1, "/dev/null", .writeOnly), .open(2, "/dev/null", .writeOnly)],
+            fileActions: [.open(0, "/dev/null", .readOnly), .open(1, "/dev/null", .writeOnly), .open(2, "/dev/null", .writeOnly)]
+                + inherited.map { .close($0) },
             newSession: true))
     }
 
