@@ -93,6 +93,9 @@ extension AgentRequest {
         case .sync(let vault):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "sync")
             try n.encode(vault, forKey: "vault")
+        case .syncConflicts(let vault):
+            var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "syncConflicts")
+            try n.encode(vault, forKey: "vault")
         }
     }
 
@@ -155,6 +158,9 @@ extension AgentRequest {
         case "sync":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .sync(vault: try n.decode(String.self, forKey: "vault"))
+        case "syncConflicts":
+            let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
+            self = .syncConflicts(vault: try n.decode(String.self, forKey: "vault"))
         default:
             throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [key], debugDescription: "an unknown kind of message"))
         }
@@ -226,6 +232,9 @@ extension AgentReply {
             try n.encode(retries, forKey: "retries")
             try n.encode(conflicts, forKey: "conflicts")
             try n.encode(head, forKey: "head")
+        case .syncConflicts(let records):
+            var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "syncConflicts")
+            try n.encode(records, forKey: "records")
         case .audit(let records, let damaged):
             var n = c.nestedContainer(keyedBy: WireKey.self, forKey: "audit")
             try n.encode(records, forKey: "records")
@@ -288,6 +297,13 @@ extension AgentReply {
                            deleted: try n.decode(Int.self, forKey: "deleted"), merged: try n.decode(Bool.self, forKey: "merged"),
                            retries: try n.decode(Int.self, forKey: "retries"), conflicts: try n.decode([String].self, forKey: "conflicts"),
                            head: try n.decode(String.self, forKey: "head"))
+        case "syncConflicts":
+            let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
+            let records = try n.decode([SyncConflict].self, forKey: "records")
+            guard records.count <= AgentLimits.syncConflicts else {
+                throw DecodingError.dataCorrupted(.init(codingPath: n.codingPath, debugDescription: "more than \(AgentLimits.syncConflicts) conflicts"))
+            }
+            self = .syncConflicts(records: records)
         case "audit":
             let n = try c.nestedContainer(keyedBy: WireKey.self, forKey: key)
             self = .audit(records: try n.decode([AuditRecord].self, forKey: "records"), damaged: try n.decode(Int.self, forKey: "damaged"))

@@ -54,6 +54,9 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     case audit(vault: String, limit: Int?)
     /// Syncs the session's vault with its git remote (`vault sync` in a session: the key stays here).
     case sync(vault: String)
+    /// The conflicts the vault's syncs resolved (`vault sync --conflicts` in a session), the
+    /// newest `AgentLimits.syncConflicts`, without the secret values a conflict set aside.
+    case syncConflicts(vault: String)
 
     /// The vault the request is about, when it is about one.
     public var vault: String? {
@@ -62,7 +65,7 @@ public enum AgentRequest: Codable, Equatable, Sendable {
         case .lock(let v): v
         case .probe(let v), .overview(let v, _), .freshMatchNonce(let v, _, _), .release(let v, _, _, _, _), .releaseSecret(let v, _, _, _, _),
              .list(let v, _, _), .releaseAll(let v, _, _), .contains(let v, _), .add(let v, _, _), .importItems(let v, _, _, _), .update(let v, _, _, _),
-             .remove(let v, _), .audit(let v, _), .sync(let v):
+             .remove(let v, _), .audit(let v, _), .sync(let v), .syncConflicts(let v):
             v
         }
     }
@@ -70,7 +73,7 @@ public enum AgentRequest: Codable, Equatable, Sendable {
     /// Whether the reply may be large (a listing or a bulk write): the client waits longer for it.
     public var isBulk: Bool {
         switch self {
-        case .list, .releaseAll, .importItems, .audit, .sync: true
+        case .list, .releaseAll, .importItems, .audit, .sync, .syncConflicts: true
         default: false
         }
     }
@@ -150,10 +153,32 @@ public enum AgentReply: Codable, Equatable, Sendable {
     case imported(count: Int, committed: Bool)
     /// `sync`: what it did (`vault sync`'s summary).
     case synced(sent: Int, received: Int, deleted: Int, merged: Bool, retries: Int, conflicts: [String], head: String)
+    /// `syncConflicts`: oldest first.
+    case syncConflicts(records: [SyncConflict])
     /// `audit`: records oldest first, and how many failed authentication.
     case audit(records: [AuditRecord], damaged: Int)
     /// The request failed, or was refused (malformed, out of bounds, another uid).
     case failed(error: VaultError)
+}
+
+/// One conflict a sync resolved, as the agent sends it for `vault sync --conflicts`: the
+/// values of a secret field (`secret`) are never in it, only an empty `kept`/`lost` saying one
+/// was there (`--reveal` opens the key in the command's own process).
+public struct SyncConflict: Codable, Sendable, Equatable {
+    public var kind: String
+    public var name: String
+    public var field: String?
+    public var kept: String?
+    public var lost: String?
+    public var secret: Bool
+    public var time: Int64
+    /// The line `vault sync --conflicts` prints.
+    public var text: String
+
+    public init(kind: String, name: String, field: String?, kept: String?, lost: String?, secret: Bool, time: Int64, text: String) {
+        self.kind = kind; self.name = name; self.field = field; self.kept = kept; self.lost = lost
+        self.secret = secret; self.time = time; self.text = text
+    }
 }
 
 /// Every bound the agent enforces: frames, fields, counts, durations.
@@ -170,6 +195,8 @@ public enum AgentLimits {
     public static let name = 1024
     /// At most this many fields in one release.
     public static let fields = 16
+    /// At most this many conflicts in a `syncConflicts` reply (the newest).
+    public static let syncConflicts = 1000
     /// The longest field name.
     public static let fieldName = 32
     /// The longest command label in an audit record.
@@ -231,7 +258,7 @@ extension AgentRequest {
         case .unlock(let root, let name, _, _, _, _):
             try Self.check(path: root, "root")
             try Self.check(name, "name", limit: AgentLimits.name)
-        case .lock, .status, .probe, .sync:
+        case .lock, .status, .probe, .sync, .syncConflicts:
             break
         case .list(_, let term, let from):
             if let term { try Self.check(term, "search term", limit: AgentLimits.name, allowEmpty: true) }

@@ -169,6 +169,7 @@ public final class AgentRequestHandler: @unchecked Sendable {
         do {
             try request.validate()
             if case .sync(let vault) = request { return (try sync(vault, from: peer), []) }
+            if case .syncConflicts(let vault) = request { return (try syncConflicts(vault, from: peer), []) }
             return try lock.withLock {
                 sweep()
                 requester = peer
@@ -322,7 +323,7 @@ public final class AgentRequestHandler: @unchecked Sendable {
                 try s.vault.remove(name)
                 return .done
             }
-        case .sync:
+        case .sync, .syncConflicts:
             throw VaultError.failure("answered outside the lock")
         case .audit(let vault, let limit):
             return try withSession(vault) { s in
@@ -347,6 +348,32 @@ public final class AgentRequestHandler: @unchecked Sendable {
     /// next sync; it is never lost. git starts from the agent, with the agent's environment (the
     /// one of the `vault unlock` that started it).
     private func sync(_ vault: String, from peer: Requester) throws -> AgentReply {
+        try withSessionCopy(vault, from: peer, wrote: true) { copy in
+            let r = try SyncEngine(vault: copy, environment: ProcessInfo.processInfo.environment, interactive: false).sync()
+            return .synced(sent: r.sent, received: r.received, deleted: r.deleted, merged: r.merged, retries: r.retries,
+                           conflicts: r.conflicts, head: r.head)
+        }
+    }
+
+    /// `syncConflicts`: read from the repository on a second handle, outside the lock, as a
+    /// sync; the newest `AgentLimits.syncConflicts`, and of a secret field neither value.
+    private func syncConflicts(_ vault: String, from peer: Requester) throws -> AgentReply {
+        try withSessionCopy(vault, from: peer, wrote: false) { copy in
+            let all = try SyncEngine(vault: copy, environment: ProcessInfo.processInfo.environment, interactive: false).conflicts()
+            return .syncConflicts(records: all.suffix(AgentLimits.syncConflicts).map { c in
+                SyncConflict(kind: c.record.kind, name: c.record.name, field: c.record.field,
+                             kept: c.record.secret ? c.record.kept.map { _ in "" } : c.record.kept,
+                             lost: c.record.secret ? c.record.lost.map { _ in "" } : c.record.lost,
+                             secret: c.record.secret, time: c.record.time, text: c.text)
+            })
+        }
+    }
+
+    /// Runs `body` on a second handle of the session of `vault` (its own connection, a copy of
+    /// the key, wiped when it ends), outside the handler's lock; `wrote` tells the session its
+    /// vault may have changed (a sync wrote into it).
+    private func withSessionCopy(_ vault: String, from peer: Requester, wrote: Bool,
+                                 _ body: (UnlockedVault) throws -> AgentReply) throws -> AgentReply {
         var prepared: (copy: UnlockedVault, session: Session)?
         let early: AgentReply? = try lock.withLock {
             sweep()
@@ -360,10 +387,8 @@ public final class AgentRequestHandler: @unchecked Sendable {
         }
         if let early { return early }
         guard let (copy, session) = prepared else { throw AgentClient.unexpected }
-        defer { lock.withLock { session.wrote(nil) } }
-        let r = try SyncEngine(vault: copy, environment: ProcessInfo.processInfo.environment, interactive: false).sync()
-        return .synced(sent: r.sent, received: r.received, deleted: r.deleted, merged: r.merged, retries: r.retries,
-                       conflicts: r.conflicts, head: r.head)
+        defer { if wrote { lock.withLock { session.wrote(nil) } } }
+        return try body(copy)
     }
 
     private func withSession(_ vault: String, _ body: (Session) throws -> AgentReply) throws -> AgentReply {

@@ -203,6 +203,13 @@ public final class SessionAccess: VaultAccess {
         return s
     }
 
+    /// The conflicts the vault's syncs resolved, read inside the agent (oldest first, the newest
+    /// `AgentLimits.syncConflicts`; no secret value).
+    package func syncConflicts() throws -> [SyncConflict] {
+        guard case .syncConflicts(let records) = try call(.syncConflicts(vault: vault)) else { throw AgentClient.unexpected }
+        return records
+    }
+
     /// The audit log (at most the last `AgentLimits.auditRecords` records through a session).
     public func auditRecords(limit: Int?) throws -> [Result<AuditRecord, VaultError>] {
         guard case .audit(let records, let damaged) = try call(.audit(vault: vault, limit: limit)) else { throw AgentClient.unexpected }

@@ -8,7 +8,9 @@ func openAccess(_ inv: Invocation, _ ctx: CommandContext, purpose: String) throw
     let loc = try location(inv, ctx)
     if let session = try openSession(loc, inv, ctx) { return session }
     let store = try VaultStore.open(loc)
-    return try Auth.unlock(store, inv, ctx, purpose: purpose)
+    let vault = try Auth.unlock(store, inv, ctx, purpose: purpose)
+    if SyncCommands.writeCommands.contains(inv.command.name) { ctx.writeVault = vault }
+    return vault
 }
 
 /// The unlock session of `location`, or nil when none is open or the passcode was asked for.

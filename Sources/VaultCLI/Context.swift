@@ -184,6 +184,10 @@ public final class CommandContext {
     /// later fresh match of the same command asks the authority to reuse it (`vault run` with
     /// several fingerprint-login items touches once). The authority answers from its own record.
     var freshMatchTimes: [String: Int64] = [:]
+    /// The vault a write command opened in this process (no session), kept until the write is
+    /// committed so that, with `--auto`, its change is committed to the sync repository at once
+    /// (`SyncCommands.afterWrite`, which lets it go).
+    var writeVault: UnlockedVault?
 
     /// A context over the given streams.
     public init(stdout: any TextSink, stderr: any TextSink, environment: [String: String],

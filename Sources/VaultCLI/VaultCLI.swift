@@ -61,6 +61,7 @@ public enum VaultCLI {
                 ctx.stdout.write(Help.command(inv.command, style: Style.of(ctx.stdout, ctx), columns: Help.columns(ctx.stdout, ctx)))
                 return 0
             }
+            defer { ctx.writeVault = nil }
             do {
                 try inv.command.run(inv, ctx)
             } catch {

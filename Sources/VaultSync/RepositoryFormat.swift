@@ -172,6 +172,34 @@ struct DeviceRecord: Codable, Equatable {
     }
 }
 
+/// `revoked/DEVICEID`: a device no longer trusted (`vault remote revoke`), under a MAC of the
+/// repository key, so only a holder of the vault's key revokes one. A commit signed by a
+/// revoked device is refused, whatever its own tree says.
+struct RevocationRecord: Codable, Equatable {
+    var v: Int = 1
+    var device: String
+    var mac: String
+
+    static func mac(vaultID: [UInt8], device: [UInt8], key: borrowing SecretBytes) throws -> [UInt8] {
+        var f = Fields(label: "vault-sync-revoked-v1")
+        f.append(vaultID)
+        f.append(device)
+        return try KeyedHash.hash(f.bytes, key: key, outputLength: 32)
+    }
+
+    static func make(vaultID: [UInt8], device: [UInt8], key: borrowing SecretBytes) throws -> [UInt8] {
+        Array(try JSONEncoder().encode(RevocationRecord(device: hexString(device), mac: hexString(try mac(vaultID: vaultID, device: device, key: key)))))
+    }
+
+    /// Whether a revocation file named `name` is one a holder of the vault's key made.
+    static func holds(_ bytes: [UInt8], name: String, vaultID: [UInt8], key: borrowing SecretBytes) -> Bool {
+        guard bytes.count <= 4096, let r = try? JSONDecoder().decode(RevocationRecord.self, from: Data(bytes)), r.v == 1, r.device == name,
+              let id = bytesFromHex(r.device), id.count == 16, let m = bytesFromHex(r.mac),
+              let want = try? mac(vaultID: vaultID, device: id, key: key) else { return false }
+        return constantTimeEqual(m, want)
+    }
+}
+
 /// The signed commit message (docs/format.md, "Commits").
 enum CommitSignature {
     static func signedText(vault: String, device: String, tree: String, parents: [String]) -> [UInt8] {

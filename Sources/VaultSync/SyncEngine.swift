@@ -30,6 +30,11 @@ package struct SyncPaths: Sendable {
     package let stamps: String
     /// Present (empty, 0600) when the vault syncs after each write (`vault remote set --auto`).
     package let auto: String
+    /// Present when a write here may not be committed to `sync.git` yet (`--auto`, the write
+    /// could not commit it itself); a sync renames it to `taken` before it reads the rows and
+    /// removes that when it finished, so a killed one leaves it behind.
+    package let pending: String
+    package let taken: String
 
     package init(_ location: VaultLocation) {
         repository = location.folder + "/sync.git"
@@ -37,6 +42,61 @@ package struct SyncPaths: Sendable {
         state = location.folder + "/sync.state"
         stamps = location.folder + "/sync.stamps"
         auto = location.folder + "/sync.auto"
+        pending = location.folder + "/sync.pending"
+        taken = location.folder + "/sync.pending.taken"
+    }
+}
+
+/// What says a change of this machine may not be on the remote yet: the `sync.pending` marker
+/// (a write not committed to `sync.git`), or a local branch ahead of the remote head last seen.
+/// Holds no secret: the markers are empty files, the refs name sealed commits.
+package enum SyncPending {
+    /// Marks that a write may not be committed to the repository yet.
+    package static func mark(_ location: VaultLocation) {
+        _ = try? AtomicFile.write([], to: SyncPaths(location).pending)
+    }
+
+    /// Taken by a sync (holding the lock) before it reads the rows it commits: a write marked
+    /// after this is the next sync's.
+    static func take(_ paths: SyncPaths) {
+        if FileSystem.exists(paths.pending) { _ = rename(paths.pending, paths.taken) }
+    }
+
+    /// The sync that took the marker committed every row it read.
+    static func finish(_ paths: SyncPaths) {
+        try? FileSystem.remove(paths.taken)
+    }
+
+    /// Whether a change of this machine may not have reached the remote: a marker is there, or
+    /// the local branch is not contained in the remote head last fetched or pushed.
+    package static func isPending(_ location: VaultLocation, environment: [String: String]) -> Bool {
+        let paths = SyncPaths(location)
+        if FileSystem.exists(paths.pending) || FileSystem.exists(paths.taken) { return true }
+        guard FileSystem.exists(paths.repository + "/HEAD"),
+              let git = try? Git(repository: paths.repository, environment: environment, interactive: false),
+              let head = try? git.resolve(SyncEngine.branch) else { return false }
+        guard let seen = try? git.resolve(SyncEngine.tracking) else { return true }
+        return !((try? git.isAncestor(head, of: seen)) ?? false)
+    }
+
+    /// What `vault sync --background` does without an unlock session, where no key is: pushes
+    /// the commits this machine made (a write commits its change itself) when the remote's
+    /// branch is behind them. Fast-forward only: git refuses anything else, and nothing comes
+    /// in, so nothing the remote sent needs checking. Waits for the sync lock.
+    /// - Returns: true when the remote now holds this machine's head; false when git failed or
+    ///   the remote moved (the next `vault sync` merges).
+    package static func pushCommitted(_ location: VaultLocation, environment: [String: String]) throws -> Bool {
+        let paths = SyncPaths(location)
+        guard FileSystem.exists(paths.repository + "/HEAD") else { return false }
+        let git = try Git(repository: paths.repository, environment: environment, interactive: false)
+        let lock = try FileLock(path: paths.lock)
+        return try lock.withExclusive {
+            guard let head = try git.resolve(SyncEngine.branch) else { return false }
+            if let seen = try git.resolve(SyncEngine.tracking), try git.isAncestor(head, of: seen) { return true }
+            guard try git.run(["push", "--quiet", "--porcelain", "origin", head + ":refs/heads/vault"]).status.isSuccess else { return false }
+            try git.checked(["update-ref", SyncEngine.tracking, head])
+            return true
+        }
     }
 }
 
@@ -103,7 +163,7 @@ package enum SyncRemote {
     package static func discardClone(_ location: VaultLocation) {
         let paths = SyncPaths(location)
         for path in [paths.repository] { try? FileManager.default.removeItem(atPath: path) }
-        for path in [location.databasePath, location.databasePath + "-wal", location.databasePath + "-shm", paths.state, paths.stamps, paths.auto, paths.lock] {
+        for path in [location.databasePath, location.databasePath + "-wal", location.databasePath + "-shm", paths.state, paths.stamps, paths.auto, paths.pending, paths.taken, paths.lock] {
             try? FileSystem.remove(path)
         }
         try? FileSystem.removeFolder(location.folder)
@@ -120,6 +180,19 @@ package enum SyncRemote {
     /// Whether the vault syncs after each write.
     package static func isAuto(location: VaultLocation) -> Bool {
         FileSystem.exists(SyncPaths(location).auto)
+    }
+
+    /// The devices this machine's branch trusts (`devices/` less `revoked/`), as their ids: read
+    /// from the repository with no key (the ids are in commit authors anyway).
+    package static func devices(location: VaultLocation, environment: [String: String]) throws -> [String] {
+        let paths = SyncPaths(location)
+        guard FileSystem.exists(paths.repository + "/HEAD") else { return [] }
+        let git = try Git(repository: paths.repository, environment: environment, interactive: false)
+        guard let head = try git.resolve(SyncEngine.branch) else { return [] }
+        let raw = try git.checked(["ls-tree", "-z", "--full-tree", "--name-only", head, "--", "devices/", "revoked/"]).stdout
+        let names = raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        let revoked = Set(names.filter { $0.hasPrefix("revoked/") }.map { $0.dropFirst("revoked/".count) })
+        return names.filter { $0.hasPrefix("devices/") }.map { String($0.dropFirst("devices/".count)) }.filter { !revoked.contains(Substring($0)) }.sorted()
     }
 
     /// Forgets the remote (the local repository and its history stay, so a later `set` goes on).
@@ -202,15 +275,80 @@ package final class SyncEngine {
         }
     }
 
-    private func syncLocked() throws -> SyncSummary {
+    /// After a write made in this process with `--auto` set (the writer holds the key):
+    /// commits this machine's changes to the local repository, with no network, when no sync
+    /// holds the lock; `vault sync --background` then pushes them without a key.
+    /// - Returns: false (nothing done) when a sync holds the lock, or the vault has no sync
+    ///   state yet (a first sync still has to bring the remote's items).
+    package func commitAfterWrite() throws -> Bool {
+        guard let s = try vault.syncSecrets() else { return false }
+        let lock = try FileLock(path: paths.lock)
+        guard try lock.tryExclusive() else { return false }
+        defer { lock.unlock() }
+        try adopt(s)
+        try loadState()
+        guard stateLoaded else { return false }
+        SyncPending.take(paths)
         var summary = SyncSummary()
-        var remote = try fetch()
-        try establishSecrets(remote: remote)
-        let loaded = SyncState.load(paths.state, key: stateKey!)
-        let fresh = loaded == nil
-        state = loaded ?? SyncState()
-        loadStamps()
-        clock.observe(state.hlc)
+        _ = try commitLocalChanges(&summary)
+        SyncPending.finish(paths)
+        return true
+    }
+
+    /// `vault remote revoke DEVICE`: syncs (so the device is known and this machine up to date),
+    /// commits `revoked/DEVICE` (and removes `devices/DEVICE`), signed by this machine, and
+    /// syncs again to push it. From then on every machine that has seen the revocation refuses
+    /// a commit DEVICE signs.
+    /// - Throws: `.usage` for this machine's own id or one that is no device of the vault,
+    ///   `.alreadyExists` when it was revoked already; as `sync`.
+    package func revoke(_ device: String) throws -> SyncSummary {
+        let lock = try FileLock(path: paths.lock)
+        return try lock.withExclusive {
+            _ = try syncLocked()
+            guard device != deviceHex else { throw VaultError.usage("\(device) is this machine: revoke it from another one") }
+            guard let head = try git.resolve(SyncEngine.branch), let id = bytesFromHex(device), id.count == 16 else {
+                throw VaultError.usage("'\(device)' is no device of this vault", hint: "'vault remote show' lists them")
+            }
+            let present = try git.entries(at: head, ["devices/" + device, "revoked/" + device])
+            if present["revoked/" + device] != nil { throw VaultError.alreadyExists("the revocation of device \(device)") }
+            guard present["devices/" + device] != nil else {
+                throw VaultError.usage("'\(device)' is no device of this vault", hint: "'vault remote show' lists them")
+            }
+            let sha = try git.writeBlobs([try RevocationRecord.make(vaultID: vaultID, device: id, key: deviceMACKey!)])[0]
+            let tree = try git.writeTree(base: head, set: ["revoked/" + device: sha], remove: ["devices/" + device])
+            let commit = try signedCommit(tree: tree, parents: [head])
+            try git.checked(["update-ref", SyncEngine.branch, commit, head])
+            return try syncLocked()
+        }
+    }
+
+    /// One sync under the lock; the pending marker is taken before any row is read and
+    /// cleared only when the sync completed.
+    private func syncLocked() throws -> SyncSummary {
+        SyncPending.take(paths)
+        let summary = try syncRounds()
+        SyncPending.finish(paths)
+        return summary
+    }
+
+    private func syncRounds() throws -> SyncSummary {
+        var summary = SyncSummary()
+        // The state (the remote head this machine last saw) is loaded before the first fetch,
+        // so that fetch already holds the remote to it: a branch that went away, or a history
+        // behind the one seen, is refused on the first sync of a new process as on any other.
+        // Only a vault that never synced has no secrets yet: its first fetch brings the header
+        // they come from (and it has no state to keep).
+        var remote: String?
+        if let s = try vault.syncSecrets() {
+            try adopt(s)
+            try loadState()
+            remote = try fetch()
+        } else {
+            remote = try fetch()
+            try establishSecrets(remote: remote)
+            try loadState()
+        }
+        let fresh = !stateLoaded
         for attempt in 0..<6 {
             if attempt > 0 { remote = try fetch(); summary.retries += 1 }
             let (local, expected) = try commitLocalChanges(&summary)
@@ -234,6 +372,18 @@ package final class SyncEngine {
             }
         }
         throw VaultError.failure("the remote kept moving: 6 pushes were refused as not fast-forward", hint: "run 'vault sync' again")
+    }
+
+    /// Whether `sync.state` held a state this vault's key opens (false: a first sync, a clone).
+    private var stateLoaded = false
+
+    /// Reads `sync.state` and `sync.stamps` (a state that does not open counts as none).
+    private func loadState() throws {
+        let loaded = SyncState.load(paths.state, key: stateKey!)
+        stateLoaded = loaded != nil
+        state = loaded ?? SyncState()
+        loadStamps()
+        clock.observe(state.hlc)
     }
 
     /// The stamps the state was saved with; an older state's JSON stamps move to `sync.stamps`;
@@ -305,7 +455,11 @@ package final class SyncEngine {
     /// Pushes `commit`; false when refused as not fast-forward (the remote moved: try again).
     func push(_ commit: String) throws -> Bool {
         let out = try git.run(["push", "--quiet", "--porcelain", "origin", commit + ":refs/heads/vault"])
-        if out.status.isSuccess { return true }
+        if out.status.isSuccess {
+            // The remote head as this machine last knew it (what `SyncPending` compares with).
+            try git.checked(["update-ref", SyncEngine.tracking, commit])
+            return true
+        }
         let all = out.stderr + String(decoding: out.stdout, as: UTF8.self)
         if all.contains("non-fast-forward") || all.contains("fetch first") || all.contains("rejected") { return false }
         throw VaultError.failure("git push failed: \(out.stderr.split(separator: "\n").last.map(String.init) ?? "\(out.status)")")
@@ -395,16 +549,34 @@ package final class SyncEngine {
         var exclude: [String] = []
         if let seen = state.remote { exclude.append("^" + seen) }
         if let local { exclude.append("^" + local) }
+        // The devices revoked in this machine's own (checked) history: no later tree undoes that.
+        revoked = try local.map { try revokedDevices(at: $0) } ?? []
+        let known = revoked
         let list = try git.checked(["rev-list", "--topo-order", "--reverse", remote] + exclude).text
         for commit in list.split(separator: "\n").map(String.init) { try verify(commit: commit) }
+        // A machine revoked by another stops when it learns so: its commits would only be refused.
+        if revoked.subtracting(known).contains(deviceHex) {
+            throw VaultError.failure("this machine (device \(deviceHex)) was revoked by another machine of the vault: nothing was synced",
+                                     hint: "start it again with 'vault clone URL --vault OTHER'")
+        }
     }
 
-    /// Whether `path` is a file a vault repository holds: `header`, or `items/`, `devices/`
-    /// or `conflicts/` and 32 lowercase hex digits.
+    /// Devices revoked while verifying: this machine's own, and those of every commit checked so far.
+    var revoked: Set<String> = []
+
+    /// The devices `revoked/` names at `commit` (only that folder is listed).
+    func revokedDevices(at commit: String) throws -> Set<String> {
+        let raw = try git.checked(["ls-tree", "-z", "--full-tree", "--name-only", commit, "--", "revoked/"]).stdout
+        return Set(raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            .filter { $0.hasPrefix("revoked/") }.map { String($0.dropFirst("revoked/".count)) })
+    }
+
+    /// Whether `path` is a file a vault repository holds: `header`, or `items/`, `devices/`,
+    /// `conflicts/` or `revoked/` and 32 lowercase hex digits.
     static func isRepositoryPath(_ path: String) -> Bool {
         if path == "header" { return true }
         let parts = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-        guard parts.count == 2, ["items", "devices", "conflicts"].contains(String(decoding: parts[0], as: UTF8.self)) else { return false }
+        guard parts.count == 2, ["items", "devices", "conflicts", "revoked"].contains(String(decoding: parts[0], as: UTF8.self)) else { return false }
         return parts[1].count == 32 && parts[1].allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
@@ -412,6 +584,9 @@ package final class SyncEngine {
         let c = try git.commitObject(commit)
         guard let (device, signature) = CommitSignature.parse(message: c.message) else {
             throw untrusted("commit \(commit) is not a vault commit (unsigned)")
+        }
+        if try revoked.contains(device) || (git.run(["cat-file", "-e", commit + ":revoked/" + device]).status.isSuccess) {
+            throw untrusted("commit \(commit) is signed by device \(device), which was revoked")
         }
         let deviceFile = try git.run(["cat-file", "blob", commit + ":devices/" + device])
         guard deviceFile.status.isSuccess,
@@ -426,7 +601,10 @@ package final class SyncEngine {
         var changed: [String: TreeEntry] = [:], before: [String: [String]] = [:]
         for parent in c.parents.isEmpty ? [nil] : c.parents.map(Optional.some) {
             for (path, ch) in try git.changes(from: parent, to: commit) {
-                guard let new = ch.new else { continue }
+                guard let new = ch.new else {
+                    if path.hasPrefix("revoked/") { throw untrusted("commit \(commit) takes back the revocation \(path)") }
+                    continue
+                }
                 changed[path] = new
                 if let old = ch.old { before[path, default: []].append(old.sha) }
             }
@@ -450,6 +628,11 @@ package final class SyncEngine {
                 }
                 opened[path + ":" + e.sha] = item
                 clock.observe(version.hlc)
+            } else if path.hasPrefix("revoked/") {
+                guard RevocationRecord.holds(file, name: String(path.dropFirst("revoked/".count)), vaultID: vaultID, key: deviceMACKey!) else {
+                    throw untrusted("commit \(commit) adds \(path), a revocation no holder of the vault's key made")
+                }
+                revoked.insert(String(path.dropFirst("revoked/".count)))
             } else if path.hasPrefix("conflicts/") {
                 _ = try SealedFile.open(file, label: "vault-sync-conflict-v1", vaultID: vaultID, id: id, key: conflictKey!, path: path) { _ in () }
             } else if DeviceRecord.verifiedKey(file, name: String(path.dropFirst("devices/".count)), vaultID: vaultID, key: deviceMACKey!) == nil {
@@ -656,5 +839,11 @@ package struct ConflictSummary: Sendable {
 
     init(_ c: ConflictRecord) {
         kind = c.kind; item = c.item; name = c.name; field = c.field; kept = c.kept; lost = c.lost; secret = c.secret; time = c.time
+    }
+
+    /// A conflict as an unlock session's agent sent it.
+    package init(kind: String, item: String, name: String, field: String?, kept: String?, lost: String?, secret: Bool, time: Int64) {
+        self.kind = kind; self.item = item; self.name = name; self.field = field; self.kept = kept; self.lost = lost
+        self.secret = secret; self.time = time
     }
 }

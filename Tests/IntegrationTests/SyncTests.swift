@@ -244,8 +244,8 @@ import Testing
     }
 
     /// In an unlock session the agent syncs (the key stays there): a script needs no passcode,
-    /// and the session serves what came at once. `--conflicts` needs the key in the process and
-    /// says so.
+    /// and the session serves what came at once. `--conflicts` is answered by the agent too,
+    /// without secret values; `--reveal` needs the key in the process and says so.
     @Test func aSyncInASessionRunsInTheAgent() {
         let m = Machines()
         _ = m.start([("mail", "alice", "pw-0")])
@@ -267,9 +267,123 @@ import Testing
         #expect(m.b.vault(["get", "bank", "--field", "password", "--no-input"]).stdout == "pw-1\n")
         m.sync(m.a)
         #expect(m.a.vault(["get", "mail", "--field", "username"], passcode: Sandbox.passcode).stdout == "alice-b\n")
+        // The same field on both machines: the session's agent lists the conflict (the key
+        // stays there), without the value set aside of a secret field.
+        syncOK(m.a.vault(["edit", "mail", "--username", "alice-a2"], passcode: Sandbox.passcode))
+        syncOK(m.a.vault(["edit", "bank", "--password-stdin"], passcode: Sandbox.passcode, stdin: "bank-from-a\n"))
+        m.sync(m.a)
+        syncOK(m.b.vault(["edit", "mail", "--username", "alice-b2", "--no-input"]))
+        syncOK(m.b.vault(["edit", "bank", "--password-stdin", "--no-input"], stdin: "bank-from-b\n"))
+        syncOK(m.b.vault(["sync", "--no-input"]))
+        r = m.b.vault(["sync", "--conflicts", "--json", "--no-input"])
+        syncOK(r)
+        let rows = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [[String: Any]] ?? []
+        #expect(rows.contains { $0["item"] as? String == "mail" && $0["field"] as? String == "username" && $0["lost"] != nil }, "\(r.stdout)")
+        #expect(rows.contains { $0["item"] as? String == "bank" && $0["field"] as? String == "password" }, "\(r.stdout)")
+        #expect(!r.stdout.contains("bank-from"), "the agent sends no secret value set aside: \(r.stdout)")
         r = m.b.vault(["sync", "--conflicts", "--no-input"])
+        syncOK(r)
+        #expect(r.stdout.contains("'mail': username changed on two machines") && r.stdout.contains("(secret, --reveal)"), "\(r.stdout)")
+        // Revealing them needs the key here, which the session does not lend.
+        r = m.b.vault(["sync", "--conflicts", "--reveal", "--no-input"])
         #expect(r.status == 1, "\(r.status): \(r.stderr)")
         #expect(r.stderr.contains("does not lend it") && r.stderr.contains("--passcode-fd"), "\(r.stderr)")
+        r = m.b.vault(["sync", "--conflicts", "--reveal"], passcode: Sandbox.passcode)
+        syncOK(r)
+        #expect(r.stdout.contains("bank-from"), "\(r.stdout)")
+    }
+
+    /// A remote whose branch went away (deleted, or the repository replaced by an empty one) is
+    /// refused on the first sync of a new process: the state that remembers the branch is read
+    /// before the first fetch. b does not push its copy over the hole.
+    @Test func aRemoteWhoseBranchWentAwayIsRefused() {
+        let m = Machines()
+        _ = m.start([("one", "u", "p1")])
+        m.add(m.a, "two", "v", "p2")
+        m.sync(m.a)
+        m.sync(m.b)
+        let before = SyncTests.export(m.b)
+        #expect(plainGit(["--git-dir=" + m.remote, "update-ref", "-d", "refs/heads/vault"]).status == 0)
+        SyncTests.expectRefused(m.b, "branch deleted", before: before)
+        #expect(plainGit(["--git-dir=" + m.remote, "rev-parse", "--verify", "--quiet", "refs/heads/vault"]).status != 0,
+                "b pushed its copy over a branch that went away")
+    }
+
+    /// `--auto` with no unlock session: the write commits its change to the sync repository
+    /// itself (it holds the key) and a detached `vault sync --background` pushes it with no key.
+    /// The remote is reached through an ssh stand-in that waits while a gate file exists: the
+    /// write returns while the push it started still waits at the gate; that push killed (its
+    /// whole process group) loses nothing (the next sync sends it); with the gate open, a write
+    /// reaches the remote by itself.
+    @Test func autoSyncWithoutASessionNeverWaitsOnTheRemoteAndLosesNothing() {
+        let m = Machines()
+        _ = m.start([("mail", "alice", "pw-0")])
+        let gate = m.b.home + "/gate", callers = m.b.home + "/ssh-callers", gaveUp = m.b.home + "/ssh-gave-up"
+        let standIn = m.b.home + "/ssh-stand-in"
+        // git runs it as `ssh-stand-in HOST COMMAND` (GIT_SSH_VARIANT=simple); it records its
+        // parent (git), waits while the gate exists (giving up after a minute), then runs
+        // COMMAND (git-receive-pack or git-upload-pack of the local path) here.
+        let script = """
+        #!/bin/sh
+        echo $PPID >> \(callers)
+        n=0
+        while [ -e \(gate) ]; do
+            n=$((n + 1)); if [ $n -gt 1200 ]; then touch \(gaveUp); exit 1; fi
+            sleep 0.05
+        done
+        shift
+        exec sh -c "$1"
+
+        """
+        #expect(FileManager.default.createFile(atPath: standIn, contents: Data(script.utf8), attributes: [.posixPermissions: 0o755]))
+        m.b.env["GIT_SSH_COMMAND"] = standIn
+        m.b.env["GIT_SSH_VARIANT"] = "simple"
+        syncOK(m.b.vault(["remote", "set", "ssh://stand-in" + m.remote]))
+        syncOK(m.b.vault(["settings", "--sync-auto", "on"]))
+        #expect(m.b.vault(["settings", "--json"]).stdout.contains("\"sync_auto\":true"))
+        m.sync(m.b)
+        try? FileManager.default.removeItem(atPath: callers)
+
+        // The remote blocked: the write returns; its background push is at the gate, still waiting.
+        #expect(FileManager.default.createFile(atPath: gate, contents: Data()))
+        syncOK(m.b.vault(["add", "auto-1", "--password-stdin"], passcode: Sandbox.passcode, stdin: "secret-1\n"))
+        var git: pid_t = 0
+        for _ in 0..<600 where git == 0 {
+            let text = (try? String(contentsOfFile: callers, encoding: .utf8)) ?? ""
+            git = text.split(separator: "\n").first.flatMap { pid_t(String($0)) } ?? 0
+            if git == 0 { usleep(50_000) }
+        }
+        #expect(git > 0, "the write started no background sync that reached the remote")
+        #expect(git > 0 && kill(git, 0) == 0 && !FileManager.default.fileExists(atPath: gaveUp),
+                "the write returned only after its push ended: it waited on the remote")
+        m.sync(m.a)
+        #expect(!m.a.vault(["ls"], passcode: Sandbox.passcode).stdout.contains("auto-1"), "the gate let the push through")
+        // The background sync killed at the gate, with its git: nothing is lost.
+        if git > 0 {
+            let group = getpgid(git)
+            #expect(group > 1 && group != getpgrp())
+            if group > 1 && group != getpgrp() { kill(-group, SIGKILL) }
+        }
+        var r = m.b.vault(["remote", "show", "--json"])
+        #expect(r.stdout.contains("\"pending\":true"), "\(r.stdout)")
+        try? FileManager.default.removeItem(atPath: gate)
+        m.sync(m.b)
+        r = m.b.vault(["remote", "show", "--json"])
+        #expect(r.stdout.contains("\"pending\":false"), "\(r.stdout)")
+        m.sync(m.a)
+        #expect(m.a.vault(["get", "auto-1", "--field", "password"], passcode: Sandbox.passcode).stdout == "secret-1\n")
+
+        // The gate open: a write reaches the remote by itself (no session, no sync run on b).
+        syncOK(m.b.vault(["edit", "mail", "--username", "alice-auto"], passcode: Sandbox.passcode))
+        var seen = false
+        for _ in 0..<240 where !seen {
+            m.sync(m.a)
+            seen = m.a.vault(["get", "mail", "--field", "username"], passcode: Sandbox.passcode).stdout == "alice-auto\n"
+            if !seen { usleep(250_000) }
+        }
+        #expect(seen, "b's write never reached the remote without a session")
+        syncOK(m.b.vault(["settings", "--sync-auto", "off"]))
+        #expect(m.b.vault(["remote", "show", "--json"]).stdout.contains("\"auto\":false"))
     }
 
     /// `vault remote set URL --auto`: each write through the session starts a background sync
@@ -306,6 +420,44 @@ import Testing
         syncOK(m.b.vault(["remote", "set", m.remote, "--no-auto"]))
         r = m.b.vault(["remote", "show", "--json"])
         #expect(r.stdout.contains("\"auto\":false"), "\(r.stdout)")
+    }
+
+    /// `vault remote revoke DEVICE`: the device leaves `remote show`; the revoked machine is
+    /// told when it syncs and pushes nothing; a commit it signs on top of the revocation anyway
+    /// (its repository edited behind its back, as a modified client would) is refused by a
+    /// machine that saw the revocation, exit 5, its vault unchanged.
+    @Test func aRevokedDeviceIsRefused() {
+        let m = Machines()
+        _ = m.start([("one", "u", "p1")])
+        m.add(m.c, "from-c", "w", "p3")
+        m.sync(m.c)
+        let author = plainGit(["--git-dir=" + m.remote, "log", "-1", "--format=%an", "refs/heads/vault"]).stdout
+        let device = String(author.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("vault-".count))
+        #expect(device.count == 32, "\(author)")
+        m.sync(m.a)
+        var devices = json(m.a.vault(["remote", "show", "--json"]).stdout)["devices"] as? [String] ?? []
+        #expect(devices.count == 3 && devices.contains(device), "\(devices)")
+        #expect(m.a.vault(["remote", "revoke", "00000000000000000000000000000000"], passcode: Sandbox.passcode).status == 2)
+        syncOK(m.a.vault(["remote", "revoke", device], passcode: Sandbox.passcode))
+        devices = json(m.a.vault(["remote", "show", "--json"]).stdout)["devices"] as? [String] ?? []
+        #expect(devices.count == 2 && !devices.contains(device), "\(devices)")
+        #expect(m.a.vault(["remote", "revoke", device], passcode: Sandbox.passcode).status == 4)
+        m.sync(m.b)
+        let before = SyncTests.export(m.b)
+        let head = plainGit(["--git-dir=" + m.remote, "rev-parse", "refs/heads/vault"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        // The revoked machine learns it and pushes nothing.
+        m.add(m.c, "after-revoke", "x", "p4")
+        let r = m.c.vault(["sync"], passcode: Sandbox.passcode)
+        #expect(r.status == 1 && r.stderr.contains("revoked"), "\(r.status): \(r.stderr)")
+        #expect(plainGit(["--git-dir=" + m.remote, "rev-parse", "refs/heads/vault"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == head)
+        // Its repository moved onto the revocation behind its back: it signs a commit on top
+        // and pushes it; b, which saw the revocation, refuses it.
+        let cRepo = m.c.home + "/vaults/default/sync.git"
+        #expect(plainGit(["--git-dir=" + cRepo, "update-ref", "refs/heads/vault", head]).status == 0)
+        m.add(m.c, "after-revoke-2", "y", "p5")
+        syncOK(m.c.vault(["sync"], passcode: Sandbox.passcode))
+        #expect(plainGit(["--git-dir=" + m.remote, "log", "-1", "--format=%an", "refs/heads/vault"]).stdout.contains(device))
+        SyncTests.expectRefused(m.b, "a commit of a revoked device", before: before)
     }
 
     @Test func aCloneOpensWithThePasscodeAndTheRecoveryKeyNotAWrongOne() {

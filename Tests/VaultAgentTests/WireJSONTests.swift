@@ -44,7 +44,7 @@ import VaultWire
         .importItems(vault: "/v", items: [item, Item(name: "b", now: 1)], replace: false, commit: true),
         .update(vault: "/v", name: "x", change: change), .update(vault: "/v", name: "x", change: change, freshMatch: token),
         .remove(vault: "/v", name: "x"),
-        .audit(vault: "/v", limit: nil), .audit(vault: "/v", limit: 10), .sync(vault: "/v"),
+        .audit(vault: "/v", limit: nil), .audit(vault: "/v", limit: 10), .sync(vault: "/v"), .syncConflicts(vault: "/v"),
     ]
 
     static let replies: [AgentReply] = [
@@ -53,6 +53,10 @@ import VaultWire
         .released(overview: ItemOverview(item)), .releasedSecret, .listingPage(next: nil, damaged: ["ab"], version: Int64.max),
         .releasedAll(damaged: []), .contains(exists: false), .done, .imported(count: 3, committed: true),
         .synced(sent: 1, received: 2, deleted: 0, merged: true, retries: 1, conflicts: ["'a' was added on two machines"], head: "ab12"),
+        .syncConflicts(records: []),
+        .syncConflicts(records: [SyncConflict(kind: "field", name: "mail", field: "username", kept: "a", lost: "b", secret: false, time: 9, text: "t"),
+                                 SyncConflict(kind: "renamed", name: "x (2)", field: nil, kept: nil, lost: nil, secret: false, time: 1, text: "u"),
+                                 SyncConflict(kind: "field", name: "bank", field: "password", kept: "", lost: "", secret: true, time: 2, text: "v")]),
         .failed(error: .usage("bad", hint: "a hint")), .failed(error: .itemNotFound("x")),
         .audit(records: [AuditRecord(item: "x", field: "password", command: "get", uid: 1000, pid: 42),
                          AuditRecord(item: "x", field: "password", command: "get", uid: 1000, pid: 43, executable: "/usr/bin/vault (deleted)")],
@@ -71,6 +75,15 @@ import VaultWire
     func repliesReadTheSameEitherWay(reply: AgentReply) throws {
         #expect(try JSONDecoder().decode(AgentReply.self, from: Data(WireJSON.encode(reply))) == reply)
         #expect(try WireJSON.decode(AgentReply.self, from: Array(JSONEncoder().encode(reply))) == reply)
+    }
+
+    /// A conflicts reply holds at most `AgentLimits.syncConflicts` records.
+    @Test func aConflictsReplyIsBounded() throws {
+        let one = SyncConflict(kind: "renamed", name: "x", field: nil, kept: nil, lost: nil, secret: false, time: 1, text: "t")
+        let full = AgentReply.syncConflicts(records: Array(repeating: one, count: AgentLimits.syncConflicts))
+        #expect(try WireJSON.decode(AgentReply.self, from: WireJSON.encode(full)) == full)
+        let over = AgentReply.syncConflicts(records: Array(repeating: one, count: AgentLimits.syncConflicts + 1))
+        #expect(throws: (any Error).self) { try WireJSON.decode(AgentReply.self, from: WireJSON.encode(over)) }
     }
 
     /// Data (prints on the reader link) is base64, as Foundation writes it.

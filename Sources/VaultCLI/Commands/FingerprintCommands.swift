@@ -448,6 +448,7 @@ enum FingerprintCommands {
                 vault = try Auth.unlock(store, inv, ctx, purpose: "unlock")
             }
             try SessionCommands.openSession(vault, idle: idle, hardLimit: hard, scope: scope, ctx)
+            SyncCommands.afterUnlock(store.location, ctx)
             if inv.has(UnlockOptions.json) {
                 ctx.stdout.write(jsonText(["vault": name, "unlocked": true, "idle_timeout": Int(idle), "max_lifetime": Int(hard), "scope": scope.rawValue]))
             }

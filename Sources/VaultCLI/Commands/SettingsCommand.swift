@@ -1,5 +1,6 @@
 import Foundation
 import VaultKit
+import VaultSync
 
 enum SettingsCommand {
     /// The options of `settings`, declared once: the table lists them and the command reads them.
@@ -11,23 +12,36 @@ enum SettingsCommand {
                    "make the passcode also need this machine's TPM, which limits wrong guesses (VAULT_TPM_TCTI, else /dev/tpmrm0; default off)")
         static let secretServiceApproval = OptionSpec.value("--secret-service-approval", "per-client|session",
                    "whom 'vault secret-service' releases this vault's secrets to: each client after a fresh finger match of its own (per-client), or every client while unlocked (session, the default)")
+        static let syncAuto = OptionSpec.value("--sync-auto", "on|off",
+                   "sync in the background after each write (needs a remote: 'vault remote set URL'; no passcode asked; default off)")
         static let json = OptionSpec.flag("--json", "print JSON")
     }
 
     static let settings = CommandSpec(
         name: "settings", summary: "show or change the vault's policy and passcode rules (changes need the passcode)",
-        usage: "vault settings [--policy P] [--passcode-interval HOURS] [--passcode-after-reboot on|off] [--passcode-on-tpm on|off] [--secret-service-approval per-client|session] [--json]",
+        usage: "vault settings [--policy P] [--passcode-interval HOURS] [--passcode-after-reboot on|off] [--passcode-on-tpm on|off] [--secret-service-approval per-client|session] [--sync-auto on|off] [--json]",
         options: [
             SettingsOptions.policy,
             SettingsOptions.passcodeInterval,
             SettingsOptions.passcodeAfterReboot,
             SettingsOptions.passcodeOnTpm,
             SettingsOptions.secretServiceApproval,
+            SettingsOptions.syncAuto,
             SettingsOptions.json,
         ],
-        examples: "vault settings\nvault settings --policy biometrics --passcode-interval 24\nvault settings --passcode-on-tpm on\nvault settings --secret-service-approval per-client",
+        examples: "vault settings\nvault settings --policy biometrics --passcode-interval 24\nvault settings --passcode-on-tpm on\nvault settings --secret-service-approval per-client\nvault settings --sync-auto on",
         run: { inv, ctx in
             let store = try VaultStore.open(try location(inv, ctx))
+            if let a = inv[SettingsOptions.syncAuto] {
+                // A file beside vault.db, as `vault remote set --auto`: it decides when a sync
+                // runs, not who may read, so it asks for no passcode.
+                guard ["on", "off"].contains(a) else { throw VaultError.usage("--sync-auto takes on or off") }
+                if a == "on", try SyncRemote.show(location: store.location, environment: ctx.environment) == nil {
+                    throw VaultError.failure("vault '\(store.location.name)' has no remote to sync with", hint: "set one with 'vault remote set URL'")
+                }
+                try SyncRemote.setAuto(a == "on", location: store.location)
+                ctx.say("vault: vault '\(store.location.name)' " + (a == "on" ? "syncs in the background after each write" : "syncs when 'vault sync' runs"))
+            }
             let changing = inv.has(SettingsOptions.policy) || inv.has(SettingsOptions.passcodeInterval) || inv.has(SettingsOptions.passcodeAfterReboot)
                 || inv.has(SettingsOptions.secretServiceApproval)
             var s: VaultSettings
@@ -82,9 +96,10 @@ enum SettingsCommand {
             let onTPM = try store.slot(.passcode)?.passcodeIsOnTPM ?? false
             let o: [String: Any] = ["policy": s.policy.rawValue, "passcode_interval_hours": s.passcodeIntervalHours,
                                     "passcode_after_reboot": s.passcodeAfterReboot, "passcode_on_tpm": onTPM,
-                                    "secret_service_approval": (s.secretServiceApproval ?? .session).rawValue]
-            if inv.has(SettingsOptions.json) { ctx.stdout.write(jsonText(o)) } else if !changing && !inv.has(SettingsOptions.passcodeOnTpm) {
-                ctx.stdout.write("policy: \(s.policy.rawValue)\npasscode interval: \(s.passcodeIntervalHours == 0 ? "never" : "\(s.passcodeIntervalHours) h")\npasscode after reboot: \(s.passcodeAfterReboot ? "on" : "off")\npasscode on TPM: \(onTPM ? "on" : "off")\nsecret service approval: \((s.secretServiceApproval ?? .session).rawValue)\n")
+                                    "secret_service_approval": (s.secretServiceApproval ?? .session).rawValue,
+                                    "sync_auto": SyncRemote.isAuto(location: store.location)]
+            if inv.has(SettingsOptions.json) { ctx.stdout.write(jsonText(o)) } else if !changing && !inv.has(SettingsOptions.passcodeOnTpm) && !inv.has(SettingsOptions.syncAuto) {
+                ctx.stdout.write("policy: \(s.policy.rawValue)\npasscode interval: \(s.passcodeIntervalHours == 0 ? "never" : "\(s.passcodeIntervalHours) h")\npasscode after reboot: \(s.passcodeAfterReboot ? "on" : "off")\npasscode on TPM: \(onTPM ? "on" : "off")\nsecret service approval: \((s.secretServiceApproval ?? .session).rawValue)\nsync after each write: \(SyncRemote.isAuto(location: store.location) ? "on" : "off")\n")
             }
         })
 }
