@@ -25,24 +25,10 @@ public struct Pinentry {
 
     /// The passcode the person typed, nil when none was given.
     public func passcode(description: String) -> SecretBytes? {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        let toChild = Pipe(), fromChild = Pipe()
-        process.standardInput = toChild
-        process.standardOutput = fromChild
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return nil }
-        defer {
-            try? toChild.fileHandleForWriting.close()
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-        }
-        var input = FileDescriptor(owning: fromChild.fileHandleForReading.fileDescriptor)
-        var output = FileDescriptor(owning: toChild.fileHandleForWriting.fileDescriptor)
-        defer {
-            _ = input.take()
-            _ = output.take()
-        }
+        conversation(failing: nil) { input, output in passcode(description: description, &input, &output) }
+    }
+
+    private func passcode(description: String, _ input: inout FileDescriptor, _ output: inout FileDescriptor) -> SecretBytes? {
         guard let buffer = try? SecretBytes(zeroed: 4096) else { return nil }
         var used = 0, unread = 0
         /// Reads up to the end of the next line that is not a comment or status; returns its range.
@@ -73,12 +59,7 @@ public struct Pinentry {
             return ok
         }
         guard let greeting = line(), startsWith(greeting, "OK") else { return nil }
-        var commands = ["SETTITLE vault", "SETDESC " + Self.escape(description), "SETPROMPT Passcode:"]
-        if let terminal {
-            commands.insert("OPTION ttyname=" + Self.escape(terminal), at: 0)
-            if let t = terminalType { commands.insert("OPTION ttytype=" + Self.escape(t), at: 1) }
-        }
-        for c in commands where !command(c) { return nil }
+        for c in openingCommands + ["SETDESC " + Self.escape(description), "SETPROMPT Passcode:"] where !command(c) { return nil }
         guard (try? output.writeAll(Array("GETPIN\n".utf8))) != nil, let data = line(), startsWith(data, "D ") else { return nil }
         let decoded: SecretBytes? = buffer.withUnsafeBytes { b in
             guard let out = try? SecretBytes(zeroed: data.count) else { return nil }
@@ -105,24 +86,10 @@ public struct Pinentry {
     /// and waits for the person to dismiss it (`MESSAGE`); true when it was shown. The line
     /// with the secret is built and written from guarded memory.
     public func show(prefix: String, _ secret: borrowing SecretBytes) -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        let toChild = Pipe(), fromChild = Pipe()
-        process.standardInput = toChild
-        process.standardOutput = fromChild
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return false }
-        defer {
-            try? toChild.fileHandleForWriting.close()
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-        }
-        var input = FileDescriptor(owning: fromChild.fileHandleForReading.fileDescriptor)
-        var output = FileDescriptor(owning: toChild.fileHandleForWriting.fileDescriptor)
-        defer {
-            _ = input.take()
-            _ = output.take()
-        }
+        conversation(failing: false) { input, output in show(prefix: prefix, secret, &input, &output) }
+    }
+
+    private func show(prefix: String, _ secret: borrowing SecretBytes, _ input: inout FileDescriptor, _ output: inout FileDescriptor) -> Bool {
         var pending: [UInt8] = []
         /// The next line that is not a comment or status (no secret comes back: only OK or ERR).
         func line() -> [UInt8]? {
@@ -142,12 +109,7 @@ public struct Pinentry {
         func ok() -> Bool { line().map { $0.starts(with: Array("OK".utf8)) } ?? false }
         func command(_ text: String) -> Bool { (try? output.writeAll(Array((text + "\n").utf8))) != nil && ok() }
         guard ok() else { return false }
-        var commands = ["SETTITLE vault"]
-        if let terminal {
-            commands.insert("OPTION ttyname=" + Self.escape(terminal), at: 0)
-            if let t = terminalType { commands.insert("OPTION ttytype=" + Self.escape(t), at: 1) }
-        }
-        for c in commands where !command(c) { return false }
+        for c in openingCommands where !command(c) { return false }
         let head = Array(("SETDESC " + Self.escape(prefix)).utf8)
         guard let description = try? SecretBytes(zeroed: head.count + secret.count + 1) else { return false }
         description.withUnsafeMutableBytes { d in
@@ -159,6 +121,41 @@ public struct Pinentry {
         let shown = command("MESSAGE")
         _ = try? output.writeAll(Array("BYE\n".utf8))
         return shown
+    }
+
+    /// Runs the pinentry program with its standard input and output on pipes and `body` over
+    /// them (read from it, write to it); `failed` when it cannot start. The program is ended and
+    /// reaped afterwards.
+    private func conversation<R: ~Copyable>(failing failed: consuming R, _ body: (inout FileDescriptor, inout FileDescriptor) -> R) -> R {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: program)
+        let toChild = Pipe(), fromChild = Pipe()
+        process.standardInput = toChild
+        process.standardOutput = fromChild
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { return failed }
+        defer {
+            try? toChild.fileHandleForWriting.close()
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+        }
+        var input = FileDescriptor(owning: fromChild.fileHandleForReading.fileDescriptor)
+        var output = FileDescriptor(owning: toChild.fileHandleForWriting.fileDescriptor)
+        defer {
+            _ = input.take()
+            _ = output.take()
+        }
+        return body(&input, &output)
+    }
+
+    /// The terminal options (for a terminal pinentry) and the title every conversation starts with.
+    private var openingCommands: [String] {
+        var commands: [String] = []
+        if let terminal {
+            commands.append("OPTION ttyname=" + Self.escape(terminal))
+            if let t = terminalType { commands.append("OPTION ttytype=" + Self.escape(t)) }
+        }
+        return commands + ["SETTITLE vault"]
     }
 
     static func hexValue(_ c: UInt8) -> UInt8? {

@@ -552,6 +552,16 @@ package final class SyncEngine {
         // The devices revoked in this machine's own (checked) history: no later tree undoes that.
         revoked = try local.map { try revokedDevices(at: $0) } ?? []
         let known = revoked
+        // And those the remote's head names, before any commit is checked: a commit of such a
+        // device is accepted only when it comes before its revocation (an ancestor of a commit
+        // that added its `revoked/` file), whatever order git lists the history in: a commit on
+        // a side branch beside the revocation is refused. Each of those files is checked when
+        // the loop meets the commit that added it.
+        revocations = [:]
+        for device in try revokedDevices(at: remote).subtracting(known) {
+            let adds = try git.checked(["log", "--format=%H", "--diff-filter=A", remote, "--", "revoked/" + device]).text
+            revocations[device] = adds.split(separator: "\n").map(String.init)
+        }
         let list = try git.checked(["rev-list", "--topo-order", "--reverse", remote] + exclude).text
         for commit in list.split(separator: "\n").map(String.init) { try verify(commit: commit) }
         // A machine revoked by another stops when it learns so: its commits would only be refused.
@@ -563,6 +573,9 @@ package final class SyncEngine {
 
     /// Devices revoked while verifying: this machine's own, and those of every commit checked so far.
     var revoked: Set<String> = []
+    /// The devices the remote's head revokes (and this machine did not know of), each with the
+    /// commits that added its `revoked/` file.
+    var revocations: [String: [String]] = [:]
 
     /// The devices `revoked/` names at `commit` (only that folder is listed).
     func revokedDevices(at commit: String) throws -> Set<String> {
@@ -587,6 +600,9 @@ package final class SyncEngine {
         }
         if try revoked.contains(device) || (git.run(["cat-file", "-e", commit + ":revoked/" + device]).status.isSuccess) {
             throw untrusted("commit \(commit) is signed by device \(device), which was revoked")
+        }
+        if let adds = revocations[device], try !adds.contains(where: { try $0 == commit || git.isAncestor(commit, of: $0) }) {
+            throw untrusted("commit \(commit) is signed by device \(device), which was revoked (the commit does not come before its revocation)")
         }
         let deviceFile = try git.run(["cat-file", "blob", commit + ":devices/" + device])
         guard deviceFile.status.isSuccess,

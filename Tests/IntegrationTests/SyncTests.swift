@@ -443,6 +443,10 @@ import Testing
         #expect(devices.count == 2 && !devices.contains(device), "\(devices)")
         #expect(m.a.vault(["remote", "revoke", device], passcode: Sandbox.passcode).status == 4)
         m.sync(m.b)
+        // A machine new to the vault accepts the revoked device's commits from before its revocation.
+        let late = Sandbox()
+        syncOK(late.vault(["clone", m.remote], passcode: Sandbox.passcode))
+        #expect(SyncTests.export(late) == SyncTests.export(m.b))
         let before = SyncTests.export(m.b)
         let head = plainGit(["--git-dir=" + m.remote, "rev-parse", "refs/heads/vault"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         // The revoked machine learns it and pushes nothing.
