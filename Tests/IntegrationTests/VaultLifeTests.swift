@@ -356,6 +356,11 @@ import Testing
         #expect(json(r.stdout)["passcode_interval_hours"] as? Int == 24)
         r = box.vault(["settings", "--policy", "face-id"], passcode: pc)
         #expect(r.status == 2)
+        // The TPM move asks for the passcode and writes on its own: with another setting it is
+        // refused, and nothing changes (it used to save the settings without the other change).
+        r = box.vault(["settings", "--passcode-on-tpm", "off", "--passcode-interval", "12"], passcode: pc)
+        #expect(r.status == 2 && r.stderr.contains("--passcode-on-tpm goes alone"), "\(r.stderr)")
+        #expect(json(box.vault(["settings", "--json"]).stdout)["passcode_interval_hours"] as? Int == 24)
         // The passcode given explicitly still opens the vault under the biometrics policy.
         r = box.vault(["ls"], passcode: pc)
         #expect(r.status == 0)

@@ -53,6 +53,11 @@ enum SettingsCommand {
                 s = VaultSettings()
             }
             let before = s
+            if inv.has(SettingsOptions.passcodeOnTpm) && changing {
+                // Each asks for the passcode and writes on its own; one command would leave the
+                // others unsaved.
+                throw VaultError.usage("--passcode-on-tpm goes alone", hint: "change the other settings with a second 'vault settings'")
+            }
             if let t = inv[SettingsOptions.passcodeOnTpm] {
                 guard ["on", "off"].contains(t) else { throw VaultError.usage("--passcode-on-tpm takes on or off") }
                 // The passcode itself re-wraps the slot: turning it off needs it as much as turning it on.
@@ -62,7 +67,6 @@ enum SettingsCommand {
                 ctx.say(t == "on"
                     ? "vault: the passcode of vault '\(store.location.name)' now needs this machine's TPM, which counts wrong ones; the recovery key opens it anywhere"
                     : "vault: the passcode of vault '\(store.location.name)' no longer needs the TPM")
-                if changing { try store.setSettings(s) }
             } else if changing {
                 if let p = inv[SettingsOptions.policy] { s.policy = try AuthPolicy.parse(p) }
                 if let h = try inv.int(SettingsOptions.passcodeInterval) {
