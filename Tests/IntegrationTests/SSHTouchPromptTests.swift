@@ -96,16 +96,23 @@ private let ptyRunner = """
 /// pseudo-terminal nobody reads, its output buffer filled first (written to until `EAGAIN`):
 /// a terminal that takes nothing, like one stopped with Ctrl-S.
 private let stalledRunner = """
-    import fcntl, os, sys, termios
+    import fcntl, os, sys, termios, time
     master, slave = os.openpty()
     flags = fcntl.fcntl(slave, fcntl.F_GETFL)
     fcntl.fcntl(slave, fcntl.F_SETFL, flags | os.O_NONBLOCK)
-    filled = 0
-    try:
-        while True:
-            filled += os.write(slave, b"x" * 512)
-    except BlockingIOError:
-        pass
+    # The kernel moves what was written on to the master's side in the background, which makes
+    # room again: fill until a round after a pause takes nothing.
+    filled, still = 0, 0
+    while still < 3:
+        before = filled
+        for size in (512, 64, 8, 1):
+            try:
+                while True:
+                    filled += os.write(slave, b"x" * size)
+            except BlockingIOError:
+                pass
+        still = still + 1 if filled == before else 0
+        time.sleep(0.05)
     fcntl.fcntl(slave, fcntl.F_SETFL, flags)
     print("filled", filled, flush=True)
     pid = os.fork()
