@@ -61,13 +61,14 @@ extension TextSink {
 
 /// Text from an item (an imported one, too) made safe for a terminal: control characters (C0
 /// but newline and tab, DEL, C1) become visible `\xNN` escapes, so a value cannot move the cursor,
-/// set the title or write the clipboard (OSC 52). Unchanged when `onTerminal` is false.
-func terminalSafe(_ text: String, onTerminal: Bool) -> String {
+/// set the title or write the clipboard (OSC 52). Unchanged when `onTerminal` is false. `oneLine`
+/// escapes newline and tab too: for a peer's text inside one line of a report (doctor's).
+func terminalSafe(_ text: String, onTerminal: Bool, oneLine: Bool = false) -> String {
     guard onTerminal else { return text }
     var out = ""
     for scalar in text.unicodeScalars {
         let v = scalar.value
-        if (v < 0x20 && v != 0x0A && v != 0x09) || v == 0x7F || (0x80...0x9F).contains(v) {
+        if (v < 0x20 && (oneLine || (v != 0x0A && v != 0x09))) || v == 0x7F || (0x80...0x9F).contains(v) {
             out += "\\x" + String(v, radix: 16).leftPadded(to: 2)
         } else {
             out.unicodeScalars.append(scalar)

@@ -139,25 +139,51 @@ public final class AgentHandler: @unchecked Sendable {
     /// verified session binding, or an SSHSIG namespace).
     private func signWithVaultKey(_ blob: [UInt8], data: [UInt8], flags: UInt32, _ state: AgentConnectionState) -> [UInt8] {
         guard let vaultKeys, let offered = vaultKeys.find(blob) else { return Self.failure }
-        var prompt = "sign with SSH key '\(offered.listed.name)' (\(offered.listed.publicKey.fingerprint))"
-        if let program = state.program { prompt += " for \(program.chainText)" }
-        if let namespace = SSHSig.namespace(of: data) {
-            prompt += ", SSHSIG namespace '\(namespace)'"
+        var namespace: String?, user: String?, host: String?
+        if let n = SSHSig.namespace(of: data) {
+            namespace = n
         } else if let request = UserauthRequest.parse(data, signedBy: offered.listed.publicKey) {
             // The host of the verified binding of this very session (its id), else none.
             let bound = state.binds.last.flatMap { constantTimeEqual($0.sessionID, request.sessionID) ? $0 : nil }
-            prompt += " to \(request.user)@" + (bound.map { $0.hostKey.fingerprint } ?? "an unbound host")
+            user = request.user
+            host = bound.map { $0.hostKey.fingerprint } ?? "an unbound host"
         }
-        // Program names and the user name are the peer's: shown as plain text, bounded.
-        prompt = TouchPrompt.plain(prompt)
+        let (prompt, batch) = Self.touchPrompt(key: offered.listed.name, fingerprint: offered.listed.publicKey.fingerprint,
+                                               program: state.program?.chainText, namespace: namespace, user: user, host: host)
         log?(prompt)
-        guard let signature = vaultKeys.sign(offered, data: data, flags: flags, requester: state.program, prompt: prompt, client: state.client) else {
+        guard let signature = vaultKeys.sign(offered, data: data, flags: flags, requester: state.program, prompt: prompt, batch: batch, client: state.client) else {
             return Self.failure
         }
         var out = SSHWriter()
         out.byte(AgentMessage.signResponse)
         out.string(signature)
         return out.bytes
+    }
+
+    /// The longest program chain, SSHSIG namespace and user name a touch prompt shows: each
+    /// part is bounded on its own, so the key and the destination host always stay in the
+    /// prompt (at most ``TouchPrompt/limit`` in all).
+    static let promptPartLimits = (key: 128, program: 160, namespace: 64, user: 64)
+
+    /// The touch prompt of a vault key's signature: the key, the requesting program chain and
+    /// the destination (an SSHSIG namespace, or a user at a host), the peer's parts as plain
+    /// text each bounded on its own; and `batch`, a BLAKE2b of the whole untruncated text, so
+    /// requests join one match only when they ask for the very same thing, not merely for what
+    /// the bounded prompt shows alike.
+    static func touchPrompt(key: String, fingerprint: String, program: String?, namespace: String?, user: String?,
+                            host: String?) -> (prompt: String, batch: String) {
+        let limits = promptPartLimits
+        func text(_ part: (String, Int) -> String) -> String {
+            var t = "sign with SSH key '\(part(key, limits.key))' (\(fingerprint))"
+            if let program { t += " for " + part(program, limits.program) }
+            if let namespace { t += ", SSHSIG namespace '\(part(namespace, limits.namespace))'" }
+            if let user, let host { t += " to \(part(user, limits.user))@\(host)" }
+            return t
+        }
+        let prompt = TouchPrompt.plain(text { TouchPrompt.plain($0, limit: $1) })
+        let exact = text { p, _ in p }
+        let digest = (try? KeyedHash.hash(Array(exact.utf8), key: [])) ?? Array(exact.utf8)
+        return (prompt, digest.map { String(format: "%02x", $0) }.joined())
     }
 
     private func add(_ r: inout SSHReader, _ state: AgentConnectionState) throws -> Bool {

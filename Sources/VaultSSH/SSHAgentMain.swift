@@ -257,6 +257,12 @@ public enum SSHAgentMain {
         let folder = args[1] == "-" ? nil : args[1]
         ExitCleanup.install(removing: args[0], folder: folder, on: [.terminate, .hangUp])
         _ = try? ProcessReplacement.changeDirectory("/")
+        // `dup2` placed it without FD_CLOEXEC: the `vault get` of a release must not inherit it.
+        do { try setCloseOnExec(fd: 3, label: args[0]) } catch {
+            print(error: "the listening socket: \(error.reason)")
+            ExitCleanup.run()
+            return 1
+        }
         let listener = UnixSocket(owning: 3, path: args[0])
         // The peer credentials of a connection are the listener's at `listen`: this process's, not
         // those of the one that bound the socket and has exited (`vault doctor` reads them).

@@ -62,12 +62,20 @@ public struct TouchPrompt: Sendable {
         }
     }
 
-    /// `text` with every control character (C0, DEL, C1) as `?`, at most ``limit`` characters.
-    static func plain(_ text: String) -> String {
+    /// `text` with every control character (C0, DEL, C1) as `?`, at most `limit` characters
+    /// (``limit`` unless told); a text cut short ends in `…`.
+    static func plain(_ text: String, limit: Int = limit) -> String {
         var out = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars.prefix(limit) {
+        var count = 0
+        for scalar in text.unicodeScalars {
+            guard count < limit else {
+                if !out.isEmpty { out.removeLast() }
+                out.append("…")
+                break
+            }
             let v = scalar.value
             out.append(v < 0x20 || (0x7f...0x9f).contains(v) ? "?" : scalar)
+            count += 1
         }
         return String(out)
     }
@@ -87,13 +95,16 @@ public struct TouchPrompt: Sendable {
     /// Writes `text` as one line on the terminal `tty`, opened write-only, never as a controlling
     /// terminal, without following a link and without blocking, only when it is a character
     /// device owned by the agent's own uid (the requester's: `SO_PEERCRED` admitted only it). A
-    /// terminal in raw mode (an ssh session) gets `\r\n`. False when nothing was written.
+    /// terminal in raw mode (an ssh session) gets `\r\n`. One `write(2)`, never a wait: a
+    /// terminal that takes nothing now (stopped with Ctrl-S, a pty master nobody reads) loses
+    /// the line, or its tail. False when not all of it was written.
     static func write(_ text: String, toTerminal tty: Int32) -> Bool {
         guard let path = path(ofTerminal: tty),
               var fd = try? FileDescriptor.open(path, .writeOnly, options: [.noControllingTerminal, .nonBlocking, .noFollow]) else { return false }
         defer { try? fd.close() }
         guard let status = try? fd.status(), status.kind == .characterDevice, status.owner == ProcessIdentity.uid,
               isTerminal(fd.rawValue) else { return false }
-        return (try? fd.writeAll(Array(("\r\nvault: " + text + "\r\n").utf8))) != nil
+        let line = Array(("\r\nvault: " + text + "\r\n").utf8)
+        return (try? fd.writeSome(line)) == line.count
     }
 }

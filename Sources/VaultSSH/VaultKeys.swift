@@ -143,13 +143,14 @@ public final class VaultKeys: @unchecked Sendable {
     }
 
     /// The signature of `data` by `offered`'s key for `requester`, asking for a finger as its
-    /// policy says; `prompt` names the key, the requester and the destination. Requests for one
-    /// key from one requester (the same executable in the same session and terminal) that arrive
-    /// while its match is under way join that match: one touch answers all of them (for `sign`
-    /// only requests whose prompt is the same, so the person approved what each one says; the key
+    /// policy says; `prompt` names the key, the requester and the destination (bounded), `batch`
+    /// stands for its whole untruncated text. Requests for one key from one requester (the same
+    /// executable in the same session and terminal) that arrive while its match is under way join
+    /// that match: one touch answers all of them (for `sign` only requests whose `batch` is the
+    /// same, so the person approved what each one says, not merely what its prompt shows; the key
     /// is not kept once the match is over). nil when the match or the release failed, or
     /// `client` (the requester's socket) closed meanwhile: the last waiter to go cancels the scan.
-    func sign(_ offered: Offered, data: [UInt8], flags: UInt32, requester: RequestingProgram?, prompt: String, client: Int32?) -> [UInt8]? {
+    func sign(_ offered: Offered, data: [UInt8], flags: UInt32, requester: RequestingProgram?, prompt: String, batch: String, client: Int32?) -> [UInt8]? {
         let policy = offered.listed.confirm
         guard let requester, requester.isAlive else {
             log?("refused a signature: the requesting program is gone or unknown")
@@ -167,7 +168,7 @@ public final class VaultKeys: @unchecked Sendable {
             }
             if let held { return try? held.key.sign(data, flags: flags) }
         }
-        let batchKey = item + "\u{0}" + requester.sessionKey + (policy == .sign ? "\u{0}" + prompt : "")
+        let batchKey = item + "\u{0}" + requester.sessionKey + (policy == .sign ? "\u{0}" + batch : "")
         let joined: (Pending, Bool)? = lock.withLock {
             if let p = pending[batchKey], !p.over {
                 p.waiters += 1
@@ -242,7 +243,6 @@ public final class VaultKeys: @unchecked Sendable {
                      keep: (String, SessionMark)?) {
         let notice = touch.show(prompt, requester: requester, log: log)
         let key = release(offered, prompt: prompt, match: match, batchKey: batchKey)
-        notice()
         lock.withLock {
             if let key, let (holdKey, mark) = keep { released[holdKey] = Held(key: key, session: mark) }
             match.key = key
@@ -250,6 +250,8 @@ public final class VaultKeys: @unchecked Sendable {
             if pending[batchKey] === match { pending[batchKey] = nil }
             try? match.doneWriter.close()
         }
+        // After the waiters woke: taking the notification down is a bus call (up to 2 s).
+        notice()
     }
 
     /// Drops every released key whose unlock session ended.

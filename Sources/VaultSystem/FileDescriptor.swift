@@ -122,6 +122,15 @@ public struct FileDescriptor: ~Copyable {
         try VaultSystem.writeAll(fd: rawValue, bytes: bytes, label: label)
     }
 
+    /// One `write(2)` of `bytes` (retried after `EINTR` only): how many it took, perhaps fewer
+    /// than all. For a peer that must never make us wait (a terminal someone else may have
+    /// stalled): on a non-blocking descriptor that is full it throws `EAGAIN` at once.
+    /// - Throws: ``SystemError`` for `write` (``SystemError/isWouldBlock`` when full).
+    public func writeSome(_ bytes: [UInt8]) throws(SystemError) -> Int {
+        let fd = rawValue
+        return try syscall("write", path: label) { bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } }
+    }
+
     /// Flushes the file's data to the disk; a failure means the data may be lost and is thrown.
     /// - Throws: ``SystemError`` for `fsync`.
     public func sync() throws(SystemError) {
@@ -312,6 +321,14 @@ public func isOpen(_ fd: Int32) -> Bool {
 /// Whether `fd` is a terminal (`isatty`).
 public func isTerminal(_ fd: Int32) -> Bool {
     isatty(fd) == 1
+}
+
+/// Sets `FD_CLOEXEC` on a descriptor inherited without it (one placed by `dup2` for a child):
+/// no program this process runs inherits it.
+/// - Throws: ``SystemError`` for `fcntl`.
+public func setCloseOnExec(fd: Int32, label: String? = nil) throws(SystemError) {
+    let flags = try syscall("fcntl", path: label ?? descriptorLabel(fd)) { fcntl(fd, F_GETFD) }
+    if flags & FD_CLOEXEC == 0 { try syscall("fcntl", path: label ?? descriptorLabel(fd)) { fcntl(fd, F_SETFD, flags | FD_CLOEXEC) } }
 }
 
 /// Turns `O_NONBLOCK` on or off on a descriptor.

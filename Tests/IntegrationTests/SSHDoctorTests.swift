@@ -131,4 +131,36 @@ import Testing
         #expect(r["state"] as? String == "other" && r["keys"] is NSNull && (r["program"] as? String)?.hasPrefix("/usr/bin/python3") == true, "\(r)")
         #expect((r["detail"] as? String)?.hasSuffix("no answer to a list of keys)") == true, "\(r)")
     }
+
+    /// A listener whose executable path holds an escape sequence and a newline (anybody can
+    /// name a program so): the text line shows them as `\xNN`, never raw.
+    @Test func aListenersControlCharactersAreEscaped() throws {
+        let box = Sandbox()
+        let exe = box.home + "/ag\u{1b}]0;owned\u{07}\nvault-ssh-agent"
+        // Copied by `cp`, not in this process: a copy open for writing here would be inherited
+        // by a child another test forks meanwhile, and exec fails with ETXTBSY.
+        #expect(spawn("/bin/cp", ["/usr/bin/python3.11", exe], env: box.env).status == 0)
+        let sock = box.home + "/odd.sock"
+        let server = """
+            import socket
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(\"\(sock)\")
+            s.listen(4)
+            while True:
+                c, _ = s.accept()
+                c.recv(5)
+                c.sendall(bytes([0, 0, 0, 5, 12, 0, 0, 0, 0]))
+                c.close()
+            """
+        let agent = start(exe, ["-c", server], env: box.env, output: box.home + "/odd")
+        defer { kill(agent, SIGTERM); _ = reap(agent) }
+        for _ in 0..<200 where !FileManager.default.fileExists(atPath: sock) { usleep(25_000) }
+        var env = box.env
+        env["SSH_AUTH_SOCK"] = sock
+        let out = spawn(vaultBinary, ["doctor"], env: env, timeLimit: 60).stdout
+        let line = out.split(separator: "\n").first { $0.hasPrefix("ssh agent (SSH_AUTH_SOCK") }.map(String.init) ?? out
+        #expect(line == "ssh agent (SSH_AUTH_SOCK=\(sock)): another agent: \(box.home)/ag\\x1b]0;owned\\x07\\x0avault-ssh-agent (pid \(agent), 0 keys)",
+                "\(line)")
+        #expect(!out.contains("\u{1b}") && !out.contains("\u{07}"), "\(out)")
+    }
 }

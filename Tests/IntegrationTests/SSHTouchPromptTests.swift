@@ -92,7 +92,100 @@ private let ptyRunner = """
     sys.exit(os.waitstatus_to_exitcode(status))
     """
 
+/// Runs a program (its output to the file `argv[1]`) whose controlling terminal is a fresh
+/// pseudo-terminal nobody reads, its output buffer filled first (written to until `EAGAIN`):
+/// a terminal that takes nothing, like one stopped with Ctrl-S.
+private let stalledRunner = """
+    import fcntl, os, sys, termios, time
+    master, slave = os.openpty()
+    flags = fcntl.fcntl(slave, fcntl.F_GETFL)
+    fcntl.fcntl(slave, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    # The kernel moves what was written on to the master's side in the background, which makes
+    # room again: fill until a round after a pause takes nothing.
+    filled, still = 0, 0
+    while still < 3:
+        before = filled
+        for size in (512, 64, 8, 1):
+            try:
+                while True:
+                    filled += os.write(slave, b"x" * size)
+            except BlockingIOError:
+                pass
+        still = still + 1 if filled == before else 0
+        time.sleep(0.05)
+    fcntl.fcntl(slave, fcntl.F_SETFL, flags)
+    print("filled", filled, flush=True)
+    pid = os.fork()
+    if pid == 0:
+        os.close(master)
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+        out = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(slave, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.execv(sys.argv[2], sys.argv[2:])
+    _, status = os.waitpid(pid, 0)
+    sys.exit(os.waitstatus_to_exitcode(status))
+    """
+
 @Suite struct SSHTouchPromptTests {
+    /// A requester whose terminal takes nothing (full, never read) still gets its signature:
+    /// the prompt line is dropped, never waited for, and the match goes on.
+    @Test func aStalledTerminalNeverHoldsTheMatch() throws {
+        let box = try keyVault("sign")
+        let agent = TouchAgent(box)
+        defer { agent.stop() }
+        let runner = box.home + "/stalled.py"
+        try Data(stalledRunner.utf8).write(to: URL(fileURLWithPath: runner))
+        var env = box.env
+        env["SSH_AUTH_SOCK"] = agent.socket
+        let (_, done) = feed(box, agent, [.awaitStderrCount(touchPrompt, 1), .device("SCAN alice")])
+        let r = spawn("/usr/bin/python3", [runner, box.home + "/signer.out", "/usr/bin/ssh-keygen", "-Y", "sign", "-n", "git",
+                                           "-f", box.home + "/gh.pub", box.home + "/m1"], env: env, timeLimit: 60)
+        #expect(done() == [0], "\(agent.text)")
+        #expect(r.status == 0 && r.stdout.hasPrefix("filled "), "\(r.stdout) \(r.stderr)\n\(agent.text)")
+        #expect(FileManager.default.fileExists(atPath: box.home + "/m1.sig"), "\(agent.text)")
+        #expect(!agent.text.contains("prompted on"), "a full terminal took no line: \(agent.text)")
+    }
+
+    /// The detached agent's listening socket (descriptor 3, placed by `dup2`) is close-on-exec:
+    /// the `vault get` a release runs does not hold it.
+    @Test func theReleasesChildDoesNotInheritTheListeningSocket() throws {
+        let box = try keyVault("sign")
+        var env = box.env
+        env["TMPDIR"] = box.home
+        let started = spawn(vaultBinary, ["ssh-agent", "-s"], env: env, timeLimit: 20)
+        #expect(started.status == 0, "\(started.stderr)")
+        let sock = try #require(started.stdout.split(separator: ";").first?.split(separator: "=").last.map(String.init))
+        let agentPID = try #require(started.stdout.components(separatedBy: "SSH_AGENT_PID=").dropFirst().first?.split(separator: ";").first.flatMap { Int32($0) })
+        defer { kill(agentPID, SIGTERM) }
+        let listener = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(agentPID)/fd/3")
+        #expect(listener.hasPrefix("socket:["), "\(listener)")
+        env["SSH_AUTH_SOCK"] = sock
+        let signer = start("/usr/bin/ssh-keygen", ["-Y", "sign", "-n", "git", "-f", box.home + "/gh.pub", box.home + "/m1"], env: env,
+                           output: box.home + "/signer")
+        defer { kill(signer, SIGKILL); _ = reap(signer) }
+        // The agent's child running `vault get` (it waits for a finger that never comes).
+        var child: Int32?
+        let limit = Date(timeIntervalSinceNow: 30)
+        while child == nil, Date() < limit {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(agentPID)/task")) ?? []
+            let kids = tasks.flatMap { t in
+                ((try? String(contentsOfFile: "/proc/\(agentPID)/task/\(t)/children", encoding: .utf8)) ?? "").split(separator: " ").compactMap { Int32($0) }
+            }
+            child = kids.first { k in
+                ((try? String(contentsOfFile: "/proc/\(k)/cmdline", encoding: .utf8)) ?? "").split(separator: "\u{0}").dropFirst().first == "get"
+            }
+            if child == nil { usleep(20_000) }
+        }
+        let get = try #require(child, "no vault get started")
+        let held = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(get)/fd")) ?? []).compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(get)/fd/\($0)")
+        }
+        #expect(!held.isEmpty && !held.contains(listener), "vault get holds \(held), the listener is \(listener)")
+    }
+
     /// `ssh-keygen -Y sign` on a terminal sees the prompt there: the key, the program chain and
     /// the SSHSIG namespace; a terminal of another uid is never written to.
     @Test func thePromptReachesTheRequestersTerminal() throws {

@@ -364,8 +364,11 @@ enum FingerprintCommands {
             }
             ctx.stdout.write("vault-authd (\(socket)): \(daemonLine)\n")
             ctx.stdout.write("secret service (org.freedesktop.secrets): \(keyringLine)\n")
-            ctx.stdout.write("ssh agent (SSH_AUTH_SOCK\(ssh.probe.socket.map { "=" + $0 } ?? "")): \(ssh.line)\n")
-            if let hint = ssh.hint { ctx.stdout.write("  hint: \(hint)\n") }
+            // The socket path, the listener's executable or process name: anybody's text, escaped
+            // whether or not stdout is a terminal (a pager, a log shown later).
+            let sshLine = "ssh agent (SSH_AUTH_SOCK\(ssh.probe.socket.map { "=" + $0 } ?? "")): \(ssh.line)"
+            ctx.stdout.write(terminalSafe(sshLine, onTerminal: true, oneLine: true) + "\n")
+            if let hint = ssh.hint { ctx.stdout.write("  hint: \(terminalSafe(hint, onTerminal: true, oneLine: true))\n") }
             let how = requested == nil ? "" : ", as VAULT_AUTHORITY or --authority asks"
             ctx.stdout.write(reachable
                 ? "key authority: \(kind.rawValue) (\(kind.protection))\(how)\n"
