@@ -954,7 +954,8 @@ public final class SecretServiceServer: @unchecked Sendable {
         }
         guard label.utf8.count <= 4096, alias.utf8.count <= 64 else { throw DBusError.invalidArgs("a label is at most 4096 bytes, an alias 64") }
         guard alias.isEmpty || aliases.count < SecretServiceLimits.aliases + 2 else { throw DBusError.limitsExceeded("at most \(SecretServiceLimits.aliases) aliases") }
-        guard createdCount < SecretServiceLimits.createdCollections else {
+        // Made, and asked for: a prompt counts from CreateCollection on, started or not.
+        guard createdCount + prompts.values.filter({ $0.creating != nil && !$0.started }).count < SecretServiceLimits.createdCollections else {
             throw DBusError.limitsExceeded("at most \(SecretServiceLimits.createdCollections) collections are made while the service runs")
         }
         guard prompts.values.filter({ $0.owner == sender }).count < SecretServiceLimits.promptsPerClient else {
@@ -989,7 +990,9 @@ public final class SecretServiceServer: @unchecked Sendable {
     /// person at one pinentry).
     func runCreation(_ p: Prompt) {
         p.started = true
-        guard let new = p.creating, touchesWaiting < SecretServiceLimits.waitingForTouch else {
+        // Checked again as it runs (this prompt no longer counts as pending).
+        guard let new = p.creating, touchesWaiting < SecretServiceLimits.waitingForTouch,
+              createdCount < SecretServiceLimits.createdCollections else {
             finish(p, dismissed: true)
             return
         }
@@ -1183,9 +1186,17 @@ struct UnlockRunner {
               !isCancelled,
               let second = pinentry.passcode(description: "the passcode of the new vault \(location.name) again"),
               first.isEqual(to: second) else { return false }
+        // The folder is this call's to remove only when it did not exist before `vault init`.
+        let fresh = !FileManager.default.fileExists(atPath: location.folder)
         guard let key = first.withUnsafeBytes({ initVault(location, passcode: $0) }) else { return false }
-        // The recovery key is shown once, as `vault init` shows it on a terminal.
-        _ = pinentry.show(prefix: "The recovery key of the new vault \(location.name) (shown once; write it down and keep it apart from this machine): ", key)
+        // The recovery key is shown once, as `vault init` shows it on a terminal. Not shown (the
+        // pinentry failed, was cancelled, or the prompt was dismissed meanwhile): the vault whose
+        // recovery key nobody saw is removed, not served.
+        guard pinentry.show(prefix: "The recovery key of the new vault \(location.name) (shown once; write it down and keep it apart from this machine): ", key),
+              !isCancelled else {
+            if fresh { try? FileManager.default.removeItem(atPath: location.folder) }
+            return false
+        }
         return first.withUnsafeBytes { run(["unlock", "--vault", location.name, "--scope", "user", "--passcode", "--passcode-fd", "0"], passcode: $0) }
     }
 
