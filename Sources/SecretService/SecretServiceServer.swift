@@ -491,7 +491,7 @@ public final class SecretServiceServer: @unchecked Sendable {
             return WireSecret(session: sessionPath, parameters: DBusBytes(iv), value: DBusBytes(ciphertext), contentType: contentType)
         }
         // Lent from guarded memory, not copied into GLib's: the box goes (wiped) with the reply.
-        let box = ApprovedSecret(try plain.duplicate())
+        let box = LentSecret(try plain.duplicate())
         let lent = box.bytes.withUnsafeBytes { DBusBytes(lending: $0, owner: box) }
         return WireSecret(session: sessionPath, parameters: DBusBytes([]), value: lent, contentType: contentType)
     }
@@ -504,7 +504,7 @@ public final class SecretServiceServer: @unchecked Sendable {
         let access = try unlockedAccess(c)
         guard let item = try items(c, access).first(where: { $0.id == id }) else { throw SecretErrors.noSuchObject("no such item") }
         if item.fingerprintLogin || approvalPerClient(c) {
-            guard let client = clientIdentity(sender), let approved = approvals[c.element]?[client]?[item.id] else {
+            guard let client = clientIdentity(sender), let approved = approval(c, id: item.id, client: client) else {
                 throw DBusError.accessDenied("\(item.name) needs a fresh finger match for this program")
             }
             return try seal(approved.bytes, session, sessionPath: sessionPath, contentType: item.contentType)
@@ -515,15 +515,69 @@ public final class SecretServiceServer: @unchecked Sendable {
 
     // MARK: Per-program approval of fingerprint-login items
 
-    /// A secret in guarded memory, kept for one approved program.
-    final class ApprovedSecret: @unchecked Sendable {
+    /// A secret in guarded memory lent to GLib for one reply.
+    final class LentSecret: @unchecked Sendable {
         let bytes: SecretBytes
         init(_ bytes: consuming SecretBytes) { self.bytes = bytes }
     }
 
+    /// A secret in guarded memory, kept for one approved program: stamped with the unlock session
+    /// it was released in and the item's overview then, and served only while both are the same.
+    final class ApprovedSecret: @unchecked Sendable {
+        let bytes: SecretBytes
+        let session: SessionMark
+        let stamp: ItemOverview
+        init(_ bytes: consuming SecretBytes, session: SessionMark, stamp: ItemOverview) {
+            self.bytes = bytes
+            self.session = session
+            self.stamp = stamp
+        }
+    }
+
+    /// One unlock session of a vault: the agent's pid and the session's random identity
+    /// (`SessionStatus.serial`), which a session opened again after a lock or an expiry does not
+    /// share, however soon and with whatever timeout it was opened.
+    struct SessionMark: Equatable, Sendable {
+        var agent: Int32
+        var serial: Int64
+    }
+
+    /// The unlock session of `location` now (the agent's `status`), nil without one or from an
+    /// agent that names no session identity.
+    static func sessionMark(_ location: VaultLocation, environment: [String: String]) -> SessionMark? {
+        guard let client = AgentClient.connect(environment), let reply = try? client.send(.status),
+              case .status(let pid, let sessions) = reply,
+              let s = sessions.first(where: { $0.vault == location.databasePath && $0.servesCaller }),
+              let serial = s.serial else { return nil }
+        return SessionMark(agent: pid, serial: serial)
+    }
+
     /// Per collection, per program (`executable|start time`), per item id: the secrets released to
-    /// it after its own fresh match, kept until the collection locks.
+    /// it after its own fresh match, kept while the collection's unlock session and the item stay
+    /// the same (`approval(_:id:client:)`).
     var approvals: [String: [String: [String: ApprovedSecret]]] = [:]
+    /// Per collection, per item id: the overview (no secret) the last listing read, what an
+    /// approval's stamp is compared with.
+    var stamps: [String: [String: ItemOverview]] = [:]
+
+    /// What `client` was released of item `id`, when it still holds: released in the collection's
+    /// current unlock session (another session, however it came, drops every approval of the
+    /// collection) and of the item as it is now (an item changed anywhere, `vault edit` or a
+    /// sync included, drops its approvals). Call after `items(c, _)` refreshed the stamps.
+    func approval(_ c: Collection, id: String, client: String) -> ApprovedSecret? {
+        guard let approved = approvals[c.element]?[client]?[id] else { return nil }
+        guard let location = c.location else { return nil }
+        let now = Self.sessionMark(location, environment: options.environment)
+        guard now == approved.session else {
+            keepApprovals(c, of: now)
+            return nil
+        }
+        guard stamps[c.element]?[id] == approved.stamp else {
+            forgetApprovals(c, id: id)
+            return nil
+        }
+        return approved
+    }
     /// The program of each unique name that was released something: when the last name of a
     /// program leaves the bus, what it was released is wiped (the process is gone; a new one of
     /// the same executable is another program).
@@ -550,6 +604,18 @@ public final class SecretServiceServer: @unchecked Sendable {
         do { return try VaultStore.open(location).settings().secretServiceApproval == .perClient } catch { return true }
     }
 
+    /// Keeps of the collection's approvals those released in `session` (nil: none, the
+    /// collection is locked), wiping the others.
+    func keepApprovals(_ c: Collection, of session: SessionMark?) {
+        guard let programs = approvals[c.element] else { return }
+        var kept: [String: [String: ApprovedSecret]] = [:]
+        for (program, items) in programs {
+            let still = items.filter { $0.value.session == session }
+            if !still.isEmpty { kept[program] = still }
+        }
+        approvals[c.element] = kept.isEmpty ? nil : kept
+    }
+
     /// Drops what programs were released of item `id` (its secret changed, or it went): the next
     /// read is a new release, with its own match.
     func forgetApprovals(_ c: Collection, id: String) {
@@ -566,7 +632,7 @@ public final class SecretServiceServer: @unchecked Sendable {
             return nil
         }
         guard let item = try items(c, access).first(where: { $0.id == id }), item.fingerprintLogin || approvalPerClient(c) else { return nil }
-        if let client = clientIdentity(sender), approvals[c.element]?[client]?[item.id] != nil { return nil }
+        if let client = clientIdentity(sender), approval(c, id: item.id, client: client) != nil { return nil }
         return item
     }
 
@@ -589,17 +655,21 @@ public final class SecretServiceServer: @unchecked Sendable {
         touchesWaiting += 1
         let options = self.options, queue = self.queue, connection = self.connection
         let program = ((client.split(separator: "|").first.map(String.init) ?? "a program") as NSString).lastPathComponent
-        let work = items.map { (c: $0.0, name: $0.1.name, id: $0.1.id, flagged: $0.1.fingerprintLogin) }
+        // The item as it was when the match was asked for: changed meanwhile, the release is
+        // dropped at the next read (a new touch), never served as the new value.
+        let work = items.map { (c: $0.0, name: $0.1.name, id: $0.1.id, flagged: $0.1.fingerprintLogin, stamp: stamps[$0.0.element]?[$0.1.id]) }
         Thread.detachNewThread { [weak self] in
             Self.unlockGate.lock()
             defer { Self.unlockGate.unlock() }
             var released: [(String, String, ApprovedSecret)] = []
             for w in work {
                 guard let location = w.c.location else { continue }
+                // The session before the release: one that changes meanwhile leaves this one stale.
+                guard let stamp = w.stamp, let mark = Self.sessionMark(location, environment: options.environment) else { break }
                 Self.notify(connection, sender: sender) { "\($0) asks for '\(w.name)' from the vault \(location.name): touch the fingerprint reader" }
                 let reason = "\(program) asks for '\(w.name)' (Secret Service)"
                 guard let secret = FreshRelease(options: options).password(of: w.name, in: location, reason: reason, forceMatch: !w.flagged) else { break }
-                released.append((w.c.element, w.id, ApprovedSecret(secret)))
+                released.append((w.c.element, w.id, ApprovedSecret(secret, session: mark, stamp: stamp)))
             }
             let complete = released.count == work.count
             let done = released
@@ -653,14 +723,20 @@ public final class SecretServiceServer: @unchecked Sendable {
         return try collection(object)
     }
 
-    /// The vault's unlock session, or nil when it has none (the collection is locked).
+    /// The vault's unlock session, or nil when it has none (the collection is locked). What
+    /// programs were released goes as soon as a call sees the session ended or replaced.
     func access(_ c: Collection) throws -> SessionAccess? {
         guard let location = c.location else { return nil }
+        let session: SessionAccess?
         do {
-            return try SessionAccess.open(location, environment: options.environment)
+            session = try SessionAccess.open(location, environment: options.environment)
         } catch VaultError.sessionInvalid {
-            return nil
+            session = nil
         }
+        if approvals[c.element] != nil {
+            keepApprovals(c, of: session == nil ? nil : Self.sessionMark(location, environment: options.environment))
+        }
+        return session
     }
 
     func unlockedAccess(_ c: Collection) throws -> SessionAccess {
@@ -679,9 +755,14 @@ public final class SecretServiceServer: @unchecked Sendable {
     /// (no secret opened); refreshes the keyed attribute index.
     func items(_ c: Collection, _ access: SessionAccess) throws -> [StoredItem] {
         var out: [StoredItem] = []
+        var overviews: [String: ItemOverview] = [:]
         try access.forEachOverview(matching: nil) { entry in
-            if case .item(let o) = entry, let s = StoredItem(o.item) { out.append(s) }
+            if case .item(let o) = entry, let s = StoredItem(o.item) {
+                out.append(s)
+                overviews[s.id] = o
+            }
         }
+        stamps[c.element] = overviews
         var fresh: [String: Set<[UInt8]>] = [:]
         for s in out { fresh[s.id] = Set(s.attributes.compactMap { try? mac($0) }) }
         index[c.element] = fresh
@@ -873,7 +954,8 @@ public final class SecretServiceServer: @unchecked Sendable {
         }
         guard label.utf8.count <= 4096, alias.utf8.count <= 64 else { throw DBusError.invalidArgs("a label is at most 4096 bytes, an alias 64") }
         guard alias.isEmpty || aliases.count < SecretServiceLimits.aliases + 2 else { throw DBusError.limitsExceeded("at most \(SecretServiceLimits.aliases) aliases") }
-        guard createdCount < SecretServiceLimits.createdCollections else {
+        // Made, and asked for: a prompt counts from CreateCollection on, started or not.
+        guard createdCount + prompts.values.filter({ $0.creating != nil && !$0.started }).count < SecretServiceLimits.createdCollections else {
             throw DBusError.limitsExceeded("at most \(SecretServiceLimits.createdCollections) collections are made while the service runs")
         }
         guard prompts.values.filter({ $0.owner == sender }).count < SecretServiceLimits.promptsPerClient else {
@@ -908,7 +990,9 @@ public final class SecretServiceServer: @unchecked Sendable {
     /// person at one pinentry).
     func runCreation(_ p: Prompt) {
         p.started = true
-        guard let new = p.creating, touchesWaiting < SecretServiceLimits.waitingForTouch else {
+        // Checked again as it runs (this prompt no longer counts as pending).
+        guard let new = p.creating, touchesWaiting < SecretServiceLimits.waitingForTouch,
+              createdCount < SecretServiceLimits.createdCollections else {
             finish(p, dismissed: true)
             return
         }
@@ -1102,9 +1186,17 @@ struct UnlockRunner {
               !isCancelled,
               let second = pinentry.passcode(description: "the passcode of the new vault \(location.name) again"),
               first.isEqual(to: second) else { return false }
+        // The folder is this call's to remove only when it did not exist before `vault init`.
+        let fresh = !FileManager.default.fileExists(atPath: location.folder)
         guard let key = first.withUnsafeBytes({ initVault(location, passcode: $0) }) else { return false }
-        // The recovery key is shown once, as `vault init` shows it on a terminal.
-        _ = pinentry.show(prefix: "The recovery key of the new vault \(location.name) (shown once; write it down and keep it apart from this machine): ", key)
+        // The recovery key is shown once, as `vault init` shows it on a terminal. Not shown (the
+        // pinentry failed, was cancelled, or the prompt was dismissed meanwhile): the vault whose
+        // recovery key nobody saw is removed, not served.
+        guard pinentry.show(prefix: "The recovery key of the new vault \(location.name) (shown once; write it down and keep it apart from this machine): ", key),
+              !isCancelled else {
+            if fresh { try? FileManager.default.removeItem(atPath: location.folder) }
+            return false
+        }
         return first.withUnsafeBytes { run(["unlock", "--vault", location.name, "--scope", "user", "--passcode", "--passcode-fd", "0"], passcode: $0) }
     }
 

@@ -104,15 +104,22 @@ public struct SessionStatus: Codable, Equatable, Sendable {
     /// Whether it serves the process that asked for the status (false: a terminal-scoped
     /// session of another terminal).
     public var servesCaller: Bool
+    /// The session's identity within its agent, drawn at random when it was opened: a session
+    /// opened again (after a lock, an expiry) has another, so what was granted in one session is
+    /// told apart from the next (the Secret Service's per-program approvals). Absent from an
+    /// agent that predates it.
+    public var serial: Int64?
 
     /// A status line.
-    public init(vault: String, name: String, idleLeft: Int, hardLeft: Int, scope: SessionScope = .user, servesCaller: Bool = true) {
+    public init(vault: String, name: String, idleLeft: Int, hardLeft: Int, scope: SessionScope = .user, servesCaller: Bool = true,
+                serial: Int64? = nil) {
         self.vault = vault
         self.name = name
         self.idleLeft = idleLeft
         self.hardLeft = hardLeft
         self.scope = scope
         self.servesCaller = servesCaller
+        self.serial = serial
     }
 }
 

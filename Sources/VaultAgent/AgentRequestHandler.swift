@@ -21,6 +21,8 @@ final class Session {
     let vault: UnlockedVault
     let slotSequence: Int64
     let started: Double
+    /// The session's identity (`SessionStatus.serial`): random, below 2^53 so JSON carries it exactly.
+    let serial = Int64.random(in: 1..<(1 << 53))
     var lastUse: Double
     let idle: Double
     let hardLimit: Double
@@ -288,7 +290,7 @@ public final class AgentRequestHandler: @unchecked Sendable {
                 SessionStatus(vault: vault, name: s.location.name,
                               idleLeft: max(0, AgentLimits.wholeSeconds(s.idle - (now - s.lastUse))),
                               hardLeft: max(0, AgentLimits.wholeSeconds(s.hardLimit - (now - s.started))),
-                              scope: s.scope, servesCaller: s.serves(peer))
+                              scope: s.scope, servesCaller: s.serves(peer), serial: s.serial)
             }
             return .status(pid: pid, sessions: list.sorted { $0.vault < $1.vault })
         case .probe(let vault):
