@@ -127,9 +127,10 @@ func runInstall(_ args: [String], destdir: String) -> RunResult {
         #expect(r.status == 0 && r.stderr.isEmpty, "verify: \(r.status)\n\(r.stderr)")
     }
 
-    @Test(.enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed (Debian: systemd)"))
-    func theAgentsUserUnitPassesSystemdAnalyzeVerify() {
-        let unit = unitCopy("vault-agent.service", binary: "vault-agent")
+    @Test(.enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed (Debian: systemd)"),
+          arguments: [("vault-agent.service", "vault-agent"), ("vault-ssh-agent.service", "vault-ssh-agent")])
+    func theUserUnitsPassSystemdAnalyzeVerify(name: String, binary: String) {
+        let unit = unitCopy(name, binary: binary)
         defer { removeFolder(of: unit) }
         let home = temporaryFolder("user")
         defer { try? FileManager.default.removeItem(atPath: home) }

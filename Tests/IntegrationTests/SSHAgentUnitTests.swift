@@ -1,23 +1,12 @@
 import Foundation
 import Testing
 
-// The SSH agent's user unit (Vault/vault-ssh-agent.service): checked by systemd-analyze, and run
+// The SSH agent's user unit (Vault/vault-ssh-agent.service): checked by systemd-analyze (with the
+// other user units, PackagingTests.theUserUnitsPassSystemdAnalyzeVerify), and run
 // by a real user manager (user@UID.service, systemd 252 as PID 1 of a systemd-nspawn container)
 // from the installed Debian package.
 
 extension PackagingTests {
-    @Test(.enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed (Debian: systemd)"))
-    func theSSHAgentsUserUnitPassesSystemdAnalyzeVerify() {
-        let unit = unitCopy("vault-ssh-agent.service", binary: "vault-ssh-agent")
-        defer { removeFolder(of: unit) }
-        let home = temporaryFolder("user")
-        defer { try? FileManager.default.removeItem(atPath: home) }
-        mkdir(home + "/run", 0o700)
-        let r = spawn(systemdAnalyze!, ["verify", "--user", unit],
-                      env: systemPath.merging(["HOME": home, "XDG_RUNTIME_DIR": home + "/run"]) { $1 })
-        #expect(r.status == 0 && r.stderr.isEmpty, "verify --user: \(r.status)\n\(r.stderr)")
-    }
-
     @Test func theSSHAgentsUnitListensOnTheRuntimeFolderInTheForegroundAndKeepsTheAgentsHardening() {
         let settings = serviceSettings(shipped("vault-ssh-agent.service"))
         func values(_ key: String) -> [String] { settings.filter { $0.key == key }.map(\.value) }

@@ -32,11 +32,7 @@ private func failingPinentry(in folder: String) throws -> String {
     /// same timeout), its next read needs a new touch (none: `AccessDenied`); after `vault edit`
     /// of the item outside the service, its next read is the new value, after a new touch.
     @Test func anApprovalEndsWithItsSessionAndWithTheItemAsItWas() throws {
-        let box = Sandbox()
-        box.useVirtualReader("virtual_device")
-        let enrol = box.vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: Sandbox.passcode,
-                              reader: Array(repeating: .device("SCAN alice"), count: 5))
-        #expect(enrol.status == 0, "init: \(enrol.stderr)")
+        let box = Sandbox.withEnrolledFinger()
         let rig = try SecretServiceRig(box: box, serviceArgs: ["--scan-timeout", "3"])
         defer { rig.close() }
         #expect(rig.secretTool(["store", "--label=Kept", "service", "kept"], stdin: "ap-Secret-3301").status == 0)

@@ -54,11 +54,7 @@ private func occurrences(of needle: [UInt8], inProcess pid: pid_t) -> Int {
     /// released to each program only after a fresh match of its own (Item.GetSecret and
     /// GetSecrets alike), remembered for that program; before the setting no touch is asked.
     @Test func aPerClientCollectionNeedsAFreshMatchPerProgram() throws {
-        let box = Sandbox()
-        box.useVirtualReader("virtual_device")
-        let enrol = box.vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: Sandbox.passcode,
-                              reader: Array(repeating: .device("SCAN alice"), count: 5))
-        #expect(enrol.status == 0, "init: \(enrol.stderr)")
+        let box = Sandbox.withEnrolledFinger()
         let rig = try SecretServiceRig(box: box, serviceArgs: ["--scan-timeout", "3"])
         defer { rig.close() }
         #expect(rig.secretTool(["store", "--label=Everyday", "service", "everyday"], stdin: "cw-Secret-4410").status == 0)

@@ -370,11 +370,7 @@ show("deleted")
 
 extension SecretServiceTests {
     @Test func afterVaultLockALookupGetsTheValueWhenTheEnrolledFingerTouchesAndEndsWithoutOne() throws {
-        let box = Sandbox()
-        box.useVirtualReader("virtual_device")
-        let enrol = box.vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: Sandbox.passcode,
-                              reader: Array(repeating: .device("SCAN alice"), count: 5))
-        #expect(enrol.status == 0, "init: \(enrol.stderr)")
+        let box = Sandbox.withEnrolledFinger()
         let rig = try SecretServiceRig(box: box, serviceArgs: ["--scan-timeout", "3"])
         defer { rig.close() }
         var r = rig.secretTool(["store", "--label=Finger gated", "service", "finger", "user", "dave"], stdin: "fp-Secret-3390")
@@ -417,11 +413,7 @@ extension SecretServiceTests {
     }
 
     @Test func fiveLockedLookupsAtOnceTakeOneTouch() throws {
-        let box = Sandbox()
-        box.useVirtualReader("virtual_device")
-        let enrol = box.vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: Sandbox.passcode,
-                              reader: Array(repeating: .device("SCAN alice"), count: 5))
-        #expect(enrol.status == 0, "init: \(enrol.stderr)")
+        let box = Sandbox.withEnrolledFinger()
         let rig = try SecretServiceRig(box: box, serviceArgs: ["--scan-timeout", "20"])
         defer { rig.close() }
         #expect(rig.secretTool(["store", "--label=Shared", "service", "shared"], stdin: "sh-Secret-77").status == 0)
@@ -444,11 +436,7 @@ extension SecretServiceTests {
     /// An item with fingerprint login on: each requesting program needs a touch of its own, once
     /// (its later reads are served until lock); another program touches again; no touch, no secret.
     @Test func aFingerprintLoginItemNeedsAFreshMatchPerProgram() throws {
-        let box = Sandbox()
-        box.useVirtualReader("virtual_device")
-        let enrol = box.vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: Sandbox.passcode,
-                              reader: Array(repeating: .device("SCAN alice"), count: 5))
-        #expect(enrol.status == 0, "init: \(enrol.stderr)")
+        let box = Sandbox.withEnrolledFinger()
         let rig = try SecretServiceRig(box: box, serviceArgs: ["--scan-timeout", "3"])
         defer { rig.close() }
         #expect(rig.secretTool(["store", "--label=Flagged", "service", "flagged"], stdin: "fl-Secret-5150").status == 0)

@@ -180,6 +180,19 @@ final class Sandbox {
     }
 }
 
+extension Sandbox {
+    /// A sandbox with libfprint's virtual_device reader whose default vault (cheap KDF) has
+    /// 'alice' enrolled and bound by `vault init`.
+    static func withEnrolledFinger(sourceLocation: SourceLocation = #_sourceLocation) -> Sandbox {
+        let box = Sandbox()
+        box.useVirtualReader("virtual_device")
+        let r = box.vault(["init", "--kdf-memory", "8", "--kdf-ops", "1"], passcode: Sandbox.passcode,
+                          reader: Array(repeating: .device("SCAN alice"), count: 5))
+        #expect(r.status == 0, "init: \(r.stderr)", sourceLocation: sourceLocation)
+        return box
+    }
+}
+
 /// Parses a JSON object printed by the binary.
 func json(_ text: String) -> [String: Any] {
     (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]

@@ -9,10 +9,7 @@ private let cheapKDF = ["--kdf-memory", "8", "--kdf-ops", "1"]
 
 /// A sandbox with a virtual reader whose vault has 'alice' enrolled (as right-index) and bound, and 'gh'.
 private func fingerVault(sourceLocation: SourceLocation = #_sourceLocation) -> Sandbox {
-    let box = Sandbox()
-    box.useVirtualReader("virtual_device")
-    let r = box.vault(["init"] + cheapKDF, passcode: pc, reader: Array(repeating: .device("SCAN alice"), count: 5))
-    #expect(r.status == 0, "init: \(r.stderr)", sourceLocation: sourceLocation)
+    let box = Sandbox.withEnrolledFinger(sourceLocation: sourceLocation)
     let a = box.vault(["add", "gh", "--password-stdin"], passcode: pc, stdin: "gh-pw\n")
     #expect(a.status == 0, "add: \(a.stderr)", sourceLocation: sourceLocation)
     return box
