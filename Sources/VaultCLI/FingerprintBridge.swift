@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ReaderLink
 import VaultKit
 import VaultSystem
@@ -94,7 +94,7 @@ func openSensor(_ inv: Invocation, _ ctx: CommandContext, prefer: SensorIdentity
 final class FingerprintCancellation: @unchecked Sendable {
     enum Reason { case user, program }
     private let process: ReaderProcess
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var sent = false
 
     init(_ process: ReaderProcess) { self.process = process }
@@ -166,7 +166,7 @@ private func watchingKeyboardQuietly<T: Sendable>(_ ctx: CommandContext, screen:
 
 final class ResultBox<T: Sendable>: @unchecked Sendable {
     private var value: Result<T, any Error>?
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     func set(_ v: Result<T, any Error>) { lock.lock(); value = v; lock.unlock() }
     func get() -> Result<T, any Error>? { lock.lock(); defer { lock.unlock() }; return value }
 }

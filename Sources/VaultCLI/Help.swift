@@ -1,3 +1,4 @@
+internal import VaultSystem
 import VaultKit
 
 /// Generated help text: the overview (every listed command by group, in two columns, and the
@@ -40,8 +41,8 @@ enum Help {
     /// The start of `summary` up to its first ':', ';', ',' or '(' and at most `width` characters:
     /// the overview's column.
     static func brief(_ summary: String, _ width: Int) -> String {
-        var text = String(summary.prefix { !":;,(".contains($0) }).trimmingCharacters(in: .whitespaces)
-        if text.count > width { text = String(text.prefix(width - 1)).trimmingCharacters(in: .whitespaces) + "~" }
+        var text = String(summary.prefix { !":;,(".contains($0) }).trimmed(.whitespaces)
+        if text.count > width { text = String(text.prefix(width - 1)).trimmed(.whitespaces) + "~" }
         return text
     }
 

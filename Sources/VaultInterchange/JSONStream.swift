@@ -1,5 +1,6 @@
 import VaultKit
-import Foundation
+import FoundationEssentials
+internal import Glibc
 import VaultSystem
 
 /// A JSON value larger than the reader was asked to hold.

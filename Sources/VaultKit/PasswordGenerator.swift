@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import Glibc
 
 /// Random passwords from libsodium's uniform generator: characters from chosen classes (at least
 /// one of each) or from a set given, or words of the EFF large word list.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import Glibc
 package import VaultKit
 import VaultSystem
 
@@ -111,7 +112,7 @@ package enum SyncRemote {
         guard !url.lowercased().hasPrefix("ext::"), !url.contains("::") || url.hasPrefix("file::") == false else {
             throw VaultError.usage("remote helpers with '::' (ext::, fd::) are refused: they run commands")
         }
-        if let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@"),
+        if let scheme = url.byteRange(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@"),
            url[scheme.upperBound..<at].contains(":") {
             throw VaultError.usage("the URL holds a password", hint: "leave it out: git's credential helper (or ssh) supplies it")
         }

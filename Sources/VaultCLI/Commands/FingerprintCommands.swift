@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import VaultSystem
 import ReaderLink
 import VaultAuthority
 import VaultAgent
@@ -156,7 +157,7 @@ enum FingerprintCommands {
     /// `--confirm F[,F...]`, each a finger's name.
     static func confirmedFingers(_ inv: Invocation) throws -> [String] {
         guard let list = inv[EnrollOptions.confirm] else { return [] }
-        return try list.split(separator: ",").map { try parseFinger(String($0).trimmingCharacters(in: .whitespaces)).rawValue }
+        return try list.split(separator: ",").map { try parseFinger(String($0).trimmed(.whitespaces)).rawValue }
     }
 
     /// What a binding reported: the changes of the prints since the vault was last bound, and

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 import VaultSystem
 import VaultOTP
@@ -476,7 +476,7 @@ struct FieldSpec {
             kind = k
             name = String(name[..<colon])
         }
-        name = name.trimmingCharacters(in: .whitespaces)
+        name = name.trimmed(.whitespaces)
         guard !name.isEmpty else { throw VaultError.usage("--field needs a name: --field NAME[:KIND][=VALUE]") }
         if ItemField(parsing: name).isBuiltIn {
             throw VaultError.usage("--field: '\(name)' is a built-in field; use its own option")

@@ -1,5 +1,5 @@
 import VaultSSH
-internal import Foundation
+internal import FoundationEssentials
 
 /// `vault doctor`'s SSH agent part: what `SSH_AUTH_SOCK` reaches (VaultSSH's `AgentProbe`), and how
 /// to switch to vault's agent when it is not that one: the user unit `vault-ssh-agent.service`,

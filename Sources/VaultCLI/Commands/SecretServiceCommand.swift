@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 import VaultSystem
 
@@ -39,8 +39,7 @@ enum SecretServiceCommand {
 
     /// `vault-secret-service` next to the running vault.
     static func servicePath() throws -> String {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        let path = (exe as NSString).deletingLastPathComponent + "/vault-secret-service"
+        let path = ProcessIdentity.siblingProgram("vault-secret-service")
         guard FileManager.default.isExecutableFile(atPath: path) else {
             throw VaultError.failure("vault-secret-service is not installed next to vault (\(path))", hint: "reinstall vault (Vault/install.sh)")
         }
@@ -71,7 +70,7 @@ enum SecretServiceCommand {
             return (nil, "the session bus does not answer")
         }
         let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+            .trimmed()
         guard p.terminationStatus == 0, !text.isEmpty else { return (nil, "the session bus could not be asked") }
         return (text, text)
     }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultAgent
 import VaultKit
 import VaultSync
@@ -214,7 +214,7 @@ enum SyncCommands {
     /// /dev/null as 0, 1 and 2 and no other descriptor of this process (a `--passcode-fd` pipe,
     /// say: it outlives the command, and needs none).
     static func startBackgroundSync(_ loc: VaultLocation, _ ctx: CommandContext) {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe = ProcessIdentity.runningExecutable
         let inherited = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).compactMap(Int32.init).filter { $0 > 2 }
         _ = try? ChildProcess.spawn(SpawnRequest(
             path: exe, arguments: [exe, "sync", "--vault", loc.name, "--no-input", "--background"], environment: ctx.environment,

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 
 /// The options of `generate` (and of `add --generate`, `edit --generate`), declared once.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import Glibc
 
 /// A reader as the vault sees it: which sensor it is.
 package struct SensorIdentity: Codable, Equatable, Hashable, Sendable {

@@ -40,9 +40,11 @@ package indirect enum JSONValue: Equatable, Sendable {
     /// The one value `bytes` holds (white space around it allowed, nothing else).
     /// - Throws: `Malformed` at the first byte that breaks the grammar, a string that is not UTF-8,
     ///   a lone surrogate escape, a key given twice, or nesting over `depthLimit`.
-    package static func parse(_ bytes: ArraySlice<UInt8>) throws(Malformed) -> JSONValue {
+    ///   `allowingRepeatedKeys` keeps every member of an object whose key is given twice (for
+    ///   another manager's export, which Foundation's reader took with the last value winning).
+    package static func parse(_ bytes: ArraySlice<UInt8>, allowingRepeatedKeys: Bool = false) throws(Malformed) -> JSONValue {
         try bytes.withUnsafeBufferPointer { (b: UnsafeBufferPointer<UInt8>) throws(Malformed) -> JSONValue in
-            var reader = Reader(b: b, i: 0)
+            var reader = Reader(b: b, i: 0, repeatedKeys: allowingRepeatedKeys)
             reader.skipSpace()
             let value = try reader.value(depth: 0)
             reader.skipSpace()
@@ -66,6 +68,7 @@ package indirect enum JSONValue: Equatable, Sendable {
     private struct Reader {
         let b: UnsafeBufferPointer<UInt8>
         var i: Int
+        var repeatedKeys = false
 
         func fail(_ reason: String) -> Malformed { Malformed(offset: i, reason: reason) }
 
@@ -105,7 +108,7 @@ package indirect enum JSONValue: Equatable, Sendable {
                 guard i < b.count, b[i] == 0x22 else { throw fail("an object key must be a string") }
                 let at = i
                 let key = try string()
-                if members.contains(where: { $0.key == key }) { throw Malformed(offset: at, reason: "the key '\(key)' appears twice") }
+                if !repeatedKeys, members.contains(where: { $0.key == key }) { throw Malformed(offset: at, reason: "the key '\(key)' appears twice") }
                 skipSpace()
                 guard i < b.count, b[i] == 0x3A else { throw fail("':' expected after a key") }
                 i += 1
