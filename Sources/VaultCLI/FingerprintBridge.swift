@@ -129,16 +129,20 @@ private func watchingKeyboardQuietly<T: Sendable>(_ ctx: CommandContext, screen:
                                                   cancellation: FingerprintCancellation, prompt: String?, shown: Int,
                                                   _ body: @escaping @Sendable () throws -> T) throws -> (result: T?, fallback: Bool) {
     let box = ResultBox<T>()
-    let done = DispatchSemaphore(value: 0)
-    Thread.detachNewThread {
-        do { box.set(.success(try body())) } catch { box.set(.failure(error)) }
-        done.signal()
+    let done = ThreadSignal()
+    do {
+        try Threads.detach {
+            do { box.set(.success(try body())) } catch { box.set(.failure(error)) }
+            done.fire()
+        }
+    } catch {
+        throw VaultError.failure("cannot start the fingerprint thread: \(error)")
     }
     var fallback = false
     let tty = allowFallback ? screen : -1
     let offersPasscode = ctx.scanOffersPasscode
     var continued = shown
-    while done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
+    while !done.wait(seconds: 0.05) {
         if ctx.interrupted() { cancellation.cancel(.user) }
         if TerminalSuspension.continuations != continued {
             continued = TerminalSuspension.continuations
@@ -249,7 +253,7 @@ final class LibfprintReader: FingerprintReader {
             if onTerminal { line.draw(completed, of: total, note) }
             else { out.value.stderr.write("vault: enrol " + Style.plain.progress(completed, of: total, note) + "\n") }
         }
-        let request = ReaderRequest.enroll(finger: finger, username: NSUserName(), timeout: timeout)
+        let request = ReaderRequest.enroll(finger: finger, username: ProcessIdentity.userName(of: ProcessIdentity.uid) ?? "uid \(ProcessIdentity.uid)", timeout: timeout)
         do {
             let r = try watchingKeyboard(ctx, allowFallback: false, cancellation: cancellation) { () throws -> [UInt8] in
                 guard case .enrolled(let print) = try process.call(request, progress: progress) else { throw RemoteSensor.unexpected }

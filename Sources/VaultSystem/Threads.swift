@@ -126,3 +126,33 @@ public enum Threads {
         }
     }
 }
+
+/// A one-time event one thread fires and another waits for (a `DispatchSemaphore` used once).
+public final class ThreadSignal: @unchecked Sendable {
+    private let condition = ThreadCondition()
+    private var fired = false
+
+    /// An event not fired yet.
+    public init() {}
+
+    /// Fires the event, waking every waiter (later waits return at once).
+    public func fire() {
+        condition.lock()
+        fired = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits at most `seconds` for the event; whether it has fired.
+    public func wait(seconds: Double) -> Bool {
+        let deadline = MonotonicClock.seconds() + seconds
+        condition.lock()
+        defer { condition.unlock() }
+        while !fired {
+            let left = deadline - MonotonicClock.seconds()
+            if left <= 0 { return false }
+            condition.wait(seconds: left)
+        }
+        return true
+    }
+}

@@ -132,7 +132,7 @@ enum LoginFormat: String {
             password.withUnsafeBytes { appendShellQuoted($0, to: out) }
             out.append("\n")
         case .json:
-            let absent: Any = NSNull()
+            let absent: Any = JSONNull()
             password.withUnsafeBytes { p in
                 JSONText.append(["username": username.map { $0 as Any } ?? absent, "password": JSONSecret(p),
                                  "url": url.map { $0 as Any } ?? absent], to: out)
@@ -209,8 +209,8 @@ func netrcToken(_ s: String) -> String {
 /// the defaults. All are matched case-insensitively against the program's output since the last
 /// answer.
 struct LoginPrompts {
-    let user: NSRegularExpression
-    let password: NSRegularExpression
+    let user: PromptPattern
+    let password: PromptPattern
 
     /// The patterns: a flag, else the item's own, else the defaults.
     /// - Throws: `.usage` for a pattern that is not a regular expression.

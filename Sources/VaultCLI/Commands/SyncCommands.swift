@@ -42,7 +42,7 @@ enum SyncCommands {
             case ("show", 1):
                 let url = try SyncRemote.show(location: loc, environment: ctx.environment)
                 if inv.has(RemoteOptions.json) {
-                    ctx.stdout.write(jsonText(["vault": loc.name, "remote": url.map { $0 as Any } ?? NSNull(),
+                    ctx.stdout.write(jsonText(["vault": loc.name, "remote": url.map { $0 as Any } ?? JSONNull(),
                                                "auto": url != nil && SyncRemote.isAuto(location: loc),
                                                "pending": url != nil && SyncPending.isPending(loc, environment: ctx.environment),
                                                "devices": try SyncRemote.devices(location: loc, environment: ctx.environment)] as [String: Any]))
