@@ -270,11 +270,11 @@ enum Loose {
         return JSONText.text(v)
     }
 
-    /// Parses one JSON value (a key given twice keeps its last value, as Foundation's reader did;
-    /// a UTF-8 byte-order mark before it is passed over).
+    /// Parses one JSON value, as leniently as Foundation's reader did (a key given twice keeps its
+    /// last value, a trailing comma; a UTF-8 byte-order mark before it is passed over).
     static func json(_ bytes: ArraySlice<UInt8>) -> Any? {
         var b = bytes
         if b.starts(with: [0xEF, 0xBB, 0xBF]) { b = b.dropFirst(3) }
-        return (try? JSONValue.parse(b, allowingRepeatedKeys: true))?.plainObject
+        return (try? JSONValue.parse(b, lenient: true))?.plainObject
     }
 }

@@ -1,12 +1,10 @@
 import FoundationEssentials
-internal import Glibc
 import VaultKit
 import VaultSystem
 
 /// Whether `path` is a folder.
 package func isFolder(_ path: String) -> Bool {
-    var info = stat()
-    return stat(path, &info) == 0 && (info.st_mode & mode_t(Glibc.S_IFMT)) == mode_t(Glibc.S_IFDIR)
+    (try? FileStatus.of(path, followingLinks: true))?.kind == .directory
 }
 
 /// A `pass` password store: every `*.gpg` file below the folder (`.git` and `.extensions`

@@ -1,5 +1,4 @@
 import FoundationEssentials
-internal import Glibc
 package import VaultKit
 import VaultSystem
 
@@ -60,7 +59,7 @@ package enum SyncPending {
     /// Taken by a sync (holding the lock) before it reads the rows it commits: a write marked
     /// after this is the next sync's.
     static func take(_ paths: SyncPaths) {
-        if FileSystem.exists(paths.pending) { _ = rename(paths.pending, paths.taken) }
+        if FileSystem.exists(paths.pending) { try? FileSystem.rename(paths.pending, to: paths.taken) }
     }
 
     /// The sync that took the marker committed every row it read.

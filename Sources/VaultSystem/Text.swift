@@ -76,14 +76,15 @@ extension StringProtocol {
         return out
     }
 
-    /// The text with every scalar for which `keep` fails written as its UTF-8 bytes in `%XX`
-    /// (upper-case hex): `addingPercentEncoding(withAllowedCharacters:)`.
+    /// The text with every scalar that is not ASCII or for which `keep` fails written as its
+    /// UTF-8 bytes in `%XX` (upper-case hex): `addingPercentEncoding(withAllowedCharacters:)`,
+    /// which keeps only ASCII characters of the set.
     public func percentEncoded(keeping keep: (Unicode.Scalar) -> Bool) -> String {
         let hex = Array("0123456789ABCDEF".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(utf8.count)
         for scalar in unicodeScalars {
-            if keep(scalar) {
+            if scalar.isASCII, keep(scalar) {
                 UTF8.encode(scalar) { out.append($0) }
             } else {
                 UTF8.encode(scalar) { b in out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]] }
@@ -155,23 +156,19 @@ extension Unicode.Scalar {
 
 /// Paths as text, as `NSString`'s path methods read them (vault's paths are absolute).
 public enum PathText {
-    /// The folder `path` is in: everything before its last `/` (trailing slashes ignored), `/`
-    /// for a name at the root, `""` for a bare name.
+    /// The folder `path` is in: the path without its last component (repeated and trailing
+    /// slashes ignored), `/` for a name at the root, `""` for a bare name.
     public static func folder(of path: String) -> String {
-        var bytes = Array(path.utf8)
-        while bytes.count > 1, bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
-        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return "" }
-        return slash == 0 ? "/" : String(decoding: bytes[..<slash], as: UTF8.self)
+        let parts = path.split(separator: "/")
+        let absolute = path.hasPrefix("/")
+        guard parts.count > 1 else { return absolute ? "/" : "" }
+        return (absolute ? "/" : "") + parts.dropLast().joined(separator: "/")
     }
 
-    /// The last component of `path` (trailing slashes ignored).
+    /// The last component of `path` (repeated and trailing slashes ignored; `/` for the root).
     public static func lastComponent(of path: String) -> String {
-        var bytes = Array(path.utf8)
-        while bytes.count > 1, bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
-        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")), bytes.count > 1 else {
-            return String(decoding: bytes, as: UTF8.self)
-        }
-        return String(decoding: bytes[(slash + 1)...], as: UTF8.self)
+        guard let last = path.split(separator: "/").last else { return path.hasPrefix("/") ? "/" : "" }
+        return String(last)
     }
 }
 
@@ -186,5 +183,35 @@ public enum ISOTime {
         var year = "\(parts.tm_year + 1900)"
         while year.utf8.count < 4 { year = "0" + year }
         return "\(year)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+    }
+}
+
+extension ISOTime {
+    /// `yyyy-MM-dd HH:mm` of `seconds` since 1970 in the local time zone (`localtime_r`), the
+    /// number itself when it cannot be converted.
+    public static func localMinutes(_ seconds: Int64) -> String {
+        var t = time_t(seconds)
+        var parts = tm()
+        guard localtime_r(&t, &parts) != nil else { return "\(seconds)" }
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min))"
+    }
+}
+
+/// The C library's numeric and byte-search routines the other modules need (they import no Glibc).
+public enum CLibrary {
+    /// The base-2 logarithm.
+    public static func log2(_ x: Double) -> Double { Glibc.log2(x) }
+
+    /// How many times `byte` occurs in `bytes` (`memchr`, so whole words at a time).
+    public static func count(of byte: UInt8, in bytes: UnsafeRawBufferPointer) -> Int {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return 0 }
+        var n = 0, at = base
+        let end = base + bytes.count
+        while at < end, let hit = memchr(at, Int32(byte), end - at) {
+            n += 1
+            at = UnsafeRawPointer(hit) + 1
+        }
+        return n
     }
 }

@@ -69,7 +69,7 @@ package struct DockerCredential: Equatable, Sendable {
     ///   `DockerCredentialRules.server(_:)` refuses), `.missingServerURL`, `.missingUsername`, in
     ///   that order of checking.
     package init(json bytes: [UInt8]) throws(DockerCredentialError) {
-        guard let object = (try? JSONValue.parse(bytes[...], allowingRepeatedKeys: true))?.plainObject as? [String: Any] else {
+        guard let object = (try? JSONValue.parse(bytes[...], lenient: true))?.plainObject as? [String: Any] else {
             throw .malformed("standard input is not a JSON object with ServerURL, Username and Secret")
         }
         func field(_ name: String) throws(DockerCredentialError) -> String? {

@@ -28,13 +28,12 @@ package struct JSONNumber: Sendable, Equatable, CustomStringConvertible {
     /// `int64Value` as an Int.
     package var intValue: Int { Int(int64Value) }
 
-    /// The number as text, as `NSNumber.stringValue` gives it: the integer for an integral
-    /// value that fits 64 bits, else the Double's shortest text.
+    /// The number as text, as `NSNumber.stringValue` gave it for what `JSONSerialization` read:
+    /// an integer's digits, else the Double's text (`1.0`, `1000.0` for `1e3`).
     package var stringValue: String {
         if let n = Int64(text) { return String(n) }
-        let d = doubleValue
-        if d.isFinite, d == d.rounded(), abs(d) < 1e15 { return String(Int64(d)) }
-        return "\(d)"
+        if let n = UInt64(text) { return String(n) }
+        return "\(doubleValue)"
     }
 
     /// `stringValue`.
