@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// The fingers vault names, in libfprint's `FpFinger` order; the CLI spelling. The same list as
 /// FingerprintKit's `Finger` (a test compares them), here so that processes which never touch a

@@ -1,6 +1,6 @@
 internal import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// The fingerprint reader in a process of its own: `vault-reader`, started next to the running
 /// program when a command first needs the reader (a scan, an enrolment, `doctor`, `status`), and
@@ -14,12 +14,11 @@ internal import Foundation
 public final class ReaderProcess: @unchecked Sendable {
     private let child: ChildProcess
     private let wire: ReaderWire
-    private let calling = NSLock()
+    private let calling = ThreadLock()
 
     /// The program started: `vault-reader` in the folder of the running executable.
     public static func programPath() -> String {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        return (exe as NSString).deletingLastPathComponent + "/vault-reader"
+        return ProcessIdentity.siblingProgram("vault-reader")
     }
 
     /// Starts `vault-reader` with `environment`.

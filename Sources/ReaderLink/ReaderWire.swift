@@ -1,7 +1,7 @@
 public import VaultSystem
 public import VaultKit
 public import VaultWire
-internal import Foundation
+internal import FoundationEssentials
 
 /// The reader link's frames: VaultWire's `Frame` with version byte 1, one JSON message each
 /// (a `ReaderRequest` or a `ReaderReply`; prints travel as base64 inside it), at most
@@ -29,7 +29,7 @@ public final class ReaderWire: @unchecked Sendable {
     /// Seconds the other side has to take a message (and a second more per MiB).
     static let sendSeconds = 10.0
     private let connection: FramedConnection<ReaderFormat>
-    private let writing = NSLock()
+    private let writing = ThreadLock()
 
     /// A wire over `socket`, which it owns from now on.
     public init(_ socket: consuming UnixSocket) {

@@ -1,6 +1,6 @@
 public import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// A connection to this user's agent. Refuses an agent whose socket folder is not private or
 /// that runs as another uid. Every reply is awaited with a deadline; a connection idle for a
@@ -183,8 +183,8 @@ public final class AgentClient {
 
     /// The program and arguments that start an agent on `socketPath`.
     static func agentCommand(socketPath: String) -> (String, [String]) {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        let lean = (exe as NSString).deletingLastPathComponent + "/vault-agent"
+        let exe = ProcessIdentity.runningExecutable
+        let lean = PathText.folder(of: exe) + "/vault-agent"
         let tail = ["--socket", socketPath, "--exit-idle", "600"]
         if FileManager.default.isExecutableFile(atPath: lean) { return (lean, [lean] + tail) }
         return (exe, [exe, "agent"] + tail)

@@ -1,7 +1,7 @@
 public import VaultKit
 public import VaultWire
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// The agent's wire format, version 5: VaultWire's `Frame`. A frame is a big-endian u32 length `L`, then `L` bytes:
 /// a version byte (5), a big-endian u32 JSON length `J`, `J` bytes of JSON (one `AgentRequest`

@@ -1,6 +1,6 @@
 internal import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// The `vault-agent` program: `vault-agent [--socket PATH] [--exit-idle SECONDS]`.
 public enum AgentMain {

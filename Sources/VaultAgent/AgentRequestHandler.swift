@@ -1,5 +1,6 @@
 public import VaultKit
-internal import Foundation
+internal import FoundationEssentials
+internal import VaultSystem
 internal import VaultSync
 
 /// Seconds on a clock that never jumps and keeps running while the machine sleeps (Linux's
@@ -102,7 +103,7 @@ public struct ImportStaging: Sendable {
 /// requests (each session's SQLite connection is used by one request at a time); reading and
 /// writing frames happen outside it, so a slow peer holds up nobody.
 public final class AgentRequestHandler: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var sessions: [String: Session] = [:]
     /// Ended sessions: the next request for one is answered with why (exit 19), once.
     private var ended: [String: String] = [:]

@@ -1,7 +1,7 @@
 internal import VaultKit
 internal import VaultSystem
 internal import VaultWire
-internal import Foundation
+internal import FoundationEssentials
 
 /// Where the agent's socket lives: `$XDG_RUNTIME_DIR/vault/agent.sock`, else
 /// `/tmp/vault-UID/agent.sock`, else (that name taken by another user) the state folder's `run/`.
@@ -37,7 +37,7 @@ public enum AgentPaths {
 
     /// The folder of a socket path.
     static func folder(of socketPath: String) -> String {
-        (socketPath as NSString).deletingLastPathComponent
+        PathText.folder(of: socketPath)
     }
 
     /// Opens (creating) a lock file of the agent's folder.
@@ -99,7 +99,7 @@ public final class AgentServer: @unchecked Sendable {
     /// Seconds a starting server waits for the holder of the socket's lock to end.
     public let startWait: Double
     private let server: FrameServer<AgentWire>
-    private let state = NSLock()
+    private let state = ThreadLock()
     private var connections = 0
     private var connectionsOfProcess: [Int32: Int] = [:]
 
@@ -171,7 +171,7 @@ public final class AgentServer: @unchecked Sendable {
         guard taken else {
             if answered { return .anotherAgentServes }
             if isStopped { return .stopped }
-            let holder = lock.recorded().flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            let holder = lock.recorded().flatMap { Int32($0.trimmed()) }
             throw VaultError.failure("another agent\(holder.map { " (pid \($0))" } ?? "") holds \(lockPath) and does not answer on \(socketPath)",
                                      hint: holder.map { "stop it with 'kill \($0)', then unlock again" })
         }

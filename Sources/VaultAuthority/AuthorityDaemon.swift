@@ -1,6 +1,6 @@
 internal import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// The `vault-authd` program: `vault-authd [--socket PATH] [--state DIR] [--test-mode]`.
 public enum AuthorityDaemon {
@@ -140,7 +140,7 @@ public enum AuthorityDaemon {
                                                                                       fprintdState: options.fprintdState)),
                                                       sealing: sealing, reserve: reserve)
             handler.removeStateWithoutAccount()
-            Thread.detachNewThread {
+            try Threads.detach(name: "vault-authd sweep") {
                 while true {
                     MonotonicClock.sleep(seconds: AuthorityLimits.staleStateSweepSeconds)
                     handler.removeStateWithoutAccount()

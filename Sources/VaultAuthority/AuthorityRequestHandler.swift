@@ -1,6 +1,6 @@
 internal import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// A final answer and its binary tail (a slot key), wiped when it goes.
 public final class AuthorityResponse {
@@ -46,7 +46,7 @@ public final class AuthorityRequestHandler: @unchecked Sendable {
     private let readers: any ReaderSource
     let lease = ScanLease()
     private let bootID: String
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var settings: [UInt32: TestSettings] = [:]
     private var books: [UInt32: ChallengeBook] = [:]
 

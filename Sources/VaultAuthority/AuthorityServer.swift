@@ -1,7 +1,7 @@
 internal import VaultKit
 internal import VaultSystem
 internal import VaultWire
-internal import Foundation
+internal import FoundationEssentials
 
 /// Moves a value to the one thread that uses it next.
 struct Handoff<T>: @unchecked Sendable {
@@ -13,7 +13,7 @@ struct Handoff<T>: @unchecked Sendable {
 /// a pipe it polls beside the socket (one byte at most is ever unread in it), so an answer goes out
 /// the moment it is ready, not at the next tick.
 final class Outbox: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private var items: [AuthorityReply] = []
     private var final: AuthorityResponse?
     private var signalled = false
@@ -54,7 +54,7 @@ final class Outbox: @unchecked Sendable {
     func take(waiting seconds: Double) -> ([AuthorityReply], AuthorityResponse?) {
         condition.lock()
         defer { condition.unlock() }
-        if items.isEmpty && final == nil && seconds > 0 { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
+        if items.isEmpty && final == nil && seconds > 0 { _ = condition.wait(seconds: seconds) }
         if signalled {
             var byte: [UInt8] = [0]
             let fd = wake.readEnd.rawValue
@@ -88,7 +88,7 @@ public final class AuthorityServer: @unchecked Sendable {
     /// Seconds a peer has to take a reply.
     public let replyDeadline: Double
     private let server: FrameServer<AuthorityWire>
-    private let state = NSLock()
+    private let state = ThreadLock()
     private var connections = 0
     private var perUID: [UInt32: Int] = [:]
     private var withoutAccount = 0
@@ -139,7 +139,7 @@ public final class AuthorityServer: @unchecked Sendable {
     /// stopped or until the socket file is removed or replaced.
     /// - Throws: `.io` for the folder or the socket (another vault-authd answering there included).
     public func run() throws {
-        let folder = (socketPath as NSString).deletingLastPathComponent
+        let folder = PathText.folder(of: socketPath)
         try Self.prepareFolder(folder)
         let listener: FrameServer<AuthorityWire>.Listener
         do {
@@ -239,11 +239,14 @@ public final class AuthorityServer: @unchecked Sendable {
         let handler = self.handler
         // The frame (and the key in its tail) lives until the request ends, then is wiped.
         let handoff = Handoff(value: frame)
-        let worker = Thread {
-            outbox.finish(handoff.value.withTailCopy { handler.handle(request, key: $0, session: session) })
+        do {
+            try Threads.detach(name: "vault-authd request") {
+                outbox.finish(handoff.value.withTailCopy { handler.handle(request, key: $0, session: session) })
+            }
+        } catch {
+            refuse(connection, .systemCancel("vault-authd cannot start a thread: \(error.reason)"))
+            return false
         }
-        worker.name = "vault-authd request"
-        worker.start()
         var gone = false
         var violation: VaultError?
         var stalled = false

@@ -1,6 +1,6 @@
 package import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// One request's link to its client while the daemon answers it: streamed messages go out
 /// (`notify`), a cancel comes in (`cancel`, from the connection's thread), and what the request
@@ -12,7 +12,7 @@ public final class ScanSession: @unchecked Sendable {
     /// uid, a deleted user) never gets state of its own: it is answered as an empty state, and
     /// what would make state (`bind`, `enroll`) is refused.
     public let hasAccount: Bool
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var reason: ScanCancelReason?
     private var hook: (@Sendable (ScanCancelReason) -> Void)?
     private var releases: [() -> Void] = []
@@ -122,7 +122,7 @@ extension ReaderSource {
 /// (at most 30 s), then "busy" (13). A waiter that is cancelled (its client went away or stopped
 /// reading) leaves the queue.
 final class ScanLease: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private var holder: ObjectIdentifier?
     private var queue: [ObjectIdentifier] = []
 
@@ -151,7 +151,7 @@ final class ScanLease: @unchecked Sendable {
                     throw .busy("the fingerprint reader stayed in use by another request for \(Int(wait.rounded())) s; try again when it is done")
                 }
                 // Short slices: a cancel does not signal this condition.
-                _ = condition.wait(until: Date(timeIntervalSinceNow: min(left, 0.05)))
+                _ = condition.wait(seconds: min(left, 0.05))
             }
         }
         holder = me

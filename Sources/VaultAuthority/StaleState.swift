@@ -1,6 +1,6 @@
 internal import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 extension AuthorityRequestHandler {
     /// Removes the idle state folders of uids the user database has no account of: a deleted

@@ -1,6 +1,6 @@
 public import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 internal import Synchronization
 
 /// Who must answer on the socket: the client refuses any other process.
@@ -145,7 +145,7 @@ public final class SystemKeyAuthority: KeyAuthority {
             expected = status.owner
         }
         guard status.owner == expected else { throw unavailable("is not there: \(path) belongs to uid \(status.owner), not \(expected)") }
-        let folder = (path as NSString).deletingLastPathComponent
+        let folder = PathText.folder(of: path)
         guard let f = try? FileStatus.of(folder), f.kind == .directory, f.owner == expected || f.owner == 0, f.permissions & 0o022 == 0 else {
             throw unavailable("is not trusted: \(folder) can be changed by another user")
         }

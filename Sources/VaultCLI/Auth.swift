@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 import VaultSystem
 
@@ -269,21 +269,21 @@ enum Auth {
         o["authority"] = ["kind": s.kind.rawValue, "protects": s.kind.protection]
         o["enrolled_fingers"] = s.fingers.map { ["finger": $0.finger, "sensor": $0.sensor.canonical] }
         o["readers"] = readers.map { ["driver": $0.driver, "device_id": $0.deviceID, "name": $0.name, "match_on_chip": $0.matchOnChip] }
-        o["domain_state"] = s.domainState?.hex ?? NSNull()
+        o["domain_state"] = s.domainState?.hex ?? JSONNull()
         if let slot, slot.binding.authorityKind == .embedded, try requestedAuthority(inv, ctx) == nil,
            SystemAuthorityLink.answers(systemSocket(ctx)) {
             o["authority_hint"] = "this vault is bound to the embedded authority while vault-authd runs: \(moveToSystem(store.location.name, inv, ctx))"
         }
         if let slot {
             o["fingerprint_slot"] = ["sensor": slot.binding.sensor.canonical, "domain_state": slot.binding.domainState,
-                                     "authority": slot.binding.authorityKind.rawValue, "key_id": slot.binding.keyID.map { $0 as Any } ?? NSNull()] as [String: Any]
+                                     "authority": slot.binding.authorityKind.rawValue, "key_id": slot.binding.keyID.map { $0 as Any } ?? JSONNull()] as [String: Any]
             o["fingerprint_bound"] = s.bindingCurrent ?? false
         } else {
-            o["fingerprint_slot"] = NSNull()
+            o["fingerprint_slot"] = JSONNull()
             o["fingerprint_bound"] = false
         }
         o["lockout"] = ["failures": s.failedMatches, "locked": s.failedMatches >= s.threshold, "threshold": s.threshold]
-        o["passcode_due"] = s.passcodeDue.map { $0 as Any } ?? NSNull()
+        o["passcode_due"] = s.passcodeDue.map { $0 as Any } ?? JSONNull()
         o["passcode_after_reboot_due"] = s.passcodeAfterRebootDue
         return o
     }

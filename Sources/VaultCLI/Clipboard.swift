@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 import VaultSystem
 
@@ -97,8 +97,7 @@ enum Clipboard {
     static func ownerProgram(_ env: [String: String]) -> String? {
         guard env["DISPLAY"]?.isEmpty == false else { return nil }
         if env["WAYLAND_DISPLAY"]?.isEmpty == false, let t = tool(env), !t.copy[0].hasSuffix("/xclip") { return nil }
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        let path = (exe as NSString).deletingLastPathComponent + "/vault-clipboard"
+        let path = ProcessIdentity.siblingProgram("vault-clipboard")
         return FileManager.default.isExecutableFile(atPath: path) ? path : nil
     }
 
@@ -132,7 +131,7 @@ enum Clipboard {
         defer { wipe(&before) }
         let (status, _) = try run(tool.copy, input: bytes, env: env)
         guard status == 0 else { throw VaultError.failure("\(tool.copy[0]) failed (exit \(status))") }
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe = ProcessIdentity.runningExecutable
         try run([exe, "clipboard-clear", "--after", String(seconds)], input: [], env: env, setsid: true,
                 extraFD: (3, bytes), secondFD: (4, before))
     }
@@ -170,7 +169,7 @@ enum Clipboard {
                 if n == 0 { break }
                 said += chunk[0..<n]
             }
-            let line = String(decoding: said, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let line = String(decoding: said, as: UTF8.self).trimmed()
             if line == "ok" { return }   // it lives on, detached: not ours to wait for
             if line.isEmpty && MonotonicClock.seconds() >= deadline {
                 try? child.send(.kill)

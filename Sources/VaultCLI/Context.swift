@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 public import VaultKit
 public import VaultSystem
 
@@ -232,7 +232,7 @@ public final class CommandContext {
 /// the keyboard watch, which may run on another thread than the one asking for it).
 final class TypedPasscode: @unchecked Sendable {
     private var value: SecretBytes?
-    private let lock = NSLock()
+    private let lock = ThreadLock()
 
     /// Keeps `secret` for the next passcode request.
     func keep(_ secret: consuming SecretBytes) {

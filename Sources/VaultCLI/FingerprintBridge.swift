@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ReaderLink
 import VaultKit
 import VaultSystem
@@ -94,7 +94,7 @@ func openSensor(_ inv: Invocation, _ ctx: CommandContext, prefer: SensorIdentity
 final class FingerprintCancellation: @unchecked Sendable {
     enum Reason { case user, program }
     private let process: ReaderProcess
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var sent = false
 
     init(_ process: ReaderProcess) { self.process = process }
@@ -129,16 +129,20 @@ private func watchingKeyboardQuietly<T: Sendable>(_ ctx: CommandContext, screen:
                                                   cancellation: FingerprintCancellation, prompt: String?, shown: Int,
                                                   _ body: @escaping @Sendable () throws -> T) throws -> (result: T?, fallback: Bool) {
     let box = ResultBox<T>()
-    let done = DispatchSemaphore(value: 0)
-    Thread.detachNewThread {
-        do { box.set(.success(try body())) } catch { box.set(.failure(error)) }
-        done.signal()
+    let done = ThreadSignal()
+    do {
+        try Threads.detach {
+            do { box.set(.success(try body())) } catch { box.set(.failure(error)) }
+            done.fire()
+        }
+    } catch {
+        throw VaultError.failure("cannot start the fingerprint thread: \(error)")
     }
     var fallback = false
     let tty = allowFallback ? screen : -1
     let offersPasscode = ctx.scanOffersPasscode
     var continued = shown
-    while done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
+    while !done.wait(seconds: 0.05) {
         if ctx.interrupted() { cancellation.cancel(.user) }
         if TerminalSuspension.continuations != continued {
             continued = TerminalSuspension.continuations
@@ -166,7 +170,7 @@ private func watchingKeyboardQuietly<T: Sendable>(_ ctx: CommandContext, screen:
 
 final class ResultBox<T: Sendable>: @unchecked Sendable {
     private var value: Result<T, any Error>?
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     func set(_ v: Result<T, any Error>) { lock.lock(); value = v; lock.unlock() }
     func get() -> Result<T, any Error>? { lock.lock(); defer { lock.unlock() }; return value }
 }
@@ -249,7 +253,7 @@ final class LibfprintReader: FingerprintReader {
             if onTerminal { line.draw(completed, of: total, note) }
             else { out.value.stderr.write("vault: enrol " + Style.plain.progress(completed, of: total, note) + "\n") }
         }
-        let request = ReaderRequest.enroll(finger: finger, username: NSUserName(), timeout: timeout)
+        let request = ReaderRequest.enroll(finger: finger, username: ProcessIdentity.userName(of: ProcessIdentity.uid) ?? "uid \(ProcessIdentity.uid)", timeout: timeout)
         do {
             let r = try watchingKeyboard(ctx, allowFallback: false, cancellation: cancellation) { () throws -> [UInt8] in
                 guard case .enrolled(let print) = try process.call(request, progress: progress) else { throw RemoteSensor.unexpected }

@@ -1,3 +1,4 @@
+internal import VaultSystem
 import VaultKit
 
 /// Generated help text: the overview (every listed command by group, in two columns, and the
@@ -15,14 +16,14 @@ enum Help {
             s += "\n" + style.bold(group.title + ":") + "\n"
             // A name longer than the column (secret-service) takes room from its brief.
             let cells = group.commands.map { c in
-                let label = c.name.count <= 10 ? c.name.padding(toLength: 11, withPad: " ", startingAt: 0) : c.name + " "
+                let label = c.name.count <= 10 ? c.name.padded(to: 11) : c.name + " "
                 return "  " + label + String((CommandIndex.briefs[c.name] ?? brief(c.summary, 26)).prefix(39 - label.count))
             }
             var i = 0
             while i < cells.count {
                 let left = cells[i]
                 if i + 1 < cells.count && columns >= 80 {
-                    s += left.padding(toLength: 41, withPad: " ", startingAt: 0) + cells[i + 1] + "\n"
+                    s += left.padded(to: 41) + cells[i + 1] + "\n"
                     i += 2
                 } else {
                     s += left + "\n"
@@ -40,8 +41,8 @@ enum Help {
     /// The start of `summary` up to its first ':', ';', ',' or '(' and at most `width` characters:
     /// the overview's column.
     static func brief(_ summary: String, _ width: Int) -> String {
-        var text = String(summary.prefix { !":;,(".contains($0) }).trimmingCharacters(in: .whitespaces)
-        if text.count > width { text = String(text.prefix(width - 1)).trimmingCharacters(in: .whitespaces) + "~" }
+        var text = String(summary.prefix { !":;,(".contains($0) }).trimmed(.whitespaces)
+        if text.count > width { text = String(text.prefix(width - 1)).trimmed(.whitespaces) + "~" }
         return text
     }
 
@@ -96,6 +97,14 @@ enum Help {
     }
 
     static var exitCodeText: String {
-        "exit codes:\n" + ExitCode.allCases.map { "  " + String($0.rawValue).padding(toLength: 5, withPad: " ", startingAt: 0) + $0.meaning + "\n" }.joined()
+        "exit codes:\n" + ExitCode.allCases.map { "  " + (String($0.rawValue) as String).padded(to: 5) + $0.meaning + "\n" }.joined()
+    }
+}
+
+extension String {
+    /// The text cut or filled with spaces to `width` characters (`NSString.padding(toLength:)`).
+    fileprivate func padded(to width: Int) -> String {
+        let n = count
+        return n >= width ? String(prefix(width)) : self + String(repeating: " ", count: width - n)
     }
 }

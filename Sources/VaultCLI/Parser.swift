@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import VaultSystem
 import VaultKit
 
 /// One option of a command: `--name VALUE` or a flag.
@@ -57,7 +58,7 @@ let globalOptions: [OptionSpec] = [
 /// command reads only what it declares (a read of an option it does not declare is a bug: the
 /// parser refuses that option, so the read is always false).
 final class OptionReads: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var names: Set<String> = []
 
     /// Every option name read so far.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultAuthority
 import VaultKit
 import VaultSystem
@@ -62,7 +62,7 @@ enum SystemAuthorityLink {
 /// The last touch prompt of a scan the daemon runs, shown again when the process was stopped
 /// (Ctrl-Z) and continued in the foreground meanwhile.
 final class ShownPrompt: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var line: String?
     private var continued = TerminalSuspension.continuations
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 import VaultSystem
 
@@ -137,7 +137,7 @@ public enum VaultCLI {
     static func naming(_ vault: String?, in hint: String) -> String {
         guard let vault, vault != "default" else { return hint }
         var out = "", rest = Substring(hint)
-        while let open = rest.range(of: "'vault ") {
+        while let open = rest.byteRange(of: "'vault ") {
             out += rest[..<open.lowerBound]
             let after = rest[open.lowerBound...].dropFirst()
             guard let close = after.firstIndex(of: "'") else { out += rest[open.lowerBound...]; rest = ""; break }

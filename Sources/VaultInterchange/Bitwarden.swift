@@ -1,5 +1,5 @@
 public import VaultKit
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// Bitwarden's unencrypted JSON export (`bw export --format json`, or the web vault's
@@ -38,7 +38,7 @@ public enum BitwardenJSON {
                 case "encrypted", "passwordProtected":
                     var flag = try reader.value(limit: ImportLimits.item, values: ImportLimits.jsonValues)
                     defer { wipe(&flag) }
-                    if Loose.json(flag[...]) as? Bool == true {
+                    if Loose.bool(Loose.json(flag[...])) == true {
                         throw VaultError.usage("this Bitwarden export is encrypted", hint: "export it again as '.json' (not '.json (Encrypted)'), import it, then delete it")
                     }
                 case "folders" where try reader.peek() == 0x5B, "collections" where try reader.peek() == 0x5B:
@@ -87,18 +87,18 @@ public enum BitwardenJSON {
     /// folders are not added); nil for one in the trash. Folders and collections are named by
     /// the caller.
     static func item(_ o: [String: Any], entry: String, batch: inout ImportBatch, now: Int64) throws -> (Item, tagsFromMeta: Bool)? {
-        if let deleted = o["deletedDate"], !(deleted is NSNull) {
+        if let deleted = o["deletedDate"], !(deleted is JSONNull) {
             batch.skipped["in Bitwarden's trash", default: 0] += 1
             return nil
         }
-        guard let type = (o["type"] as? NSNumber)?.intValue else { throw VaultError.usage("\(entry) has no numeric \"type\"") }
+        guard let type = (o["type"] as? JSONNumber)?.intValue else { throw VaultError.usage("\(entry) has no numeric \"type\"") }
         guard let name = Loose.string(o["name"]) else { throw VaultError.usage("\(entry) has no \"name\"") }
         var item = Item(name: name, now: now)
         item.notes = Loose.nonEmpty(o["notes"])
         if let created = ForeignTime.iso(Loose.string(o["creationDate"])) { item.created = created }
         item.modified = ForeignTime.iso(Loose.string(o["revisionDate"])) ?? item.created
-        if o["favorite"] as? Bool == true { item.tags.append("favorite") }
-        if (o["reprompt"] as? NSNumber)?.intValue == 1 {
+        if Loose.bool(o["favorite"]) == true { item.tags.append("favorite") }
+        if (o["reprompt"] as? JSONNumber)?.intValue == 1 {
             item.fields.append(CustomField(name: "bitwarden reprompt", value: "on"))
         }
         switch type {
@@ -155,7 +155,7 @@ public enum BitwardenJSON {
             guard let f = f as? [String: Any] else { throw VaultError.usage("\(entry): fields[\(index)] is not an object") }
             let fname = Loose.string(f["name"]) ?? "field \(index + 1)"
             let value = Loose.string(f["value"]) ?? ""
-            switch (f["type"] as? NSNumber)?.intValue ?? 0 {
+            switch (f["type"] as? JSONNumber)?.intValue ?? 0 {
             case 1: item.fields.append(CustomField(name: fname, kind: .hidden, value: value))
             case 3: item.fields.append(CustomField(name: fname, value: "linked to " + (Loose.string(f["linkedId"]) ?? "?")))
             default: item.fields.append(CustomField(name: fname, value: value))
@@ -196,12 +196,11 @@ public enum BitwardenJSON {
 
         /// The item as a Bitwarden item object.
         public mutating func object(_ item: Item) -> [String: Any] {
-            let iso = ForeignTime.plain
-            var o: [String: Any] = ["id": UUID().uuidString.lowercased(), "organizationId": NSNull(), "collectionIds": NSNull(),
-                                    "name": item.name, "notes": item.notes ?? NSNull(), "favorite": false, "reprompt": 0,
-                                    "creationDate": iso.string(from: Date(timeIntervalSince1970: TimeInterval(item.created))),
-                                    "revisionDate": iso.string(from: Date(timeIntervalSince1970: TimeInterval(item.modified))),
-                                    "deletedDate": NSNull()]
+            var o: [String: Any] = ["id": UUID().uuidString.lowercased(), "organizationId": JSONNull(), "collectionIds": JSONNull(),
+                                    "name": item.name, "notes": item.notes ?? JSONNull(), "favorite": false, "reprompt": 0,
+                                    "creationDate": ISOTime.string(item.created),
+                                    "revisionDate": ISOTime.string(item.modified),
+                                    "deletedDate": JSONNull()]
             if let tag = item.tags.first {
                 if folderIDs[tag] == nil {
                     folderIDs[tag] = UUID().uuidString.lowercased()
@@ -209,21 +208,21 @@ public enum BitwardenJSON {
                 }
                 o["folderId"] = folderIDs[tag]!
             } else {
-                o["folderId"] = NSNull()
+                o["folderId"] = JSONNull()
             }
             if item.type == .login {
                 o["type"] = 1
-                o["login"] = ["username": item.username ?? NSNull(), "password": item.password ?? NSNull(), "totp": item.totp ?? NSNull(),
-                              "uris": item.urls.map { ["match": NSNull(), "uri": $0] }, "fido2Credentials": [Any]()] as [String: Any]
+                o["login"] = ["username": item.username ?? JSONNull(), "password": item.password ?? JSONNull(), "totp": item.totp ?? JSONNull(),
+                              "uris": item.urls.map { ["match": JSONNull(), "uri": $0] }, "fido2Credentials": [Any]()] as [String: Any]
             } else {
                 o["type"] = 2
                 o["secureNote"] = ["type": 0]
             }
-            var fields: [[String: Any]] = item.fields.map { ["name": $0.name, "value": $0.value, "type": $0.kind.isSecret ? 1 : 0, "linkedId": NSNull()] }
-            if let meta = VaultMeta.encode(item) { fields.append(["name": VaultMeta.fieldName, "value": meta, "type": 1, "linkedId": NSNull()]) }
+            var fields: [[String: Any]] = item.fields.map { ["name": $0.name, "value": $0.value, "type": $0.kind.isSecret ? 1 : 0, "linkedId": JSONNull()] }
+            if let meta = VaultMeta.encode(item) { fields.append(["name": VaultMeta.fieldName, "value": meta, "type": 1, "linkedId": JSONNull()]) }
             o["fields"] = fields
             o["passwordHistory"] = item.passwordHistory.reversed().map {
-                ["lastUsedDate": iso.string(from: Date(timeIntervalSince1970: TimeInterval($0.replaced))), "password": $0.password]
+                ["lastUsedDate": ISOTime.string($0.replaced), "password": $0.password]
             }
             return o
         }
@@ -252,8 +251,10 @@ enum VaultMeta {
         if let v = item.origin { m["origin"] = v }
         if let v = item.userPrompt { m["user_prompt"] = v }
         if let v = item.passwordPrompt { m["password_prompt"] = v }
-        guard !m.isEmpty, let d = try? JSONSerialization.data(withJSONObject: m, options: [.sortedKeys]) else { return nil }
-        return String(decoding: d, as: UTF8.self)
+        guard !m.isEmpty else { return nil }
+        // Foundation's writer escaped `/` as `\/`; kept, so an export's bytes do not change (a
+        // `/` occurs only inside a JSON string).
+        return JSONText.text(m).replacingEvery("/", with: "\\/")
     }
 
     /// Applies the item's `vault:meta` field, if any, and removes it; returns whether it set the
@@ -261,7 +262,7 @@ enum VaultMeta {
     @discardableResult
     static func restore(into item: inout Item) -> Bool {
         guard let k = item.fields.firstIndex(where: { $0.name == fieldName }),
-              let m = try? JSONSerialization.jsonObject(with: Data(item.fields[k].value.utf8)) as? [String: Any] else { return false }
+              let m = Loose.json(Array(item.fields[k].value.utf8)[...]) as? [String: Any] else { return false }
         item.fields.remove(at: k)
         if let t = (m["type"] as? String).flatMap(ItemType.init(rawValue:)) { item.type = t }
         if let v = m["username"] as? String { item.username = v }
@@ -272,7 +273,7 @@ enum VaultMeta {
         for case let pair as [String] in (m["kinds"] as? [Any]) ?? [] where pair.count == 2 {
             if let kind = CustomFieldKind(rawValue: pair[1]), let f = item.fields.firstIndex(where: { $0.name == pair[0] }) { item.fields[f].kind = kind }
         }
-        if let v = m["fingerprint_login"] as? Bool { item.fingerprintLogin = v }
+        if let v = Loose.bool(m["fingerprint_login"]) { item.fingerprintLogin = v }
         item.origin = m["origin"] as? String ?? item.origin
         item.userPrompt = m["user_prompt"] as? String ?? item.userPrompt
         item.passwordPrompt = m["password_prompt"] as? String ?? item.passwordPrompt

@@ -1,5 +1,5 @@
 import VaultKit
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// CSV as RFC 4180 defines it (fields in double quotes may hold commas, quotes written twice and
@@ -134,6 +134,6 @@ public struct CSVReader {
 
     /// One field quoted for writing when it needs to be.
     public static func quote(_ s: String) -> String {
-        s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) ? "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : s
+        s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) ? "\"" + s.replacingEvery("\"", with: "\"\"") + "\"" : s
     }
 }

@@ -1,6 +1,6 @@
 public import VaultKit
 import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// vault's encrypted export (docs/format.md): vault JSON sealed with libsodium's secretstream
 /// under a key Argon2id derives from a passphrase.
@@ -238,7 +238,7 @@ extension EncryptedExport {
         private func decodeLines(flush: Bool) throws {
             var start = 0
             while let nl = text[start...].firstIndex(of: 0x0A) ?? (flush && start < text.count ? text.count : nil) {
-                let line = String(decoding: text[start..<nl], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                let line = String(decoding: text[start..<nl], as: UTF8.self).trimmed()
                 start = min(nl + 1, text.count)
                 if line.isEmpty { continue }
                 if line == armorBegin { continue }

@@ -1,5 +1,6 @@
 import VaultKit
-import Foundation
+import FoundationEssentials
+internal import VaultSystem
 
 /// The CSV exports vault reads, told apart by their header row; a column vault has no field for
 /// becomes a custom text field of that name, never dropped.
@@ -73,13 +74,13 @@ public enum ForeignCSV {
                 if let folder = take("folder") ?? take("collections") { item.tags += folder.split(separator: ",").map(String.init) }
                 if take("favorite") == "1" { item.tags.append("favorite") }
                 if take("reprompt") == "1" { item.fields.append(CustomField(name: "bitwarden reprompt", value: "on")) }
-                item.urls = (take("login_uri") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                item.urls = (take("login_uri") ?? "").split(separator: ",").map { $0.trimmed(.whitespaces) }.filter { !$0.isEmpty }
                 item.username = take("login_username")
                 item.password = take("login_password")
                 item.totp = take("login_totp")
                 // `fields` holds one `name: value` per line.
                 for line in (take("fields") ?? "").split(separator: "\n", omittingEmptySubsequences: true) {
-                    if let sep = line.range(of: ": ") {
+                    if let sep = line.byteRange(of: ": ") {
                         item.fields.append(CustomField(name: String(line[..<sep.lowerBound]), value: String(line[sep.upperBound...])))
                     } else {
                         item.fields.append(CustomField(name: String(line), value: ""))
@@ -105,10 +106,10 @@ public enum ForeignCSV {
                 item = Item(name: take("Title") ?? "untitled", now: now)
                 item.username = take("Username")
                 item.password = take("Password")
-                item.urls = (take("Url") ?? take("URL") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                item.urls = (take("Url") ?? take("URL") ?? "").split(separator: ",").map { $0.trimmed(.whitespaces) }.filter { !$0.isEmpty }
                 item.totp = take("OTPAuth")
                 item.notes = take("Notes")
-                item.tags = (take("Tags") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                item.tags = (take("Tags") ?? "").split(separator: ",").map { $0.trimmed(.whitespaces) }.filter { !$0.isEmpty }
                 if take("Favorite") == "true" { item.tags.append("favorite") }
                 if take("Archived") == "true" { item.tags.append("archived") }
                 if item.username == nil && item.password == nil && item.urls.isEmpty && item.totp == nil { item.type = .note }
@@ -129,7 +130,7 @@ public enum ForeignCSV {
                 if let c = take("timeCreated").flatMap(Int64.init) { item.created = c / 1000 }
                 item.modified = take("timePasswordChanged").flatMap(Int64.init).map { $0 / 1000 } ?? item.created
                 if let last = take("timeLastUsed").flatMap(Int64.init) {
-                    item.fields.append(CustomField(name: "last used", value: ForeignTime.plain.string(from: Date(timeIntervalSince1970: TimeInterval(last / 1000)))))
+                    item.fields.append(CustomField(name: "last used", value: ISOTime.string(last / 1000)))
                 }
                 if let guid = take("guid") { item.fields.append(CustomField(name: "firefox guid", value: guid)) }
             }
@@ -160,9 +161,9 @@ public enum MappedCSV {
     static func parse(_ columns: [String], what: String) throws -> [Target] {
         var seen: Set<String> = []
         let map = try columns.map { raw -> Target in
-            let c = raw.trimmingCharacters(in: .whitespaces)
+            let c = raw.trimmed(.whitespaces)
             if c.lowercased().hasPrefix("field:") {
-                let name = String(c.dropFirst(6)).trimmingCharacters(in: .whitespaces)
+                let name = String(c.dropFirst(6)).trimmed(.whitespaces)
                 guard !name.isEmpty else { throw VaultError.usage("\(what): 'field:' needs a name (field:NAME)") }
                 return .field(name)
             }
@@ -202,8 +203,8 @@ public enum MappedCSV {
         var pending: CSVReader.Row?
         if let columns {
             map = try parse(columns, what: "--columns")
-            let header = first.fields.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-            if header != columns.map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) { pending = first }
+            let header = first.fields.map { $0.trimmed(.whitespaces).lowercased() }
+            if header != columns.map({ $0.trimmed(.whitespaces).lowercased() }) { pending = first }
         } else {
             map = try parse(first.fields, what: "line 1 (the header; or give --columns)")
         }
@@ -222,7 +223,7 @@ public enum MappedCSV {
                 case .url: item.urls = [raw]
                 case .notes: item.notes = raw
                 case .totp: item.totp = raw
-                case .tags: item.tags = raw.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                case .tags: item.tags = raw.split(separator: ",").map { $0.trimmed(.whitespaces) }.filter { !$0.isEmpty }
                 case .type:
                     guard let type = ItemType(rawValue: raw.lowercased()) else {
                         throw VaultError.usage("line \(row.line): unknown type '\(raw)'", hint: "types: \(ItemType.allCases.map(\.rawValue).joined(separator: ", "))")

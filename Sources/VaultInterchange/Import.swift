@@ -1,5 +1,6 @@
 public import VaultKit
-internal import Foundation
+internal import FoundationEssentials
+internal import VaultSystem
 
 /// The formats `vault import` reads (`--from`), each an export of a manager people leave.
 public enum ImportFormat: String, CaseIterable, Sendable {
@@ -158,7 +159,7 @@ public struct ImportBatch: Sendable {
         let parts = kept.split(separator: "/", omittingEmptySubsequences: false).map { p -> String in
             p == ".." || p == "." ? "_" : String(p)
         }
-        let s = parts.joined(separator: "/").trimmingCharacters(in: .whitespaces)
+        let s = parts.joined(separator: "/").trimmed(.whitespaces)
         return s.isEmpty ? "untitled" : s
     }
 
@@ -219,27 +220,24 @@ public struct ImportBatch: Sendable {
 
 /// Times as managers write them.
 enum ForeignTime {
-    nonisolated(unsafe) static let plain: ISO8601DateFormatter = ISO8601DateFormatter()
-    nonisolated(unsafe) static let fractional: ISO8601DateFormatter = {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f
-    }()
-
     /// Seconds since 1970 of an ISO 8601 time (with or without fractions), nil when it is not one.
     static func iso(_ s: String?) -> Int64? {
         guard let s, !s.isEmpty else { return nil }
-        if let d = plain.date(from: s) ?? fractional.date(from: s) { return Int64(d.timeIntervalSince1970) }
+        if let d = (try? Date(s, strategy: .iso8601)) ?? (try? Date(s, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))) {
+            return Int64(d.timeIntervalSince1970)
+        }
         return nil
     }
 }
 
-/// Reading values out of `JSONSerialization` objects without trusting their types.
+/// Reading values out of parsed JSON (`JSONValue.plainObject`) without trusting their types, as
+/// the importers read Foundation's `JSONSerialization` objects before.
 enum Loose {
     static func string(_ v: Any?) -> String? {
         switch v {
         case let s as String: return s
-        case let n as NSNumber: return n.stringValue
+        case let n as JSONNumber: return n.stringValue
+        case let b as Bool: return b ? "1" : "0"
         default: return nil
         }
     }
@@ -249,20 +247,34 @@ enum Loose {
         return s
     }
 
-    /// A value another manager holds that vault has no place for, as text for a custom field.
-    static func text(_ v: Any) -> String? {
-        if v is NSNull { return nil }
-        if let s = v as? String { return s.isEmpty ? nil : s }
-        if let n = v as? NSNumber { return n.stringValue }
-        if let a = v as? [Any], a.isEmpty { return nil }
-        if let o = v as? [String: Any], o.isEmpty { return nil }
-        guard JSONSerialization.isValidJSONObject(v),
-              let d = try? JSONSerialization.data(withJSONObject: v, options: [.sortedKeys, .withoutEscapingSlashes]) else { return nil }
-        return String(decoding: d, as: UTF8.self)
+    /// `true`/`false`, or a number 0 or 1 (as `NSNumber` bridged to `Bool`); nil otherwise.
+    static func bool(_ v: Any?) -> Bool? {
+        switch v {
+        case let b as Bool: return b
+        case let n as JSONNumber:
+            let d = n.doubleValue
+            return d == 0 ? false : d == 1 ? true : nil
+        default: return nil
+        }
     }
 
-    /// Parses one JSON value.
+    /// A value another manager holds that vault has no place for, as text for a custom field.
+    static func text(_ v: Any) -> String? {
+        if v is JSONNull { return nil }
+        if let s = v as? String { return s.isEmpty ? nil : s }
+        if let n = v as? JSONNumber { return n.stringValue }
+        if let b = v as? Bool { return b ? "1" : "0" }
+        if let a = v as? [Any], a.isEmpty { return nil }
+        if let o = v as? [String: Any], o.isEmpty { return nil }
+        guard v is [Any] || v is [String: Any] else { return nil }
+        return JSONText.text(v)
+    }
+
+    /// Parses one JSON value, as leniently as Foundation's reader did (a key given twice keeps its
+    /// last value, a trailing comma; a UTF-8 byte-order mark before it is passed over).
     static func json(_ bytes: ArraySlice<UInt8>) -> Any? {
-        try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+        var b = bytes
+        if b.starts(with: [0xEF, 0xBB, 0xBF]) { b = b.dropFirst(3) }
+        return (try? JSONValue.parse(b, lenient: true))?.plainObject
     }
 }

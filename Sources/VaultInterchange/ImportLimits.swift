@@ -18,8 +18,8 @@ public enum ImportLimits {
 
     /// The most values (keys and elements, counted at each `{`, `[`, `,` and `:`) one item's JSON
     /// in another manager's export may hold (20,000: an item of 1,000 custom fields holds about
-    /// 8,000). Foundation's JSONSerialization, which those readers decode with, spends up to a
-    /// kilobyte on each: 1 MiB of `{"a":1},` repeated would cost 400 MB.
+    /// 8,000). Those readers build a tree of values per item (`JSONValue.plainObject`), each value
+    /// a boxed `Any` of its own: the bound keeps one item's tree small whatever its text.
     public static let jsonValues = 20_000
 
     /// What one member of an archive (1PUX's `export.data`) may inflate to (256 MiB: a 1Password

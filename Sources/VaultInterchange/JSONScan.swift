@@ -1,5 +1,5 @@
 import VaultKit
-import Foundation
+import FoundationEssentials
 
 /// Finds the elements of a JSON array, or the members of a JSON object, as byte ranges without
 /// decoding them, so an import decodes one item at a time instead of holding the whole document

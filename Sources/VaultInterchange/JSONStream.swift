@@ -1,5 +1,5 @@
 import VaultKit
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// A JSON value larger than the reader was asked to hold.
@@ -303,13 +303,6 @@ public final class JSONStreamReader {
     }
 
     private static func lineBreaks(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int {
-        guard let base = b.baseAddress, !range.isEmpty else { return 0 }
-        var n = 0, at = UnsafeRawPointer(base + range.lowerBound)
-        let end = UnsafeRawPointer(base + range.upperBound)
-        while at < end, let hit = memchr(at, 0x0A, end - at) {
-            n += 1
-            at = UnsafeRawPointer(hit) + 1
-        }
-        return n
+        CLibrary.count(of: 0x0A, in: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(b)[range]))
     }
 }

@@ -1,5 +1,5 @@
 internal import CXML2
-import Foundation
+import FoundationEssentials
 import VaultKit
 internal import VaultSystem
 
@@ -83,7 +83,7 @@ package final class KeePassXMLReader {
                 guard let arg else { return }
                 let box = Unmanaged<ErrorBox>.fromOpaque(arg).takeUnretainedValue()
                 if box.message == nil, let message {
-                    box.message = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+                    box.message = String(cString: message).trimmed()
                 }
             }, Unmanaged.passUnretained(errors).toOpaque())
             try reader.pull(r, xml)
@@ -147,7 +147,7 @@ package final class KeePassXMLReader {
             // KeePassXC before 2.6: `TOTP Seed` and `TOTP Settings` ("30;6").
             let settings = (e.value("TOTP Settings") ?? "30;6").split(separator: ";")
             let period = settings.first.map(String.init) ?? "30", digits = settings.dropFirst().first.map(String.init) ?? "6"
-            item.totp = seed.lowercased().hasPrefix("otpauth://") ? seed : "otpauth://totp/?secret=\(seed.replacingOccurrences(of: " ", with: ""))&period=\(period)&digits=\(digits)"
+            item.totp = seed.lowercased().hasPrefix("otpauth://") ? seed : "otpauth://totp/?secret=\(seed.replacingEvery(" ", with: ""))&period=\(period)&digits=\(digits)"
         }
         let placed: Set<String> = ["Title", "UserName", "Password", "URL", "Notes", "otp", "TOTP Seed", "TOTP Settings"]
         for s in e.strings where !placed.contains(s.key) && !s.value.isEmpty {
@@ -232,7 +232,7 @@ package final class KeePassXMLReader {
         case ("LastModificationTime", "Times"): if !entries.isEmpty { entries[entries.count - 1].modified = Self.time(text) }
         case ("Tags", "Entry"):
             if !entries.isEmpty {
-                let tags = text.split(whereSeparator: { $0 == ";" || $0 == "," }).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                let tags = text.split(whereSeparator: { $0 == ";" || $0 == "," }).map { $0.trimmed(.whitespaces) }.filter { !$0.isEmpty }
                 try keep(tags.reduce(0) { $0 + $1.utf8.count }, values: tags.count)
                 entries[entries.count - 1].tags = tags
             }
@@ -255,7 +255,7 @@ package final class KeePassXMLReader {
 
     /// An ISO 8601 time, or KDBX 4's base64 of little-endian seconds since year 1.
     static func time(_ s: String) -> Int64? {
-        if let d = ISO8601DateFormatter().date(from: s) { return Int64(d.timeIntervalSince1970) }
+        if let d = try? Date(s, strategy: .iso8601) { return Int64(d.timeIntervalSince1970) }
         guard let raw = Data(base64Encoded: s), raw.count == 8 else { return nil }
         let seconds = raw.reversed().reduce(Int64(0)) { $0 << 8 | Int64($1) }
         return seconds - 62_135_596_800

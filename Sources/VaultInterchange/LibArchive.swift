@@ -1,5 +1,6 @@
 internal import CArchive
-import Foundation
+import FoundationEssentials
+internal import Glibc
 import VaultKit
 internal import VaultSystem
 
@@ -38,7 +39,7 @@ package final class ZipReader {
     package init(fd: Int32, head: [UInt8]) throws {
         api = try LibArchive.loaded.get()
         var status = stat()
-        let here = fstat(fd, &status) == 0 && status.st_mode & S_IFMT == S_IFREG ? lseek(fd, 0, SEEK_CUR) : -1
+        let here = fstat(fd, &status) == 0 && status.st_mode & mode_t(Glibc.S_IFMT) == mode_t(Glibc.S_IFREG) ? lseek(fd, 0, SEEK_CUR) : -1
         let start: Int64? = here >= head.count ? Int64(here) - Int64(head.count) : nil
         if let start, lseek(fd, off_t(start), SEEK_SET) < 0 { throw VaultError.io(path: "the archive", SystemError.current("lseek").reason) }
         guard let a = api.archive_read_new() else { throw VaultError.failure("libarchive could not start") }

@@ -1,5 +1,5 @@
 import VaultKit
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// 1Password's unencrypted export (1PUX): a zip whose `export.data` is JSON
@@ -9,6 +9,15 @@ import VaultSystem
 /// `passwordHistory`) and an `overview` (`title`, `url`, `urls`, `tags`). This reads `export.data`;
 /// the zip is opened by the caller (libarchive).
 public enum OnePUX {
+    /// 1Password's expiry number YYYYMM as `YYYY-MM` (`%04d-%02d`).
+    static func monthYear(_ n: Int) -> String {
+        func padded(_ v: Int, _ width: Int) -> String {
+            let digits = String(v)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return padded(n / 100, 4) + "-" + padded(n % 100, 2)
+    }
+
     /// Reads `export.data`.
     /// - Throws: `.usage` naming the entry.
     public static func read(exportData bytes: [UInt8], now: Int64) throws -> ImportBatch {
@@ -77,7 +86,7 @@ public enum OnePUX {
                     if let inner = o["item"] as? [String: Any] { o = inner }
                     let title = Loose.string((o["overview"] as? [String: Any])?["title"])
                     let entry = "entry \(index)" + (title.map { " ('\($0)')" } ?? "")
-                    if o["trashed"] as? Bool == true || Loose.string(o["state"]) == "deleted" {
+                    if Loose.bool(o["trashed"]) == true || Loose.string(o["state"]) == "deleted" {
                         batch.skipped["in 1Password's trash", default: 0] += 1
                         return
                     }
@@ -108,14 +117,14 @@ public enum OnePUX {
             item.type = .note
             item.fields.append(CustomField(name: "1password category", value: Self.categories[category] ?? category))
         }
-        if let c = (o["createdAt"] as? NSNumber)?.int64Value { item.created = c }
-        item.modified = (o["updatedAt"] as? NSNumber)?.int64Value ?? item.created
+        if let c = (o["createdAt"] as? JSONNumber)?.int64Value { item.created = c }
+        item.modified = (o["updatedAt"] as? JSONNumber)?.int64Value ?? item.created
         if let u = Loose.nonEmpty(overview["url"]) { item.urls.append(u) }
         for case let u as [String: Any] in (overview["urls"] as? [Any]) ?? [] {
             if let url = Loose.nonEmpty(u["url"]), !item.urls.contains(url) { item.urls.append(url) }
         }
         for case let t as String in (overview["tags"] as? [Any]) ?? [] { item.tags.append(t) }
-        if (o["favIndex"] as? NSNumber)?.intValue ?? 0 > 0 { item.tags.append("favorite") }
+        if (o["favIndex"] as? JSONNumber)?.intValue ?? 0 > 0 { item.tags.append("favorite") }
         if Loose.string(o["state"]) == "archived" { item.tags.append("archived") }
         item.notes = Loose.nonEmpty(details["notesPlain"])
         for case let f as [String: Any] in (details["loginFields"] as? [Any]) ?? [] {
@@ -146,12 +155,12 @@ public enum OnePUX {
                 case "url":
                     if let v = Loose.nonEmpty(raw) { item.fields.append(CustomField(name: name, kind: .url, value: v)) }
                 case "date":
-                    if let n = (raw as? NSNumber)?.doubleValue {
-                        item.fields.append(CustomField(name: name, value: String(ForeignTime.plain.string(from: Date(timeIntervalSince1970: n)).prefix(10))))
+                    if let n = (raw as? JSONNumber)?.doubleValue, n.isFinite, abs(n) < 1e15 {
+                        item.fields.append(CustomField(name: name, value: String(ISOTime.string(Int64(n.rounded(.down))).prefix(10))))
                     }
                 case "monthYear":
                     // 1Password writes an expiry as the number YYYYMM.
-                    if let n = (raw as? NSNumber)?.intValue, n > 0 { item.fields.append(CustomField(name: name, value: String(format: "%04d-%02d", n / 100, n % 100))) }
+                    if let n = (raw as? JSONNumber)?.intValue, n > 0 { item.fields.append(CustomField(name: name, value: Self.monthYear(n))) }
                 case "email":
                     if let e = raw as? [String: Any], let v = Loose.nonEmpty(e["email_address"]) {
                         item.fields.append(CustomField(name: name, value: v))
@@ -168,11 +177,11 @@ public enum OnePUX {
         }
         var history: [PasswordChange] = []
         for case let h as [String: Any] in (details["passwordHistory"] as? [Any]) ?? [] {
-            if let p = Loose.string(h["value"]) { history.append(PasswordChange(password: p, replaced: (h["time"] as? NSNumber)?.int64Value ?? item.modified)) }
+            if let p = Loose.string(h["value"]) { history.append(PasswordChange(password: p, replaced: (h["time"] as? JSONNumber)?.int64Value ?? item.modified)) }
         }
         item.passwordHistory = history.sorted { $0.replaced < $1.replaced }
         if details["documentAttributes"] != nil { batch.drop("attachments: vault stores no files") }
-        if let passkey = details["passkey"], !(passkey is NSNull) { batch.drop("passkeys: vault keeps no FIDO2 credentials") }
+        if let passkey = details["passkey"], !(passkey is JSONNull) { batch.drop("passkeys: vault keeps no FIDO2 credentials") }
         return item
     }
 

@@ -1,3 +1,4 @@
+internal import VaultSystem
 public import VaultKit
 /// One decrypted entry of a `pass` store, read the way pass users and its extensions write it:
 /// the first line is the password; `username:`/`user:`/`login:`, `url:`/`website:` lines fill
@@ -14,7 +15,7 @@ public enum PassEntry {
         for line in lines.dropFirst() {
             if line.lowercased().hasPrefix("otpauth://") && item.totp == nil { item.totp = line; continue }
             if let colon = line.firstIndex(of: ":"), !line[..<colon].contains(" "), colon != line.startIndex {
-                let key = String(line[..<colon]), value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                let key = String(line[..<colon]), value = line[line.index(after: colon)...].trimmed(.whitespaces)
                 let lower = key.lowercased()
                 if ["username", "user", "login", "email"].contains(lower), item.username == nil { item.username = value; continue }
                 if ["url", "website", "site"].contains(lower) { item.urls.append(value); continue }

@@ -1,11 +1,10 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 import VaultSystem
 
 /// Whether `path` is a folder.
 package func isFolder(_ path: String) -> Bool {
-    var dir: ObjCBool = false
-    return FileManager.default.fileExists(atPath: path, isDirectory: &dir) && dir.boolValue
+    (try? FileStatus.of(path, followingLinks: true))?.kind == .directory
 }
 
 /// A `pass` password store: every `*.gpg` file below the folder (`.git` and `.extensions`
@@ -21,8 +20,8 @@ package enum PassStore {
         }
         let root = URL(fileURLWithPath: folder).standardizedFileURL.path
         var paths: [String] = []
-        guard let walk = FileManager.default.enumerator(atPath: root) else { throw VaultError.io(path: folder, "cannot be listed") }
-        while let rel = walk.nextObject() as? String {
+        guard let walk = try? FileManager.default.subpathsOfDirectory(atPath: root) else { throw VaultError.io(path: folder, "cannot be listed") }
+        for rel in walk {
             if rel.hasPrefix(".git") || rel.hasPrefix(".extensions") || rel.contains("/.") { continue }
             if rel.hasSuffix(".gpg") { paths.append(rel) }
         }
@@ -46,55 +45,22 @@ package enum PassStore {
     /// compressed, so a small file can decrypt to gigabytes: gpg is stopped at the bound); its
     /// error output is shown only in the error (the last 64 KiB of it kept).
     static func decrypt(_ gpg: String, _ arguments: [String], entry: String, environment: [String: String]) throws -> [UInt8] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: gpg)
-        process.arguments = arguments
-        process.environment = environment
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        do { try process.run() } catch { throw VaultError.failure("gpg could not be started: \(error.localizedDescription)") }
-        // Read both pipes while gpg runs (a full stderr pipe would stall it).
-        nonisolated(unsafe) var errors: [UInt8] = []
-        let readerDone = DispatchSemaphore(value: 0)
-        let reader = Thread {
-            errors = PassStore.tail(of: err.fileHandleForReading, keeping: 64 << 10)
-            readerDone.signal()
+        let run: CapturedRun
+        do {
+            run = try ChildProcess.capture(path: gpg, arguments: ["gpg"] + arguments, environment: environment,
+                                           outputLimit: ImportLimits.item, errorKept: 64 << 10)
+        } catch {
+            throw VaultError.failure("gpg could not be started: \(error)")
         }
-        reader.start()
-        var data: [UInt8] = [], over = false
-        while let chunk = try? out.fileHandleForReading.read(upToCount: 64 << 10), !chunk.isEmpty {
-            guard data.count + chunk.count <= ImportLimits.item else {
-                over = true
-                process.terminate()
-                break
-            }
-            data += chunk
-        }
-        try? out.fileHandleForReading.close()
-        process.waitUntilExit()
-        // gpg has ended: its error pipe is at its end, and the reader with it (no polling).
-        readerDone.wait()
-        if over {
+        if run.overLimit { throw ImportLimits.tooLarge("entry '\(entry)' (decrypted)") }
+        guard run.status == .exited(0) else {
+            var data = run.output
             wipe(&data)
-            throw ImportLimits.tooLarge("entry '\(entry)' (decrypted)")
-        }
-        guard process.terminationStatus == 0 else {
-            wipe(&data)
-            let why = String(decoding: errors, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? "exit \(process.terminationStatus)"
+            let why = String(decoding: run.errorTail, as: UTF8.self).split(separator: "\n").last.map(String.init)
+                ?? "exit \(run.status.shellCode)"
             throw VaultError.usage("entry '\(entry)': gpg could not decrypt it (\(why))")
         }
-        return data
+        return run.output
     }
 
-    /// What `handle` gives until its end, only the last `limit` bytes of it kept.
-    private static func tail(of handle: FileHandle, keeping limit: Int) -> [UInt8] {
-        var kept: [UInt8] = []
-        while let chunk = try? handle.read(upToCount: 64 << 10), !chunk.isEmpty {
-            kept += chunk
-            if kept.count > limit { kept.removeFirst(kept.count - limit) }
-        }
-        return kept
-    }
 }

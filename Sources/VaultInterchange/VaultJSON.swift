@@ -1,5 +1,5 @@
 public import VaultKit
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// vault's own portable JSON: an array of objects, one per item, with every field an item holds

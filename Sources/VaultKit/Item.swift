@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import VaultSystem
 
 /// What an item is: a login (the default), a secure note, a payment card, an identity or an SSH
 /// key (`ssh-key`: its public key, private key and signing policy are custom fields, see
@@ -173,11 +174,11 @@ public struct Item: Codable, Equatable, Sendable {
         // only the Unicode checks below cost (Foundation's normalisation about 4 µs a name, the
         // scalar properties as much again: 16% of an import before).
         let printableASCII = name.utf8.allSatisfy { (0x20..<0x7F).contains($0) }
-        let n = printableASCII ? name : name.precomposedStringWithCanonicalMapping
+        let n = printableASCII ? name : name.nfc
         guard !n.isEmpty, (printableASCII ? n.utf8.count : n.count) <= 256, n.utf8.count <= 1024 else {
             throw VaultError.usage("an item name must be 1 to 256 characters (at most 1024 bytes)")
         }
-        guard printableASCII ? n.utf8.first != 0x20 && n.utf8.last != 0x20 : n.trimmingCharacters(in: .whitespaces) == n else {
+        guard printableASCII ? n.utf8.first != 0x20 && n.utf8.last != 0x20 : n.trimmed(.whitespaces) == n else {
             throw VaultError.usage("an item name cannot start or end with a space")
         }
         if !printableASCII {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import VaultSystem
 
 /// Random passwords from libsodium's uniform generator: characters from chosen classes (at least
 /// one of each) or from a set given, or words of the EFF large word list.
@@ -62,7 +63,7 @@ public struct PasswordGenerator: Sendable {
     /// Bits of entropy of a `generate()` result (an upper bound: the class rule removes a little).
     public var entropyBits: Double {
         let n = customSet?.count ?? classes.map(\.count).reduce(0, +)
-        return Double(length) * log2(Double(max(n, 1)))
+        return Double(length) * CLibrary.log2(Double(max(n, 1)))
     }
 
     /// `count` words drawn uniformly from the EFF large word list (7,776 words, about 12.9 bits
@@ -75,6 +76,6 @@ public struct PasswordGenerator: Sendable {
     }
 
     /// Bits of entropy of `words(count)`.
-    public static func wordsEntropyBits(_ count: Int) -> Double { Double(count) * log2(Double(effLargeWordList.count)) }
+    public static func wordsEntropyBits(_ count: Int) -> Double { Double(count) * CLibrary.log2(Double(effLargeWordList.count)) }
 }
 

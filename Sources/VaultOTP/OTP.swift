@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 public import VaultKit
 
 /// A code `vault otp` prints, and what it changes.

@@ -1,6 +1,6 @@
 import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// What one connection has told the agent: its session bindings.
 public struct AgentConnectionState {
@@ -183,7 +183,7 @@ public final class AgentHandler: @unchecked Sendable {
         let prompt = TouchPrompt.plain(text { TouchPrompt.plain($0, limit: $1) })
         let exact = text { p, _ in p }
         let digest = (try? KeyedHash.hash(Array(exact.utf8), key: [])) ?? Array(exact.utf8)
-        return (prompt, digest.map { String(format: "%02x", $0) }.joined())
+        return (prompt, hexString(digest))
     }
 
     private func add(_ r: inout SSHReader, _ state: AgentConnectionState) throws -> Bool {

@@ -1,6 +1,6 @@
 import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// A key held by the agent, with the constraints it was added with.
 final class AgentIdentity: @unchecked Sendable {
@@ -20,7 +20,7 @@ final class AgentIdentity: @unchecked Sendable {
 /// The identities of an agent and its lock, shared by every connection (one lock). Keys added
 /// with `ssh-add` live here only: never written anywhere.
 public final class AgentKeyStore: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var identities: [AgentIdentity] = []
     private var lockHash: (salt: [UInt8], hash: [UInt8])?
     private var failedUnlocks = 0

@@ -1,5 +1,5 @@
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// What serves an SSH agent socket, for `vault doctor`: nothing (`SSH_AUTH_SOCK` unset, no socket,
 /// nobody listening), vault's agent, or another one (OpenSSH's ssh-agent, gnome-keyring, ...).
@@ -68,7 +68,7 @@ public struct AgentProbe: Sendable, Equatable {
         let pid = peer.map(\.pid).flatMap { $0 > 0 ? $0 : nil }
         let program = pid.flatMap(programName(of:))
         let keys = identities(connection, timeout: timeout)
-        let isVault = program.map { ($0 as NSString).lastPathComponent.hasPrefix(vaultAgentName) } ?? false
+        let isVault = program.map { PathText.lastComponent(of: $0).hasPrefix(vaultAgentName) } ?? false
         var parts: [String] = []
         if let pid { parts.append("pid \(pid)") }
         if let peer, peer.uid != ProcessIdentity.uid { parts.append("uid \(peer.uid)") }
@@ -94,7 +94,7 @@ public struct AgentProbe: Sendable, Equatable {
             return exe.hasSuffix(" (deleted)") ? String(exe.dropLast(10)) : exe
         }
         guard let bytes = try? FileDescriptor.open("/proc/\(pid)/comm", .readOnly).readAll(limit: 64) else { return nil }
-        let name = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let name = String(decoding: bytes, as: UTF8.self).trimmed()
         return name.isEmpty ? nil : name
     }
 

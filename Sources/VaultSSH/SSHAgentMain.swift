@@ -1,6 +1,6 @@
 import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// `vault-ssh-agent` (what `vault ssh-agent` runs): OpenSSH ssh-agent's command line,
 ///   `[-c | -s] [-Dd] [-a SOCKET] [-E HASH] [-O OPTION] [-P PROVIDERS] [-t LIFE] [COMMAND [ARG...]]`
@@ -278,8 +278,7 @@ public enum SSHAgentMain {
 
     /// The `vault` program beside this one (what releases a vault key).
     static func vaultProgram() -> String {
-        let exe = (try? ProcessIdentity.executable(of: ProcessIdentity.pid)) ?? CommandLine.arguments[0]
-        return (exe as NSString).deletingLastPathComponent + "/vault"
+        return ProcessIdentity.siblingProgram("vault")
     }
 
     private static func serve(_ listener: consuming UnixSocket, lifetime: UInt32?, hash: String, parent: Int32?, debug: Bool,

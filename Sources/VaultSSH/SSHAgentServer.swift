@@ -1,7 +1,7 @@
 import VaultKit
 internal import VaultSystem
 internal import VaultWire
-internal import Foundation
+internal import FoundationEssentials
 
 /// The SSH agent's server: VaultWire's shared accept loop (`SocketServer`) over connections of
 /// SSH agent messages (`SSHAgentConnection`). Each connection of the same uid (`SO_PEERCRED`)
@@ -19,7 +19,7 @@ final class SSHAgentServer: @unchecked Sendable {
     private let parentPID: Int32?
     private let messageDeadline: Double
     private let log: (@Sendable (String) -> Void)?
-    private let state = NSLock()
+    private let state = ThreadLock()
     private var connections = 0
     private var perProcess: [Int32: Int] = [:]
 

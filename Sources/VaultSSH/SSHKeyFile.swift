@@ -36,7 +36,7 @@ public enum SSHKeyFile {
 
     /// The base64 between the armour lines, decoded.
     private static func armored(_ text: String) throws(SSHKeyFileError) -> [UInt8] {
-        guard let start = text.range(of: begin), let stop = text.range(of: end, range: start.upperBound..<text.endIndex) else {
+        guard let start = text.byteRange(of: begin), let stop = text.byteRange(of: end, from: start.upperBound) else {
             throw .unreadable("no end line")
         }
         let body = text[start.upperBound..<stop.lowerBound].filter { !$0.isWhitespace }

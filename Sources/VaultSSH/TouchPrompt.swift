@@ -1,6 +1,6 @@
 import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// Shows the person that a touch is awaited, where they look: on the requesting program's
 /// terminal and, through `notifier` (the desktop's notifications: `vault-ssh-agent` passes
@@ -35,13 +35,14 @@ public struct TouchPrompt: Sendable {
         guard let notifier else { return {} }
         let shown = Shown()
         let environment = self.environment
-        Thread.detachNewThread { shown.set(notifier("Touch the fingerprint reader", text, environment)) }
+        // Without a thread to show it (the thread limit), the terminal prompt is all there is.
+        try? Threads.detach { shown.set(notifier("Touch the fingerprint reader", text, environment)) }
         return { shown.end() }
     }
 
     /// A notification being sent: taken down when the match ends, whichever comes first.
     private final class Shown: @unchecked Sendable {
-        private let lock = NSLock()
+        private let lock = ThreadLock()
         private var close: (@Sendable () -> Void)?
         private var ended = false
         func set(_ c: @escaping @Sendable () -> Void) {

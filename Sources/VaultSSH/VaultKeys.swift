@@ -1,7 +1,7 @@
 import VaultKit
 internal import VaultAgent
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// The program on the other end of a connection, from `SO_PEERCRED`'s pid and `/proc`: its
 /// executable, its terminal session, its start time (so a pid used again by another process is
@@ -73,7 +73,7 @@ public final class VaultKeys: @unchecked Sendable {
     let log: (@Sendable (String) -> Void)?
     /// Shows the person that a touch is awaited.
     let touch: TouchPrompt
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     /// The keys each vault listed last (offered while it is locked too: signing then unlocks).
     private var seen: [String: [SSHKeyItem.Listed]] = [:]
     /// Released keys: by vault, item, and (for `session`) the program.
@@ -183,8 +183,14 @@ public final class VaultKeys: @unchecked Sendable {
             return nil
         }
         if leads {
-            Thread.detachNewThread { [self] in
-                run(match, batchKey: batchKey, offered, prompt: prompt, requester: requester, keep: policy != .sign ? mark.map { (holdKey, $0) } : nil)
+            let keep = policy != .sign ? mark.map { (holdKey, $0) } : nil
+            do {
+                try Threads.detach { [self] in
+                    run(match, batchKey: batchKey, offered, prompt: prompt, requester: requester, keep: keep)
+                }
+            } catch {
+                // No thread to spare (the thread limit): this request runs the match itself.
+                run(match, batchKey: batchKey, offered, prompt: prompt, requester: requester, keep: keep)
             }
         } else {
             log?("joined the match under way for '\(offered.listed.name)' (\(lock.withLock { match.waiters }) waiting)")

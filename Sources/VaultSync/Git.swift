@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 import VaultSystem
 
@@ -12,7 +12,7 @@ struct GitOutput {
     var stderr: String
 
     /// Standard output as text, without the final newline.
-    var text: String { String(decoding: stdout, as: UTF8.self).trimmingCharacters(in: .newlines) }
+    var text: String { String(decoding: stdout, as: UTF8.self).trimmed(.newlines) }
 }
 
 /// Runs `git` (Debian's, found on `PATH`) as a program on one bare repository, through

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 import VaultSystem
 
@@ -158,7 +158,7 @@ extension Git {
     func commitObject(_ sha: String) throws -> (tree: String, parents: [String], message: String) {
         let raw = try checked(["cat-file", "commit", sha]).stdout
         let text = String(decoding: raw, as: UTF8.self)
-        guard let split = text.range(of: "\n\n") else { throw untrusted("commit \(sha) is malformed") }
+        guard let split = text.byteRange(of: "\n\n") else { throw untrusted("commit \(sha) is malformed") }
         var tree = "", parents: [String] = []
         for line in text[..<split.lowerBound].split(separator: "\n") {
             if line.hasPrefix("tree ") { tree = String(line.dropFirst(5)) }

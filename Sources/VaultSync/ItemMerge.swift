@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 
 /// One side of a three-way merge of an item: its content (nil: deleted or never there) and the

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 package import VaultKit
 import VaultSystem
 
@@ -59,7 +59,7 @@ package enum SyncPending {
     /// Taken by a sync (holding the lock) before it reads the rows it commits: a write marked
     /// after this is the next sync's.
     static func take(_ paths: SyncPaths) {
-        if FileSystem.exists(paths.pending) { _ = rename(paths.pending, paths.taken) }
+        if FileSystem.exists(paths.pending) { try? FileSystem.rename(paths.pending, to: paths.taken) }
     }
 
     /// The sync that took the marker committed every row it read.
@@ -111,7 +111,7 @@ package enum SyncRemote {
         guard !url.lowercased().hasPrefix("ext::"), !url.contains("::") || url.hasPrefix("file::") == false else {
             throw VaultError.usage("remote helpers with '::' (ext::, fd::) are refused: they run commands")
         }
-        if let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@"),
+        if let scheme = url.byteRange(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@"),
            url[scheme.upperBound..<at].contains(":") {
             throw VaultError.usage("the URL holds a password", hint: "leave it out: git's credential helper (or ssh) supplies it")
         }

@@ -230,3 +230,93 @@ public enum ProgramLookup: Equatable, Sendable {
         return denied
     }
 }
+
+/// What ``ChildProcess/capture(path:arguments:environment:outputLimit:errorKept:timeoutSeconds:)``
+/// read of a program run to its end.
+public struct CapturedRun: Sendable {
+    /// How it ended.
+    public var status: ExitStatus
+    /// Its standard output (empty when it wrote more than the limit).
+    public var output: [UInt8]
+    /// The last bytes of its standard error.
+    public var errorTail: [UInt8]
+    /// It wrote more than the limit to its standard output: it was sent SIGTERM and its output
+    /// dropped (wiped).
+    public var overLimit: Bool
+    /// It was still running at the timeout: it was killed (SIGKILL).
+    public var timedOut: Bool
+}
+
+extension ChildProcess {
+    /// Runs a program with its standard input on `/dev/null`, reading its standard output and
+    /// error as it writes them (a full pipe never stalls it) and waiting for its end. Output
+    /// beyond `outputLimit` bytes stops it (SIGTERM, then its output is no longer read); only the
+    /// last `errorKept` bytes of its errors are kept; past `timeoutSeconds` it is killed. The
+    /// output may be a secret (a decrypted entry): every copy of it made while it grew is wiped,
+    /// and the caller wipes what it gets.
+    /// - Throws: ``SystemError`` for `pipe2`, `posix_spawn` or `waitpid`.
+    public static func capture(path: String, arguments: [String], environment: [String: String],
+                               outputLimit: Int, errorKept: Int, timeoutSeconds: Double? = nil) throws(SystemError) -> CapturedRun {
+        var out = try UnixPipe(), err = try UnixPipe()
+        let child = try spawn(SpawnRequest(
+            path: path, arguments: arguments, environment: environment,
+            fileActions: [.open(0, "/dev/null", .readOnly), .dup2(from: out.writeEnd.rawValue, to: 1),
+                          .dup2(from: err.writeEnd.rawValue, to: 2)]))
+        try? out.writeEnd.close()
+        try? err.writeEnd.close()
+        var output: [UInt8] = [], errors: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        defer { wipe(&buffer) }
+        var reading = (out: true, err: true)
+        var over = false, timedOut = false
+        let deadline = timeoutSeconds.map { MonotonicClock.seconds() + $0 }
+        while reading.out || reading.err {
+            var wait: Int32 = -1
+            if let deadline {
+                let left = deadline - MonotonicClock.seconds()
+                if left <= 0 {
+                    try? child.send(.kill)
+                    timedOut = true
+                    break
+                }
+                wait = Int32(min(left * 1000 + 1, 60_000))
+            }
+            let ready = try Poll.wait([PollRequest(fd: reading.out ? out.readEnd.rawValue : -1, events: .readable),
+                                       PollRequest(fd: reading.err ? err.readEnd.rawValue : -1, events: .readable)],
+                                      timeoutMilliseconds: wait)
+            if reading.out, !ready[0].isEmpty {
+                let n = buffer.withUnsafeMutableBytes { (try? out.readEnd.read(into: $0)) ?? 0 }
+                if n == 0 {
+                    reading.out = false
+                } else if output.count + n > outputLimit {
+                    over = true
+                    wipe(&output)
+                    try? child.send(.terminate)
+                    // Not read any more: closed, so a child that goes on writing gets EPIPE.
+                    try? out.readEnd.close()
+                    reading.out = false
+                } else {
+                    if output.count + n > output.capacity {
+                        var grown: [UInt8] = []
+                        grown.reserveCapacity(max(2 * output.capacity, output.count + n, 4096))
+                        grown += output
+                        wipe(&output)
+                        output = grown
+                    }
+                    output += buffer[..<n]
+                }
+            }
+            if reading.err, !ready[1].isEmpty {
+                let n = buffer.withUnsafeMutableBytes { (try? err.readEnd.read(into: $0)) ?? 0 }
+                if n == 0 {
+                    reading.err = false
+                } else {
+                    errors += buffer[..<n]
+                    if errors.count > errorKept { errors.removeFirst(errors.count - errorKept) }
+                }
+            }
+        }
+        let status = try child.wait()
+        return CapturedRun(status: status, output: output, errorTail: errors, overLimit: over, timedOut: timedOut)
+    }
+}

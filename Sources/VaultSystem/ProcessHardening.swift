@@ -67,6 +67,32 @@ public enum ProcessIdentity {
     /// LDAP...). A uid of a subordinate range (`/etc/subuid`) or of a deleted user has no
     /// account; a backend that fails says nothing either way (`.unknown`).
     public static func lookUpUser(_ uid: UInt32) -> UserLookup {
+        passwdEntry(uid) { String(cString: $0.pw_name) }
+    }
+
+    /// The home folder the user database gives `uid` (`pw_dir`), nil when it has no account for
+    /// it (Foundation's `NSHomeDirectory()` for the running user).
+    public static func homeDirectory(of uid: UInt32) -> String? {
+        if case .account(let home) = passwdEntry(uid, { $0.pw_dir.map { String(cString: $0) } ?? "" }), !home.isEmpty {
+            return home
+        }
+        return nil
+    }
+
+    /// The running executable's path (`/proc/self/exe`; `argv[0]` where that cannot be read).
+    public static var runningExecutable: String {
+        (try? executable(of: getpid())) ?? CommandLine.arguments[0]
+    }
+
+    /// The program called `name` in the folder of the running executable (`/proc/self/exe`;
+    /// `argv[0]` where that cannot be read): how vault finds its helper processes.
+    public static func siblingProgram(_ name: String) -> String {
+        let folder = PathText.folder(of: runningExecutable)
+        return (folder.isEmpty ? "." : folder) + "/" + name
+    }
+
+    /// `read` of `uid`'s user-database entry, `.account(read(entry))` when there is one.
+    private static func passwdEntry(_ uid: UInt32, _ read: (passwd) -> String) -> UserLookup {
         var entry = passwd()
         var found: UnsafeMutablePointer<passwd>?
         var size = 16384
@@ -80,8 +106,8 @@ public enum ProcessIdentity {
             // glibc reports "no such entry" as 0 with no result; anything else (ENOENT included:
             // nss_files says so when it cannot open /etc/passwd) is a failure, not an answer.
             if code == 0 {
-                guard found != nil, let name = entry.pw_name else { return .noAccount }
-                return .account(name: String(cString: name))
+                guard found != nil, entry.pw_name != nil else { return .noAccount }
+                return .account(name: read(entry))
             }
             return .unknown(SystemError(call: "getpwuid_r", path: "uid \(uid)", code: code))
         }

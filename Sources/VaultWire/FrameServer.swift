@@ -1,6 +1,6 @@
 public import VaultKit
 public import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// What a server's admission rule says of a peer that connected.
 public enum Admission: Sendable {
@@ -61,7 +61,7 @@ public final class SocketServer<Connection: ServedConnection>: @unchecked Sendab
     public let replyDeadline: Double
     /// The name of each connection's thread.
     public let threadName: String
-    private let state = NSLock()
+    private let state = ThreadLock()
     private var stopped = false
     private var identity: SocketIdentity?
 
@@ -162,13 +162,17 @@ public final class SocketServer<Connection: ServedConnection>: @unchecked Sendab
             case .refuse(let error):
                 connection.refuse(error, within: replyDeadline)
             case .admit(let release):
-                let thread = Thread {
-                    serveOne(connection, peer)
+                do {
+                    try Threads.detach(name: threadName) {
+                        serveOne(connection, peer)
+                        connection.close()
+                        release()
+                    }
+                } catch {
+                    // No thread to serve it (the process' thread limit): the peer sees it closed.
                     connection.close()
                     release()
                 }
-                thread.name = threadName
-                thread.start()
             }
         }
         return .stopped

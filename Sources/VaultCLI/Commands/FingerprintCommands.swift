@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import VaultSystem
 import ReaderLink
 import VaultAuthority
 import VaultAgent
@@ -156,7 +157,7 @@ enum FingerprintCommands {
     /// `--confirm F[,F...]`, each a finger's name.
     static func confirmedFingers(_ inv: Invocation) throws -> [String] {
         guard let list = inv[EnrollOptions.confirm] else { return [] }
-        return try list.split(separator: ",").map { try parseFinger(String($0).trimmingCharacters(in: .whitespaces)).rawValue }
+        return try list.split(separator: ",").map { try parseFinger(String($0).trimmed(.whitespaces)).rawValue }
     }
 
     /// What a binding reported: the changes of the prints since the vault was last bound, and
@@ -279,7 +280,7 @@ enum FingerprintCommands {
             let daemonLine: String
             do {
                 let d = try SystemKeyAuthority.describe(socketPath: socket, within: 2)
-                let user = getpwuid(d.uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(d.uid)"
+                let user = ProcessIdentity.userName(of: d.uid) ?? "uid \(d.uid)"
                 daemon.merge(["answers": true, "pid": Int(d.pid), "uid": Int(d.uid), "user": user, "version": d.version, "test_mode": d.testMode]) { $1 }
                 daemonLine = "answers as \(user) (uid \(d.uid), pid \(d.pid)), protocol \(d.version)" + (d.testMode ? ", TEST MODE" : "")
             } catch let e as VaultError {
@@ -352,12 +353,12 @@ enum FingerprintCommands {
             let ssh = SSHAgentCommand.doctorReport(ctx.environment)
             if inv.has(DoctorOptions.json) {
                 ctx.stdout.write(jsonText(["finger_unlock": fingerUnlock == nil, "readers": rows, "ssh_agent": ssh.json,
-                                           "secret_service": ["owner": keyring.owner.map { $0 as Any } ?? NSNull(), "detail": keyring.detail] as [String: Any], "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
-                                                                         "reader_backend": backend.map { $0 as Any } ?? NSNull(),
-                                                                         "requested": requested.map { $0.rawValue as Any } ?? NSNull(),
+                                           "secret_service": ["owner": keyring.owner.map { $0 as Any } ?? JSONNull(), "detail": keyring.detail] as [String: Any], "authority": ["kind": kind.rawValue, "protects": kind.protection, "secrets": secrets,
+                                                                         "reader_backend": backend.map { $0 as Any } ?? JSONNull(),
+                                                                         "requested": requested.map { $0.rawValue as Any } ?? JSONNull(),
                                                                          "answers": reachable] as [String: Any],
                                            "daemon": daemon,
-                                           "vaults": bindings.map { ["vault": $0.0, "binding_authority": $0.1.map { $0.rawValue as Any } ?? NSNull()] },
+                                           "vaults": bindings.map { ["vault": $0.0, "binding_authority": $0.1.map { $0.rawValue as Any } ?? JSONNull()] },
                                            "tpm": tpm]))
                 if let fingerUnlock { throw fingerUnlock }
                 return

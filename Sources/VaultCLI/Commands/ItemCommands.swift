@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 import VaultSystem
 import VaultOTP
@@ -290,9 +290,7 @@ enum ItemCommands {
                 return field
             }
             for option in [ItemOptions.userPrompt, ItemOptions.passwordPrompt] {
-                if let p = inv[option], (try? NSRegularExpression(pattern: p)) == nil {
-                    throw VaultError.usage("\(option.name): '\(p)' is not a regular expression")
-                }
+                if let p = inv[option] { _ = try PromptAnswerer.compile(p, option: option.name) }
             }
             let fingerprintLogin = try Auth.parseSwitch(inv)
             guard ItemOptions.changes.contains(where: inv.has) else {
@@ -440,16 +438,15 @@ extension ItemCommands {
             let records = try vault.auditRecords(limit: try inv.int(LogOptions.limit))
             var damaged = 0
             var rows: [[String: Any]] = []
-            let formatter = ISO8601DateFormatter()
             for r in records {
                 switch r {
                 case .success(let a):
-                    rows.append(["time": a.time, "item": a.item, "field": a.field, "command": a.command, "uid": a.uid, "pid": a.pid ?? NSNull(),
-                                 "executable": a.executable ?? NSNull()])
+                    rows.append(["time": a.time, "item": a.item, "field": a.field, "command": a.command, "uid": a.uid, "pid": a.pid ?? JSONNull(),
+                                 "executable": a.executable ?? JSONNull()])
                     if !inv.has(LogOptions.json) {
                         // The command is what the caller said; the executable is what the kernel said it ran.
                         let exe = a.executable.map { terminalSafe($0, onTerminal: ctx.stdout.isTerminal) } ?? "-"
-                        ctx.stdout.write("\(formatter.string(from: Date(timeIntervalSince1970: TimeInterval(a.time))))  uid \(a.uid)  \(terminalSafe(a.command, onTerminal: ctx.stdout.isTerminal))  \(a.item)  \(a.field)  \(exe)\n")
+                        ctx.stdout.write("\(ISOTime.string(a.time))  uid \(a.uid)  \(terminalSafe(a.command, onTerminal: ctx.stdout.isTerminal))  \(a.item)  \(a.field)  \(exe)\n")
                     }
                 case .failure: damaged += 1
                 }
@@ -476,7 +473,7 @@ struct FieldSpec {
             kind = k
             name = String(name[..<colon])
         }
-        name = name.trimmingCharacters(in: .whitespaces)
+        name = name.trimmed(.whitespaces)
         guard !name.isEmpty else { throw VaultError.usage("--field needs a name: --field NAME[:KIND][=VALUE]") }
         if ItemField(parsing: name).isBuiltIn {
             throw VaultError.usage("--field: '\(name)' is a built-in field; use its own option")

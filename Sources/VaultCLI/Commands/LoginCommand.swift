@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 import VaultSystem
 
@@ -132,7 +132,7 @@ enum LoginFormat: String {
             password.withUnsafeBytes { appendShellQuoted($0, to: out) }
             out.append("\n")
         case .json:
-            let absent: Any = NSNull()
+            let absent: Any = JSONNull()
             password.withUnsafeBytes { p in
                 JSONText.append(["username": username.map { $0 as Any } ?? absent, "password": JSONSecret(p),
                                  "url": url.map { $0 as Any } ?? absent], to: out)
@@ -188,7 +188,7 @@ func appendNetrcToken(_ bytes: UnsafeRawBufferPointer, to out: SecretOutput) {
 
 /// A POSIX shell word that stands for exactly `s`: single quotes, `'\''` for each quote inside.
 func shellQuoted(_ s: String) -> String {
-    "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    "'" + s.replacingEvery("'", with: "'\\''") + "'"
 }
 
 /// The host of a URL; a bare `host[:port][/path]` counts too.
@@ -202,15 +202,15 @@ func netrcHost(_ url: String) -> String? {
 /// a backslash (curl and Python's netrc read that form).
 func netrcToken(_ s: String) -> String {
     guard s.contains(where: { $0.isWhitespace || $0 == "\"" || $0 == "\\" }) || s.isEmpty else { return s }
-    return "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    return "\"" + s.replacingEvery("\\", with: "\\\\").replacingEvery("\"", with: "\\\"") + "\""
 }
 
 /// The prompts `login` answers: `--user-prompt` / `--password-prompt`, else the item's own, else
 /// the defaults. All are matched case-insensitively against the program's output since the last
 /// answer.
 struct LoginPrompts {
-    let user: NSRegularExpression
-    let password: NSRegularExpression
+    let user: PromptPattern
+    let password: PromptPattern
 
     /// The patterns: a flag, else the item's own, else the defaults.
     /// - Throws: `.usage` for a pattern that is not a regular expression.

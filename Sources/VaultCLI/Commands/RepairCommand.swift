@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 
 /// `vault repair`: the item rows that cannot be opened, listed and (with --remove) deleted, so one

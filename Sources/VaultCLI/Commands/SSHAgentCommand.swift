@@ -1,6 +1,6 @@
 internal import VaultKit
 internal import VaultSystem
-internal import Foundation
+internal import FoundationEssentials
 
 /// `vault ssh-agent ARGS...`: replaced by `vault-ssh-agent ARGS...` from the folder of the running
 /// executable (`execve`, the same pid), before the command table parses anything: its command
@@ -9,8 +9,7 @@ internal import Foundation
 enum SSHAgentCommand {
     /// The program run: `vault-ssh-agent` beside the running executable.
     static func programPath() -> String {
-        let exe = (try? ProcessIdentity.executable(of: ProcessIdentity.pid)) ?? CommandLine.arguments[0]
-        return (exe as NSString).deletingLastPathComponent + "/vault-ssh-agent"
+        return ProcessIdentity.siblingProgram("vault-ssh-agent")
     }
 
     /// Runs `vault-ssh-agent` in place of this process; returns only when it cannot (exit 1,

@@ -1,5 +1,6 @@
 import VaultSSH
-internal import Foundation
+internal import VaultKit
+internal import FoundationEssentials
 
 /// `vault doctor`'s SSH agent part: what `SSH_AUTH_SOCK` reaches (VaultSSH's `AgentProbe`), and how
 /// to switch to vault's agent when it is not that one: the user unit `vault-ssh-agent.service`,
@@ -41,11 +42,11 @@ extension SSHAgentCommand {
             hint = "for vault's agent: " + enable + ", then " + setLine
         }
         var json: [String: Any] = ["state": probe.state.rawValue, "detail": probe.detail, "unit_socket": unit,
-                                   "socket": probe.socket.map { $0 as Any } ?? NSNull()]
-        json["pid"] = probe.pid.map { Int($0) as Any } ?? NSNull()
-        json["program"] = probe.program.map { $0 as Any } ?? NSNull()
-        json["keys"] = probe.keys.map { $0 as Any } ?? NSNull()
-        json["hint"] = hint.map { $0 as Any } ?? NSNull()
+                                   "socket": probe.socket.map { $0 as Any } ?? JSONNull()]
+        json["pid"] = probe.pid.map { Int($0) as Any } ?? JSONNull()
+        json["program"] = probe.program.map { $0 as Any } ?? JSONNull()
+        json["keys"] = probe.keys.map { $0 as Any } ?? JSONNull()
+        json["hint"] = hint.map { $0 as Any } ?? JSONNull()
         return DoctorReport(probe: probe, line: line, hint: hint, json: json)
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
 import VaultSystem
 
@@ -39,8 +39,7 @@ enum SecretServiceCommand {
 
     /// `vault-secret-service` next to the running vault.
     static func servicePath() throws -> String {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        let path = (exe as NSString).deletingLastPathComponent + "/vault-secret-service"
+        let path = ProcessIdentity.siblingProgram("vault-secret-service")
         guard FileManager.default.isExecutableFile(atPath: path) else {
             throw VaultError.failure("vault-secret-service is not installed next to vault (\(path))", hint: "reinstall vault (Vault/install.sh)")
         }
@@ -55,24 +54,13 @@ enum SecretServiceCommand {
             return (nil, "no session bus")
         }
         guard let program = try? servicePath() else { return (nil, "vault-secret-service is not installed") }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: program)
-        p.arguments = ["--owner"]
-        p.environment = env
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        p.standardInput = FileHandle.nullDevice
-        do { try p.run() } catch { return (nil, "cannot run \(program)") }
-        let done = DispatchSemaphore(value: 0)
-        p.terminationHandler = { _ in done.signal() }
-        if done.wait(timeout: .now() + 2) == .timedOut {
-            p.terminate()
-            return (nil, "the session bus does not answer")
+        guard let run = try? ChildProcess.capture(path: program, arguments: [program, "--owner"], environment: env,
+                                                  outputLimit: 64 << 10, errorKept: 0, timeoutSeconds: 2) else {
+            return (nil, "cannot run \(program)")
         }
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        guard p.terminationStatus == 0, !text.isEmpty else { return (nil, "the session bus could not be asked") }
+        if run.timedOut { return (nil, "the session bus does not answer") }
+        let text = String(decoding: run.output, as: UTF8.self).trimmed()
+        guard run.status == .exited(0), !text.isEmpty else { return (nil, "the session bus could not be asked") }
         return (text, text)
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultAgent
 import VaultKit
 import VaultSync
@@ -42,7 +42,7 @@ enum SyncCommands {
             case ("show", 1):
                 let url = try SyncRemote.show(location: loc, environment: ctx.environment)
                 if inv.has(RemoteOptions.json) {
-                    ctx.stdout.write(jsonText(["vault": loc.name, "remote": url.map { $0 as Any } ?? NSNull(),
+                    ctx.stdout.write(jsonText(["vault": loc.name, "remote": url.map { $0 as Any } ?? JSONNull(),
                                                "auto": url != nil && SyncRemote.isAuto(location: loc),
                                                "pending": url != nil && SyncPending.isPending(loc, environment: ctx.environment),
                                                "devices": try SyncRemote.devices(location: loc, environment: ctx.environment)] as [String: Any]))
@@ -214,7 +214,7 @@ enum SyncCommands {
     /// /dev/null as 0, 1 and 2 and no other descriptor of this process (a `--passcode-fd` pipe,
     /// say: it outlives the command, and needs none).
     static func startBackgroundSync(_ loc: VaultLocation, _ ctx: CommandContext) {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe = ProcessIdentity.runningExecutable
         let inherited = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).compactMap(Int32.init).filter { $0 > 2 }
         _ = try? ChildProcess.spawn(SpawnRequest(
             path: exe, arguments: [exe, "sync", "--vault", loc.name, "--no-input", "--background"], environment: ctx.environment,

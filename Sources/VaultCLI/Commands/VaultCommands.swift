@@ -1,5 +1,6 @@
-import Foundation
+import FoundationEssentials
 import VaultKit
+internal import VaultSystem
 
 /// The options of `generate` (and of `add --generate`, `edit --generate`), declared once.
 enum PasswordOptions {
@@ -197,7 +198,7 @@ enum VaultCommands {
         lines.append("  fingers: " + (fingers.isEmpty ? "none enrolled ('vault enroll\(v)')" : fingers.joined(separator: ", ")))
         let lockout = o["lockout"] as? [String: Any] ?? [:]
         let failures = lockout["failures"] as? Int ?? 0, threshold = lockout["threshold"] as? Int ?? 5
-        let hasSlot = !(o["fingerprint_slot"] is NSNull) && o["fingerprint_slot"] != nil
+        let hasSlot = !(o["fingerprint_slot"] is JSONNull) && o["fingerprint_slot"] != nil
         let readers = (o["readers"] as? [Any] ?? []).count
         let ready: String
         if !hasSlot {
@@ -230,7 +231,7 @@ enum VaultCommands {
         }
         if let hint = o["authority_hint"] as? String { lines.append("  note: " + hint) }
         if let m = o["migrated"] as? [String: Any], let from = m["from_schema"], let at = (m["at"] as? Int64) ?? (m["at"] as? Int).map(Int64.init) {
-            let when = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(at)))
+            let when = ISOTime.string(at)
             lines.append("  migrated: from schema \(from) on \(when)")
         }
         if let m = o["migration"] as? String { lines.append("  migration: " + m) }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// Who asked for a secret: written into the audit record of its release. In-process it is this

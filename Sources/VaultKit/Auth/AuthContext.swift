@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// Authentication policies (LocalAuthentication's deviceOwnerAuthenticationWithBiometrics and

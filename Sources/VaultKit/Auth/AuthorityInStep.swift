@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Keeping a key authority in step with the vault's master key. The authority checks a vault's
 /// proofs under the proof key it registered, which the master key derives; a rotation makes a

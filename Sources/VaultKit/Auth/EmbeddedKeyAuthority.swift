@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 import VaultSystem
 
@@ -40,7 +40,7 @@ package final class EmbeddedKeyAuthority: KeyAuthority {
     /// `$XDG_STATE_HOME/vault`, else `~/.local/state/vault`.
     package static func defaultFolder(environment: [String: String]) -> String {
         if let s = environment["XDG_STATE_HOME"], s.hasPrefix("/") { return s + "/vault" }
-        return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/vault"
+        return (environment["HOME"] ?? ProcessIdentity.homeDirectory(of: ProcessIdentity.uid) ?? "/") + "/.local/state/vault"
     }
 
     /// The kernel's boot id.

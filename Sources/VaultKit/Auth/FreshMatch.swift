@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// What a fresh fingerprint match is for. A vault's nonce is issued for one purpose, and a token

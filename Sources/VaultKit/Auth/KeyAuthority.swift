@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import VaultSystem
 
 /// A reader as the vault sees it: which sensor it is.
 package struct SensorIdentity: Codable, Equatable, Hashable, Sendable {
@@ -86,13 +87,7 @@ package struct PrintChange: Codable, Equatable, Sendable {
     }
 
     /// `yyyy-MM-dd HH:mm` in the local time zone.
-    static func format(_ time: Int64) -> String {
-        var t = time_t(time)
-        var parts = tm()
-        guard localtime_r(&t, &parts) != nil else { return "\(time)" }
-        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min))"
-    }
+    static func format(_ time: Int64) -> String { ISOTime.localMinutes(time) }
 }
 
 /// BLAKE2b-256 over the sorted enrolled prints, the enrolment epoch and (match-on-chip) the chip's list.

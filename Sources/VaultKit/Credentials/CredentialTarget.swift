@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import VaultSystem
 
 /// A credential's place reduced to what the credential helpers compare: the scheme in lower case,
 /// `host[:port]` in lower case without the scheme's default port (443 for https, 80 for http), and
@@ -27,9 +28,9 @@ package struct CredentialTarget: Equatable, Sendable {
     /// when that is nil; a scheme with characters other than letters, digits, `+`, `-` and `.` is
     /// refused too.
     package init?(url raw: String, defaultScheme: String?) {
-        var rest = Substring(raw.trimmingCharacters(in: .whitespacesAndNewlines))
+        var rest = Substring(raw.trimmed())
         let scheme: String
-        if let r = rest.range(of: "://") {
+        if let r = rest.byteRange(of: "://") {
             scheme = String(rest[..<r.lowerBound])
             rest = rest[r.upperBound...]
         } else if let d = defaultScheme, !rest.isEmpty {
@@ -69,8 +70,7 @@ package struct CredentialTarget: Equatable, Sendable {
     /// and `@`), so `init(url:)` of it names this same place.
     package var url: String {
         func encoded(_ s: String, _ special: String) -> String {
-            let allowed = CharacterSet.whitespacesAndNewlines.union(CharacterSet(charactersIn: special)).inverted
-            return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+            s.percentEncoded { !TrimSet.whitespacesAndNewlines.contains($0) && !special.unicodeScalars.contains($0) }
         }
         return scheme + "://" + encoded(host, "%?#/@") + (path.isEmpty ? "" : "/" + encoded(path, "%?#"))
     }
@@ -86,7 +86,7 @@ package struct CredentialTarget: Equatable, Sendable {
     /// UTF-8 decodes to) dropped, at most `limit`
     /// characters and `3 * limit` bytes, `.` and `..` components made `_`, no trailing space.
     static func namePart(_ text: String, limit: Int) -> String {
-        let visible = text.precomposedStringWithCanonicalMapping.unicodeScalars.filter {
+        let visible = text.nfc.unicodeScalars.filter {
             $0.properties.generalCategory != .control && $0.properties.generalCategory != .format && $0 != "\u{FFFD}"
         }
         var cut = String(String(visible).prefix(limit))
@@ -96,9 +96,9 @@ package struct CredentialTarget: Equatable, Sendable {
             .joined(separator: "/")
     }
 
-    private static func decode(_ s: Substring) -> String { String(s).removingPercentEncoding ?? String(s) }
+    private static func decode(_ s: Substring) -> String { String(s).percentDecoded ?? String(s) }
 
-    private static func trimSlashes(_ s: String) -> String { s.trimmingCharacters(in: CharacterSet(charactersIn: "/")) }
+    private static func trimSlashes(_ s: String) -> String { s.trimmed(where: { $0 == "/" }) }
 
     private static func normalize(host: String, scheme: String) -> String {
         var h = host.lowercased()

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import VaultSystem
 
 /// The actions of docker's credential helper protocol (docker-credential-helpers).
 package enum DockerCredentialAction: String, CaseIterable, Sendable {
@@ -68,7 +69,7 @@ package struct DockerCredential: Equatable, Sendable {
     ///   `DockerCredentialRules.server(_:)` refuses), `.missingServerURL`, `.missingUsername`, in
     ///   that order of checking.
     package init(json bytes: [UInt8]) throws(DockerCredentialError) {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
+        guard let object = (try? JSONValue.parse(bytes[...], lenient: true))?.plainObject as? [String: Any] else {
             throw .malformed("standard input is not a JSON object with ServerURL, Username and Secret")
         }
         func field(_ name: String) throws(DockerCredentialError) -> String? {
@@ -114,7 +115,7 @@ package enum DockerCredentialRules {
     /// Also how the URLs of docker's items are read, so a URL stored as docker wrote it
     /// (`//host:5000`) serves the same requests it was stored by.
     static func place(_ raw: String) -> CredentialTarget? {
-        let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = raw.trimmed()
         // `//host` is a URL without its scheme; CredentialTarget would take it for a path.
         guard let t = CredentialTarget(url: text.hasPrefix("//") ? "https:" + text : text, defaultScheme: "https"),
               !t.host.isEmpty else { return nil }
@@ -125,7 +126,7 @@ package enum DockerCredentialRules {
     /// trimmed; returns it as written and normalised.
     /// - Throws: `.missingServerURL` when it is empty, `.malformed` when `server(_:)` refuses it.
     package static func serverURL(input bytes: [UInt8]) throws(DockerCredentialError) -> (text: String, server: CredentialTarget) {
-        let raw = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let raw = String(decoding: bytes, as: UTF8.self).trimmed()
         guard !raw.isEmpty else { throw .missingServerURL }
         return (raw, try server(raw))
     }

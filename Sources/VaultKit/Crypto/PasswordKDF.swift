@@ -1,5 +1,5 @@
 internal import CSodium
-internal import Foundation
+internal import FoundationEssentials
 internal import VaultSystem
 
 /// Argon2id parameters, stored in the passcode slot so the cost can change without a format change.
@@ -102,9 +102,20 @@ public enum PasscodeRule {
     private static func nfcForm(_ passcode: borrowing SecretBytes, decomposed: Bool = false) -> SecretBytes? {
         passcode.withUnsafeBytes { raw -> SecretBytes? in
             guard let text = String(validating: raw, as: UTF8.self) else { return nil }
-            var bytes = Array((decomposed ? text.decomposedStringWithCanonicalMapping : text.precomposedStringWithCanonicalMapping).utf8)
-            defer { wipe(&bytes) }
-            return try? SecretBytes(copying: bytes)
+            // Counted, then written straight into guarded memory: no copy of the form in a heap
+            // array. (`text` itself is a heap copy of the passcode, as it was with Foundation.)
+            func each(_ body: (UInt8) -> Void) { decomposed ? text.withNFDBytes(body) : text.withNFCBytes(body) }
+            var count = 0
+            each { _ in count += 1 }
+            guard let form = try? SecretBytes(zeroed: count) else { return nil }
+            form.withUnsafeMutableBytes { out in
+                var i = 0
+                each { b in
+                    out[i] = b
+                    i += 1
+                }
+            }
+            return form
         }
     }
 }

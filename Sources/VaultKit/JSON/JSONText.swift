@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// JSON text for vault's outputs (`--json`, `export`): objects with sorted keys, strings as UTF-8
 /// with only what JSON requires escaped (quote, backslash, control characters; `/` is left
@@ -6,8 +6,8 @@ import Foundation
 /// dictionary to `NSDictionary` and sorts keys through `NSString.compare`: measured at about 80% of
 /// an export's time, which this writer removes (docs/performance.md).
 package enum JSONText {
-    /// Appends `value` (String, Bool, integers, Double, arrays, `[String: Any]`, nil or NSNull
-    /// as `null`, a `JSONSecret`) to `out`. Anything else is written as its description, quoted.
+    /// Appends `value` (String, Bool, integers, Double, arrays, `[String: Any]`, nil or JSONNull
+    /// as `null`, a `JSONNumber` as its text, a `JSONSecret`) to `out`. Anything else is written as its description, quoted.
     package static func append(_ value: Any?, to out: inout [UInt8]) {
         write(value, to: &out)
     }
@@ -54,7 +54,8 @@ package enum JSONText {
                 write(element, to: &out)
             }
             out.append(UInt8(ascii: "]"))
-        case is NSNull: out.append(ascii: "null")
+        case is JSONNull: out.append(ascii: "null")
+        case let n as JSONNumber: out.append(ascii: n.text)
         default: appendString("\(value)", to: &out)
         }
     }

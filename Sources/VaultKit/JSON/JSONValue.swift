@@ -40,9 +40,12 @@ package indirect enum JSONValue: Equatable, Sendable {
     /// The one value `bytes` holds (white space around it allowed, nothing else).
     /// - Throws: `Malformed` at the first byte that breaks the grammar, a string that is not UTF-8,
     ///   a lone surrogate escape, a key given twice, or nesting over `depthLimit`.
-    package static func parse(_ bytes: ArraySlice<UInt8>) throws(Malformed) -> JSONValue {
+    ///   `lenient` reads another manager's export as Foundation's `JSONSerialization` did: a key
+    ///   given twice is kept (`plainObject` takes the last value), a comma may end an array or
+    ///   an object.
+    package static func parse(_ bytes: ArraySlice<UInt8>, lenient: Bool = false) throws(Malformed) -> JSONValue {
         try bytes.withUnsafeBufferPointer { (b: UnsafeBufferPointer<UInt8>) throws(Malformed) -> JSONValue in
-            var reader = Reader(b: b, i: 0)
+            var reader = Reader(b: b, i: 0, lenient: lenient)
             reader.skipSpace()
             let value = try reader.value(depth: 0)
             reader.skipSpace()
@@ -66,6 +69,7 @@ package indirect enum JSONValue: Equatable, Sendable {
     private struct Reader {
         let b: UnsafeBufferPointer<UInt8>
         var i: Int
+        var lenient = false
 
         func fail(_ reason: String) -> Malformed { Malformed(offset: i, reason: reason) }
 
@@ -102,10 +106,11 @@ package indirect enum JSONValue: Equatable, Sendable {
             if i < b.count, b[i] == 0x7D { i += 1; return .object(members) }
             while true {
                 skipSpace()
+                if lenient, i < b.count, b[i] == 0x7D, !members.isEmpty { i += 1; return .object(members) }
                 guard i < b.count, b[i] == 0x22 else { throw fail("an object key must be a string") }
                 let at = i
                 let key = try string()
-                if members.contains(where: { $0.key == key }) { throw Malformed(offset: at, reason: "the key '\(key)' appears twice") }
+                if !lenient, members.contains(where: { $0.key == key }) { throw Malformed(offset: at, reason: "the key '\(key)' appears twice") }
                 skipSpace()
                 guard i < b.count, b[i] == 0x3A else { throw fail("':' expected after a key") }
                 i += 1
@@ -128,6 +133,7 @@ package indirect enum JSONValue: Equatable, Sendable {
             if i < b.count, b[i] == 0x5D { i += 1; return .array(elements) }
             while true {
                 skipSpace()
+                if lenient, i < b.count, b[i] == 0x5D, !elements.isEmpty { i += 1; return .array(elements) }
                 elements.append(try value(depth: depth))
                 skipSpace()
                 guard i < b.count else { throw fail("the array is not closed") }

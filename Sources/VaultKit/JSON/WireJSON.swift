@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A plain JSON coder for `Codable` messages (the agent's and the key authority's frames, the
 /// reader link): the same JSON as Foundation's `JSONEncoder`/`JSONDecoder` for the types vault

@@ -1,4 +1,5 @@
-package import Foundation
+/// A compiled prompt pattern (Swift's `Regex`, matched case-insensitively on Unicode scalars).
+package typealias PromptPattern = Regex<AnyRegexOutput>
 
 /// The decisions of `vault login NAME -- COMMAND`, without any terminal: fed the program's output
 /// chunk by chunk (and whether its terminal echoes input), it says what to type now.
@@ -34,9 +35,9 @@ package struct PromptAnswerer {
     package static let defaultAuthenticationWindow: Double = 60
 
     /// The username prompt.
-    package let userPrompt: NSRegularExpression
+    package let userPrompt: PromptPattern
     /// The password prompt.
-    package let passwordPrompt: NSRegularExpression
+    package let passwordPrompt: PromptPattern
     /// Whether there is a username to type (without one, its prompt is passed over).
     package let hasUsername: Bool
     /// Seconds to wait for echo off after the password prompt.
@@ -52,7 +53,7 @@ package struct PromptAnswerer {
     package let authenticationWindow: Double
 
     /// An answerer for these prompts.
-    package init(userPrompt: NSRegularExpression, passwordPrompt: NSRegularExpression, hasUsername: Bool,
+    package init(userPrompt: PromptPattern, passwordPrompt: PromptPattern, hasUsername: Bool,
                 echoGrace: Double = PromptAnswerer.defaultEchoGrace,
                 authenticationWindow: Double = PromptAnswerer.defaultAuthenticationWindow) {
         self.userPrompt = userPrompt
@@ -86,8 +87,10 @@ package struct PromptAnswerer {
 
     /// Compiles a prompt pattern, matched case-insensitively.
     /// - Throws: `VaultError.usage` naming `option` when `pattern` is not a regular expression.
-    package static func compile(_ pattern: String, option: String) throws -> NSRegularExpression {
-        do { return try NSRegularExpression(pattern: pattern, options: [.caseInsensitive]) } catch {
+    /// The syntax is Swift's `Regex` (PCRE/ICU-like); it matches Unicode scalars, not grapheme
+    /// clusters, so `[^\n]` does not swallow a `\r\n` pair.
+    package static func compile(_ pattern: String, option: String) throws -> PromptPattern {
+        do { return try Regex(pattern).ignoresCase().matchingSemantics(.unicodeScalar) } catch {
             throw VaultError.usage("\(option): '\(pattern)' is not a regular expression")
         }
     }
@@ -108,8 +111,7 @@ package struct PromptAnswerer {
         recent.append(contentsOf: chunk)
         if recent.count > PromptAnswerer.window { recent.removeFirst(recent.count - PromptAnswerer.window) }
         let text = String(decoding: recent, as: UTF8.self)
-        let range = NSRange(text.startIndex..., in: text)
-        if !userAnswered, userPrompt.firstMatch(in: text, range: range) != nil {
+        if !userAnswered, Self.matches(userPrompt, text) {
             userAnswered = true
             if hasUsername {
                 recent.removeAll()
@@ -117,11 +119,15 @@ package struct PromptAnswerer {
                 return .username
             }
         }
-        if !passwordSettled, passwordPromptSeen == nil, passwordPrompt.firstMatch(in: text, range: range) != nil {
+        if !passwordSettled, passwordPromptSeen == nil, Self.matches(passwordPrompt, text) {
             passwordPromptSeen = now
             return tick(echoOn: echoOn, now: now)
         }
         return .nothing
+    }
+
+    private static func matches(_ pattern: PromptPattern, _ text: String) -> Bool {
+        (try? pattern.firstMatch(in: text)) != nil
     }
 
     /// Time passed (or echo changed) without new output: the password once echo is off after its

@@ -1,4 +1,5 @@
-internal import Foundation
+internal import FoundationEssentials
+internal import VaultSystem
 
 /// The hash function of a one-time password (RFC 6238 allows SHA-1, SHA-256, SHA-512). The
 /// HMAC itself is computed in VaultOTP (Nettle, which libarchive already loads), so VaultKit and vault-agent link no HMAC library.
@@ -45,14 +46,14 @@ public struct OTPAuth: Equatable, Sendable {
         let afterType = rest[rest.index(after: slash)...]
         let query = afterType.firstIndex(of: "?")
         let rawLabel = String(afterType[..<(query ?? afterType.endIndex)])
-        guard let label = rawLabel.removingPercentEncoding else { throw VaultError.usage("the otpauth URI's label is not valid percent-encoding") }
+        guard let label = rawLabel.percentDecoded else { throw VaultError.usage("the otpauth URI's label is not valid percent-encoding") }
         var params: [String: String] = [:]
         if let query {
             for pair in afterType[afterType.index(after: query)...].split(separator: "&") where !pair.isEmpty {
                 let eq = pair.firstIndex(of: "=") ?? pair.endIndex
                 let key = pair[..<eq].lowercased()
                 let raw = eq == pair.endIndex ? "" : String(pair[pair.index(after: eq)...])
-                guard let value = raw.removingPercentEncoding else { throw VaultError.usage("the otpauth URI's '\(key)' is not valid percent-encoding") }
+                guard let value = raw.percentDecoded else { throw VaultError.usage("the otpauth URI's '\(key)' is not valid percent-encoding") }
                 guard params[key] == nil else { throw VaultError.usage("the otpauth URI gives '\(key)' twice") }
                 params[key] = value
             }
@@ -84,7 +85,7 @@ public struct OTPAuth: Equatable, Sendable {
         // The label is `Issuer:account` or `account`; the issuer parameter wins when both are given.
         if let colon = label.firstIndex(of: ":") {
             issuer = String(label[..<colon])
-            account = String(label[label.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+            account = String(label[label.index(after: colon)...]).trimmed(.whitespaces)
         } else {
             account = label.isEmpty ? nil : label
         }
@@ -116,13 +117,13 @@ public enum OTP {
     /// URI is checked and kept as given; a bare base32 secret becomes `otpauth://totp/LABEL?secret=...`.
     /// - Throws: `.usage` saying what is wrong.
     public static func normalize(_ input: String, label: String) throws -> String {
-        let text = input.trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = input.trimmed()
         if text.lowercased().hasPrefix("otpauth://") {
             _ = try OTPAuth(uri: text)
             return text
         }
         let secret = try OTPSecret.decode(text)
-        let encodedLabel = label.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "vault"
+        let encodedLabel = label.percentEncoded(keeping: \.isAlphanumeric)
         return "otpauth://totp/\(encodedLabel)?secret=\(Base32.encode(secret))"
     }
 

@@ -1,3 +1,4 @@
+internal import VaultSystem
 /// An environment file as `vault run --env-file` reads it (the dotenv syntax of docker compose,
 /// python-dotenv and `op run`): `KEY=VALUE` lines, an optional `export ` in front, blank lines
 /// and `#` comments, values unquoted (trimmed; ` #` starts a comment), in single quotes (taken
@@ -8,7 +9,7 @@ package enum DotEnv {
     ///   unterminated quote, text after a closing quote.
     package static func parse(_ text: String) throws -> [(key: String, value: String)] {
         var result: [(key: String, value: String)] = []
-        let chars = Array(text.replacingOccurrences(of: "\r\n", with: "\n"))
+        let chars = Array(text.replacingEvery("\r\n", with: "\n"))
         var i = 0, line = 1
         func fail(_ what: String) -> VaultError { .usage("line \(line): \(what)") }
         func skipBlanks() { while i < chars.count, chars[i] == " " || chars[i] == "\t" { i += 1 } }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import VaultSystem
 
 /// A secret reference, `vault://[VAULT/]ITEM/FIELD`: what `vault read`, `vault run` (its
 /// environment, `--env-file`) and `vault inject` (`{{ vault://... }}`) resolve. Each part is
@@ -34,7 +35,7 @@ package struct SecretReference: Hashable, Sendable, CustomStringConvertible {
                                    hint: "a '/' in an item name is written %2F, a '%' is written %25")
         }
         func decoded(_ part: Substring) throws -> String {
-            guard let d = String(part).removingPercentEncoding else {
+            guard let d = String(part).percentDecoded else {
                 throw VaultError.usage("'\(text)': '\(part)' is not valid percent-encoding")
             }
             return d

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One release of a secret: when, which item and field, which command, which uid.
 public struct AuditRecord: Codable, Equatable, Sendable {

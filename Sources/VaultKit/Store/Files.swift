@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// VaultSystem's private files and atomic replace, with their errors as the vault reports them:

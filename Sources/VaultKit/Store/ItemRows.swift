@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// One item row as stored (schema 3): its id, the keyed hash of its name, the key generation it

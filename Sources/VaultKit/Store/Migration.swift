@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// Schema 1 to schema 3: each item's one sealed JSON record becomes two sealed binary records
@@ -47,7 +47,7 @@ extension UnlockedVault {
 
     /// Schema 1's one sealed JSON record per row becomes the two records of schema 3.
     private func migrateSchema1Rows() throws {
-        try db.execute(VaultStore.itemsTable.replacingOccurrences(of: "CREATE TABLE items(", with: "CREATE TABLE items_v2("))
+        try db.execute(VaultStore.itemsTable.replacingEvery("CREATE TABLE items(", with: "CREATE TABLE items_v2("))
         let insert = try db.prepare("INSERT INTO items_v2(\(ItemRow.columns)) VALUES(\(ItemRow.placeholders))")
         let rows = try db.prepare("SELECT id, name_mac, nonce, sealed, generation FROM items")
         let scratch = try RecordScratch()

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// The two sealed records of an item (record format 2, docs/format.md): the overview, which

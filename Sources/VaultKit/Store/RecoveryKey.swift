@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import VaultSystem
 
 /// The recovery key: 32 random bytes plus a 3-byte BLAKE2b checksum (so a typo is caught before
 /// any slot is tried), written as upper-case base32 in groups of four joined by `-`.
@@ -24,7 +25,7 @@ struct RecoveryKey: ~Copyable {
     }
 
     static func parse(_ text: String) throws -> RecoveryKey {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimmed()
         guard let raw = Base32.decode(trimmed), raw.count == 35 else {
             throw VaultError.authenticationFailed("that is not a recovery key (expected 56 letters and digits in groups of four)")
         }

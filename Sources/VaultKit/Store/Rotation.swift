@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What a rotation does with the recovery slot.
 package enum RecoveryRotation: Sendable {

@@ -1,5 +1,5 @@
 internal import CSQLite
-import Foundation
+import FoundationEssentials
 internal import VaultSystem
 
 /// A value bound to or read from a statement.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// The kinds of key slot. Each kind has a sealer (what writes a slot: it needs no secret of the

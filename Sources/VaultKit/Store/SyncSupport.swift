@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// The secrets a vault syncs with (docs/format.md, "The sync repository"): the repository key,

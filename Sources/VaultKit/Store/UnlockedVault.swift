@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A vault whose master key is in memory: reads and writes items, re-wraps slots.
 /// The master key and its subkeys live in guarded memory and are wiped when this object ends.

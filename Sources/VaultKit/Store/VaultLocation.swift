@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// Where a vault lives: `$VAULT_HOME/NAME/vault.db`, with `VAULT_HOME` defaulting to
@@ -29,7 +29,7 @@ public struct VaultLocation: Sendable, Equatable {
         } else if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
             root = data + "/vault"
         } else {
-            root = (environment["HOME"] ?? NSHomeDirectory()) + "/.local/share/vault"
+            root = (environment["HOME"] ?? ProcessIdentity.homeDirectory(of: ProcessIdentity.uid) ?? "/") + "/.local/share/vault"
         }
     }
 

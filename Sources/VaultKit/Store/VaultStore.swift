@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// A vault database, opened but locked: it can list its slots and unlock, nothing more.

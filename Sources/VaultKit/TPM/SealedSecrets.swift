@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultSystem
 
 /// How a key authority keeps its device secret at rest.

@@ -1,5 +1,6 @@
 internal import CTSS2
-import Foundation
+internal import Glibc
+import FoundationEssentials
 internal import VaultSystem
 
 /// A TPM 2.0 reached through a tpm2-tss TCTI string (`device:/dev/tpmrm0`, or
