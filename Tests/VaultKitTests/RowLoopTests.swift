@@ -32,12 +32,47 @@ import Testing
             for kind in [RecordKind.overview, .secrets] {
                 let reused = id.withUnsafeBytes { i in
                     nonce.withUnsafeBytes { n in
-                        Array(buffer.bytes(vaultID: vault.store.vaultID, id: i, kind: kind, generation: generation, overviewNonce: n))
+                        Array(buffer.bytes(prefix: vault.recordADPrefix, id: i, kind: kind, generation: generation, overviewNonce: n))
                     }
                 }
                 #expect(reused == vault.recordAD(id: id, kind: kind, generation: generation, overviewNonce: nonce), "\(kind) \(generation)")
             }
         }
+    }
+
+    /// The in-place UTF-8 check accepts exactly what `String(validating:)` accepts: every one-
+    /// and two-byte string, the edges of every three- and four-byte form, and random strings
+    /// with and without an ASCII run before them (the check reads eight ASCII bytes at a time).
+    @Test func theInPlaceUTF8CheckAcceptsWhatStringsAccept() {
+        func agree(_ bytes: [UInt8]) -> Bool {
+            let inPlace = bytes.withUnsafeBytes { RecordReader.isUTF8($0) }
+            return inPlace == (String(validating: bytes, as: UTF8.self) != nil)
+        }
+        var disagreements: [[UInt8]] = []
+        func check(_ bytes: [UInt8]) { if !agree(bytes) { disagreements.append(bytes) } }
+        for a in 0...255 {
+            check([UInt8(a)])
+            for b in 0...255 { check([UInt8(a), UInt8(b)]) }
+        }
+        let edges: [UInt8] = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF]
+        for a in 0xC0...0xFF {
+            for b in edges {
+                for c in edges {
+                    check([UInt8(a), b, c])
+                    for d in edges { check([UInt8(a), b, c, d]) }
+                }
+            }
+        }
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            let run = [UInt8](repeating: 0x61, count: Int.random(in: 0...17, using: &rng))
+            let tail = (0..<Int.random(in: 0...9, using: &rng)).map { _ in Bool.random(using: &rng) ? edges.randomElement(using: &rng)! : UInt8.random(in: 0...255, using: &rng) }
+            check(run + tail)
+            check(tail + run)
+        }
+        check(Array("plain ascii, more than eight bytes long".utf8))
+        check(Array("café ☕ 𝄞 — 中文".utf8))
+        #expect(disagreements.isEmpty, "\(disagreements.prefix(5))")
     }
 
     /// `Statement.bytes` and `integer` read each kind of value as `SQLValue.bytes` and `.int`

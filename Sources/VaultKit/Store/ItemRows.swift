@@ -122,45 +122,50 @@ struct ItemRowColumns {
 /// memory.
 final class RecordADBuffer {
     private var storage: UnsafeMutableRawBufferPointer
-    private static let label = Array("vault-record-v2".utf8)
-    private static let overviewLabel = Array(RecordKind.overview.label.utf8)
-    private static let secretsLabel = Array(RecordKind.secrets.label.utf8)
+    private static let overviewLabel: (length: UInt32, bytes: UInt64) = label(RecordKind.overview.label)
+    private static let secretsLabel: (length: UInt32, bytes: UInt64) = label(RecordKind.secrets.label)
+
+    /// A kind's label as `ByteWriter` writes it: its length, then its bytes (at most 8), as one word.
+    private static func label(_ s: String) -> (UInt32, UInt64) {
+        precondition(s.utf8.count <= 8)
+        var word: UInt64 = 0
+        withUnsafeMutableBytes(of: &word) { w in for (i, b) in s.utf8.enumerated() { w[i] = b } }
+        return (UInt32(s.utf8.count), word)
+    }
 
     init() { storage = .allocate(byteCount: 256, alignment: 8) }
 
     deinit { storage.deallocate() }
 
-    /// The associated data of a `kind` record of row `id` in vault `vaultID` under key
-    /// `generation` (a secrets record's includes `overviewNonce`), valid until the next call.
-    func bytes(vaultID: [UInt8], id: UnsafeRawBufferPointer, kind: RecordKind, generation: Int64,
+    /// The associated data of a `kind` record of row `id` under key `generation` (a secrets
+    /// record's includes `overviewNonce`) in the vault whose `recordADPrefix` is `prefix`,
+    /// valid until the next call.
+    func bytes(prefix: [UInt8], id: UnsafeRawBufferPointer, kind: RecordKind, generation: Int64,
                overviewNonce: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> UnsafeRawBufferPointer {
-        let kindLabel = kind == .secrets ? Self.secretsLabel : Self.overviewLabel
-        let needed = 4 + Self.label.count + 4 + vaultID.count + 4 + id.count + 4 + kindLabel.count + 4 + 8
-            + (kind == .secrets ? 4 + overviewNonce.count : 0)
+        let label = kind == .secrets ? Self.secretsLabel : Self.overviewLabel
+        let needed = prefix.count + 4 + id.count + 4 + 8 + 4 + 8 + 4 + overviewNonce.count
         if needed > storage.count {
             storage.deallocate()
             storage = .allocate(byteCount: max(needed, 2 * storage.count), alignment: 8)
         }
-        let out = storage
-        var at = 0
-        func u32(_ n: UInt32) {
-            out.storeBytes(of: n.bigEndian, toByteOffset: at, as: UInt32.self)
-            at += 4
+        let out = storage.baseAddress!
+        prefix.withUnsafeBytes { out.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        var at = prefix.count
+        out.storeBytes(of: UInt32(id.count).bigEndian, toByteOffset: at, as: UInt32.self)
+        if let base = id.baseAddress { (out + at + 4).copyMemory(from: base, byteCount: id.count) }
+        at += 4 + id.count
+        out.storeBytes(of: label.length.bigEndian, toByteOffset: at, as: UInt32.self)
+        out.storeBytes(of: label.bytes, toByteOffset: at + 4, as: UInt64.self)
+        at += 4 + Int(label.length)
+        out.storeBytes(of: UInt32(RecordWriter.version).bigEndian, toByteOffset: at, as: UInt32.self)
+        out.storeBytes(of: UInt64(bitPattern: generation).bigEndian, toByteOffset: at + 4, as: UInt64.self)
+        at += 12
+        if kind == .secrets {
+            out.storeBytes(of: UInt32(overviewNonce.count).bigEndian, toByteOffset: at, as: UInt32.self)
+            if let base = overviewNonce.baseAddress { (out + at + 4).copyMemory(from: base, byteCount: overviewNonce.count) }
+            at += 4 + overviewNonce.count
         }
-        func field(_ b: UnsafeRawBufferPointer) {
-            u32(UInt32(b.count))
-            if let base = b.baseAddress, b.count > 0 { (out.baseAddress! + at).copyMemory(from: base, byteCount: b.count) }
-            at += b.count
-        }
-        Self.label.withUnsafeBytes { field($0) }
-        vaultID.withUnsafeBytes { field($0) }
-        field(id)
-        kindLabel.withUnsafeBytes { field($0) }
-        u32(UInt32(RecordWriter.version))
-        out.storeBytes(of: UInt64(bitPattern: generation).bigEndian, toByteOffset: at, as: UInt64.self)
-        at += 8
-        if kind == .secrets { field(overviewNonce) }
-        return UnsafeRawBufferPointer(rebasing: out[0..<at])
+        return UnsafeRawBufferPointer(start: out, count: at)
     }
 }
 
@@ -273,7 +278,7 @@ extension UnlockedVault {
     /// data and the name's index entry are built in `scratch`'s buffers, the name read where it lies.
     func withOverview<R>(_ row: ItemRowColumns, scratch: RecordScratch, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         guard row.generation == generation else { throw CryptoError.authenticationFailed }
-        let ad = scratch.associatedData.bytes(vaultID: store.vaultID, id: row.id, kind: .overview, generation: row.generation)
+        let ad = scratch.associatedData.bytes(prefix: recordADPrefix, id: row.id, kind: .overview, generation: row.generation)
         return try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce, associatedData: ad) { plain in
             // The name as `OverviewRecord.name(of:)` reads it (refused unless UTF-8), hashed in place.
             let name = try OverviewRecord.nameBytes(of: plain)
@@ -294,7 +299,7 @@ extension UnlockedVault {
     /// Opens the secrets record of a row read in place, as `withSecrets` does.
     func withSecrets<R: ~Copyable>(_ row: ItemRowColumns, scratch: RecordScratch, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         guard row.generation == generation else { throw CryptoError.authenticationFailed }
-        let ad = scratch.associatedData.bytes(vaultID: store.vaultID, id: row.id, kind: .secrets, generation: row.generation,
+        let ad = scratch.associatedData.bytes(prefix: recordADPrefix, id: row.id, kind: .secrets, generation: row.generation,
                                               overviewNonce: row.overviewNonce)
         return try scratch.open(row.secrets, key: itemKey, nonce: row.secretsNonce, associatedData: ad, body)
     }

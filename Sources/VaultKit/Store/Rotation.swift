@@ -167,13 +167,13 @@ extension UnlockedVault {
             try KeyedHash.hash(try OverviewRecord.nameBytes(of: plain), key: fresh.indexKey, into: sealed.nameMAC)
             sealed.loginHint = ItemRow.loginHint(try OverviewRecord.fingerprintLoginIsOn(plain))
             RandomPool.shared.fill(sealed.overviewNonce)
-            let ad = sealed.associatedData.bytes(vaultID: fresh.store.vaultID, id: row.id, kind: .overview, generation: fresh.generation)
+            let ad = sealed.associatedData.bytes(prefix: fresh.recordADPrefix, id: row.id, kind: .overview, generation: fresh.generation)
             try AEAD.seal(plain, key: fresh.itemKey, nonce: UnsafeRawBufferPointer(sealed.overviewNonce), associatedData: ad,
                           into: sealed.overview(sealing: plain.count))
         }
         try withSecrets(row, scratch: scratch) { plain in
             RandomPool.shared.fill(sealed.secretsNonce)
-            let ad = sealed.associatedData.bytes(vaultID: fresh.store.vaultID, id: row.id, kind: .secrets, generation: fresh.generation,
+            let ad = sealed.associatedData.bytes(prefix: fresh.recordADPrefix, id: row.id, kind: .secrets, generation: fresh.generation,
                                                  overviewNonce: UnsafeRawBufferPointer(sealed.overviewNonce))
             try AEAD.seal(plain, key: fresh.itemKey, nonce: UnsafeRawBufferPointer(sealed.secretsNonce), associatedData: ad,
                           into: sealed.secrets(sealing: plain.count))
