@@ -132,6 +132,12 @@ import Testing
         found = []
         try vault.forEachOverviewRecord(matching: "CAFÉ") { e in if case .record(let p) = e { found.append(try ItemOverview.name(ofRecord: p)) } }
         #expect(found == ["café ☕"])
+        // The name, the username, URLs and tags are searched; never the notes, a password, a custom field.
+        for (term, names) in [("ADMIN", ["db"]), ("tag299", ["Big"]), ("prod", ["db"]), ("line1", []), ("1234", []), ("pppp", []), ("eu", [])] {
+            found = []
+            try vault.forEachOverviewRecord(matching: term) { e in if case .record(let p) = e { found.append(try ItemOverview.name(ofRecord: p)) } }
+            #expect(found.sorted() == names, "\(term)")
+        }
 
         var exported: [Item] = []
         damaged = []

@@ -508,6 +508,9 @@ extension ItemOverview {
 public struct OverviewMatcher: Sendable {
     private let folded: [UInt8]
     private let unicodeTerm: String?
+    /// The fields searched (name, username, URLs, tags), one bit per tag: no set made per record.
+    private static let searched: UInt32 = 1 << UInt32(OverviewRecord.name) | 1 << UInt32(OverviewRecord.username)
+        | 1 << UInt32(OverviewRecord.url) | 1 << UInt32(OverviewRecord.tag)
 
     /// A matcher for `term`.
     public init(term: String) {
@@ -524,9 +527,8 @@ public struct OverviewMatcher: Sendable {
     /// Whether the overview record `record` matches (a malformed record does not).
     public func matches(_ record: UnsafeRawBufferPointer) -> Bool {
         guard var r = try? RecordReader(record, kind: .overview) else { return false }
-        let searched: Set<UInt8> = [OverviewRecord.name, OverviewRecord.username, OverviewRecord.url, OverviewRecord.tag]
         while let next = try? r.next(repeatable: OverviewRecord.repeatable), let (tag, value) = Optional(next) {
-            guard searched.contains(tag) else { continue }
+            guard tag < 32, Self.searched & 1 << UInt32(tag) != 0 else { continue }
             if let unicodeTerm {
                 if String(decoding: value, as: UTF8.self).lowercased().contains(unicodeTerm) { return true }
             } else if Self.containsFolded(value, folded) {
