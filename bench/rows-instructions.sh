@@ -6,7 +6,7 @@
 # for rotate (rotate of N − rotate of 0) / N. Each binary rotates the same vault once (the rows
 # stay as many and as large).
 #
-#   bench/rows-instructions.sh BINARY [BINARY...]      N=10000 TERM=ex1 OPS="ls ls-json search export rotate"
+#   bench/rows-instructions.sh BINARY [BINARY...]      N=10000 TERM_=ex1 OPS="ls ls-json search export rotate"
 # Results: bench/results/rows-instructions.txt
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
