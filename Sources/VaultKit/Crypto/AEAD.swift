@@ -53,6 +53,18 @@ package enum AEAD {
     /// - Throws: `CryptoError.authenticationFailed`, or `.badLength` when `buffer` is too small.
     package static func open(_ ciphertext: [UInt8], key: borrowing SecretBytes, nonce: [UInt8], associatedData: [UInt8],
                             into out: borrowing SecretBytes) throws -> Int {
+        try ciphertext.withUnsafeBytes { c in
+            try nonce.withUnsafeBytes { n in
+                try associatedData.withUnsafeBytes { ad in try open(c, key: key, nonce: n, associatedData: ad, into: out) }
+            }
+        }
+    }
+
+    /// Opens bytes read in place (a row's columns as SQLite holds them, associated data built in
+    /// a reused buffer) into the start of `out`; returns the plaintext length.
+    /// - Throws: `CryptoError.authenticationFailed`, or `.badLength` when `out` is too small.
+    package static func open(_ ciphertext: UnsafeRawBufferPointer, key: borrowing SecretBytes, nonce: UnsafeRawBufferPointer,
+                            associatedData: UnsafeRawBufferPointer, into out: borrowing SecretBytes) throws -> Int {
         guard key.count == keyLength else { throw CryptoError.badLength("key") }
         guard nonce.count == nonceLength else { throw CryptoError.badLength("nonce") }
         guard ciphertext.count >= tagLength else { throw CryptoError.authenticationFailed }
@@ -62,12 +74,34 @@ package enum AEAD {
             out.withUnsafeMutableBytes { o in
                 crypto_aead_xchacha20poly1305_ietf_decrypt(
                     o.baseAddress!.assumingMemoryBound(to: UInt8.self), &outLen, nil,
-                    ciphertext, UInt64(ciphertext.count),
-                    associatedData, UInt64(associatedData.count), nonce,
+                    ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(ciphertext.count),
+                    associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
+                    nonce.baseAddress!.assumingMemoryBound(to: UInt8.self),
                     k.baseAddress!.assumingMemoryBound(to: UInt8.self))
             }
         }
         if rc != 0 { throw CryptoError.authenticationFailed }
         return Int(outLen)
+    }
+
+    /// Seals `plaintext` under `key` with `nonce` (24 random bytes the caller drew) into the
+    /// start of `out` (ciphertext||tag, `plaintext.count + tagLength` bytes): a loop that re-seals
+    /// every row into one reused buffer.
+    /// - Throws: `.badLength` for a key or nonce of the wrong size or an `out` too small.
+    static func seal(_ plaintext: UnsafeRawBufferPointer, key: borrowing SecretBytes, nonce: UnsafeRawBufferPointer,
+                     associatedData: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) throws {
+        guard key.count == keyLength else { throw CryptoError.badLength("key") }
+        guard nonce.count == nonceLength else { throw CryptoError.badLength("nonce") }
+        guard out.count >= plaintext.count + tagLength else { throw CryptoError.badLength("buffer") }
+        var outLen: UInt64 = 0
+        let rc = key.withUnsafeBytes { k in
+            crypto_aead_xchacha20poly1305_ietf_encrypt(
+                out.baseAddress!.assumingMemoryBound(to: UInt8.self), &outLen,
+                plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
+                associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count), nil,
+                nonce.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+        try Sodium.check(rc, "xchacha20poly1305 encrypt")
     }
 }

@@ -27,6 +27,17 @@ package enum KeyedHash {
         return out
     }
 
+    /// BLAKE2b keyed with a secret key of bytes read in place, into `out` (its whole length,
+    /// 16...64 bytes): a loop that checks every row's name index without an array per row.
+    package static func hash(_ message: UnsafeRawBufferPointer, key: borrowing SecretBytes, into out: UnsafeMutableRawBufferPointer) throws {
+        let rc = key.withUnsafeBytes { k in
+            crypto_generichash(out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count,
+                               message.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(message.count),
+                               k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count)
+        }
+        try Sodium.check(rc, "blake2b")
+    }
+
     /// Derives a 32-byte subkey in guarded memory: BLAKE2b-256 keyed by `key` over `context`.
     package static func deriveKey(from key: borrowing SecretBytes, context: String) throws -> SecretBytes {
         let out = try SecretBytes(zeroed: 32)

@@ -80,6 +80,13 @@ public func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     return a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in sodium_memcmp(pa.baseAddress!, pb.baseAddress!, a.count) == 0 } }
 }
 
+/// Constant-time comparison of two public-length byte strings read in place.
+package func constantTimeEqual(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    guard a.count == b.count else { return false }
+    if a.isEmpty { return true }
+    return sodium_memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
+}
+
 /// Cryptographically random public bytes (nonces, salts, identifiers), from `RandomPool`.
 public func randomBytes(_ count: Int) -> [UInt8] {
     _ = Sodium.ready

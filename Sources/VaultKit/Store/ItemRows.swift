@@ -54,18 +54,148 @@ struct ItemRow {
         [.blob(id), .blob(nameMAC), .integer(generation), .blob(overviewNonce), .blob(overview), .blob(secretsNonce), .blob(secrets),
          loginHint.map { .integer($0) } ?? .null]
     }
+
+    /// A row copied out of the statement that holds it.
+    init(_ c: ItemRowColumns) {
+        self.init(id: Array(c.id), nameMAC: Array(c.nameMAC), generation: c.generation, overviewNonce: Array(c.overviewNonce),
+                  overview: Array(c.overview), secretsNonce: Array(c.secretsNonce), secrets: Array(c.secrets), loginHint: c.loginHint)
+    }
+
+    /// Lends this row's columns as a loop over the table reads them in place.
+    func withColumns(_ body: (ItemRowColumns) throws -> Void) rethrows {
+        try id.withUnsafeBytes { id in
+            try nameMAC.withUnsafeBytes { nameMAC in
+                try overviewNonce.withUnsafeBytes { overviewNonce in
+                    try overview.withUnsafeBytes { overview in
+                        try secretsNonce.withUnsafeBytes { secretsNonce in
+                            try secrets.withUnsafeBytes { secrets in
+                                try body(ItemRowColumns(id: id, nameMAC: nameMAC, generation: generation, overviewNonce: overviewNonce,
+                                                        overview: overview, secretsNonce: secretsNonce, secrets: secrets, loginHint: loginHint))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// An item row's columns where the statement that read it holds them (`Statement.bytes`),
+/// valid only until that statement steps again: the loops over every row (listings, export,
+/// repair, rotation) open each record from here, with no array per column.
+struct ItemRowColumns {
+    var id: UnsafeRawBufferPointer
+    var nameMAC: UnsafeRawBufferPointer
+    var generation: Int64
+    var overviewNonce: UnsafeRawBufferPointer
+    var overview: UnsafeRawBufferPointer
+    var secretsNonce: UnsafeRawBufferPointer
+    var secrets: UnsafeRawBufferPointer
+    var loginHint: Int64?
+
+    init(id: UnsafeRawBufferPointer, nameMAC: UnsafeRawBufferPointer, generation: Int64, overviewNonce: UnsafeRawBufferPointer,
+         overview: UnsafeRawBufferPointer, secretsNonce: UnsafeRawBufferPointer, secrets: UnsafeRawBufferPointer, loginHint: Int64?) {
+        self.id = id
+        self.nameMAC = nameMAC
+        self.generation = generation
+        self.overviewNonce = overviewNonce
+        self.overview = overview
+        self.secretsNonce = secretsNonce
+        self.secrets = secrets
+        self.loginHint = loginHint
+    }
+
+    /// The current row of `statement`, selected with `ItemRow.columns` (or `overviewColumns`)
+    /// from column `first` on, each column read as `ItemRow(_:)` reads a `[SQLValue]` row.
+    init(_ statement: Statement, from first: Int32 = 0) {
+        let n = statement.columnCount - first
+        let none = UnsafeRawBufferPointer(start: nil, count: 0)
+        self.init(id: statement.bytes(first), nameMAC: statement.bytes(first + 1), generation: statement.integer(first + 2) ?? -1,
+                  overviewNonce: statement.bytes(first + 3), overview: statement.bytes(first + 4),
+                  secretsNonce: n > 6 ? statement.bytes(first + 5) : none, secrets: n > 6 ? statement.bytes(first + 6) : none,
+                  loginHint: n > 7 ? statement.integer(first + 7) : nil)
+    }
+}
+
+/// The associated data of item records (`UnlockedVault.recordAD`, the same bytes) built in one
+/// buffer reused for every record of a loop, instead of an array per record. Public bytes: plain
+/// memory.
+final class RecordADBuffer {
+    private var storage: UnsafeMutableRawBufferPointer
+    private static let overviewLabel: (length: UInt32, bytes: UInt64) = label(RecordKind.overview.label)
+    private static let secretsLabel: (length: UInt32, bytes: UInt64) = label(RecordKind.secrets.label)
+
+    /// A kind's label as `ByteWriter` writes it: its length, then its bytes (at most 8), as one word.
+    private static func label(_ s: String) -> (UInt32, UInt64) {
+        precondition(s.utf8.count <= 8)
+        var word: UInt64 = 0
+        withUnsafeMutableBytes(of: &word) { w in for (i, b) in s.utf8.enumerated() { w[i] = b } }
+        return (UInt32(s.utf8.count), word)
+    }
+
+    init() { storage = .allocate(byteCount: 256, alignment: 8) }
+
+    deinit { storage.deallocate() }
+
+    /// The associated data of a `kind` record of row `id` under key `generation` (a secrets
+    /// record's includes `overviewNonce`) in the vault whose `recordADPrefix` is `prefix`,
+    /// valid until the next call.
+    func bytes(prefix: [UInt8], id: UnsafeRawBufferPointer, kind: RecordKind, generation: Int64,
+               overviewNonce: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> UnsafeRawBufferPointer {
+        let label = kind == .secrets ? Self.secretsLabel : Self.overviewLabel
+        let needed = prefix.count + 4 + id.count + 4 + 8 + 4 + 8 + 4 + overviewNonce.count
+        if needed > storage.count {
+            storage.deallocate()
+            storage = .allocate(byteCount: max(needed, 2 * storage.count), alignment: 8)
+        }
+        let out = storage.baseAddress!
+        prefix.withUnsafeBytes { out.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        var at = prefix.count
+        out.storeBytes(of: UInt32(id.count).bigEndian, toByteOffset: at, as: UInt32.self)
+        if let base = id.baseAddress { (out + at + 4).copyMemory(from: base, byteCount: id.count) }
+        at += 4 + id.count
+        out.storeBytes(of: label.length.bigEndian, toByteOffset: at, as: UInt32.self)
+        out.storeBytes(of: label.bytes, toByteOffset: at + 4, as: UInt64.self)
+        at += 4 + Int(label.length)
+        out.storeBytes(of: UInt32(RecordWriter.version).bigEndian, toByteOffset: at, as: UInt32.self)
+        out.storeBytes(of: UInt64(bitPattern: generation).bigEndian, toByteOffset: at + 4, as: UInt64.self)
+        at += 12
+        if kind == .secrets {
+            out.storeBytes(of: UInt32(overviewNonce.count).bigEndian, toByteOffset: at, as: UInt32.self)
+            if let base = overviewNonce.baseAddress { (out + at + 4).copyMemory(from: base, byteCount: overviewNonce.count) }
+            at += 4 + overviewNonce.count
+        }
+        return UnsafeRawBufferPointer(start: out, count: at)
+    }
 }
 
 /// A guarded buffer reused for every record one operation opens (a listing of 100,000 items makes
 /// one guarded allocation, not one per item); it grows when a record does not fit.
+/// The associated data of the record being opened and the name index checked against the row's
+/// are built in buffers of their own, reused the same way.
 final class RecordScratch {
     private(set) var buffer: SecretBytes
+    /// The associated data of the record being opened.
+    let associatedData = RecordADBuffer()
+    /// The index entry of the name of the overview just opened (public: the rows hold it).
+    let nameMAC = UnsafeMutableRawBufferPointer.allocate(byteCount: 32, alignment: 8)
 
     init(capacity: Int = 4096) throws { buffer = try SecretBytes(zeroed: capacity) }
 
+    deinit { nameMAC.deallocate() }
+
     /// Opens `sealed` into the buffer and lends the plaintext; the plaintext is wiped after `body`.
+    func open<R: ~Copyable>(_ sealed: UnsafeRawBufferPointer, key: borrowing SecretBytes, nonce: UnsafeRawBufferPointer,
+                            associatedData: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        if sealed.count > buffer.count { buffer = try SecretBytes(zeroed: max(sealed.count, buffer.count * 2)) }
+        let n = try AEAD.open(sealed, key: key, nonce: nonce, associatedData: associatedData, into: buffer)
+        defer { buffer.withUnsafeMutableBytes { b in _ = UnsafeMutableRawBufferPointer(rebasing: b[0..<n]).initializeMemory(as: UInt8.self, repeating: 0) } }
+        return try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+    }
+
+    /// Opens `sealed` (arrays: a schema 1 row) into the buffer, as the form over bytes in place does.
     func open<R: ~Copyable>(_ sealed: [UInt8], key: borrowing SecretBytes, nonce: [UInt8], associatedData: [UInt8],
-                 _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+                            _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         if sealed.count > buffer.count { buffer = try SecretBytes(zeroed: max(sealed.count, buffer.count * 2)) }
         let n = try AEAD.open(sealed, key: key, nonce: nonce, associatedData: associatedData, into: buffer)
         defer { buffer.withUnsafeMutableBytes { b in _ = UnsafeMutableRawBufferPointer(rebasing: b[0..<n]).initializeMemory(as: UInt8.self, repeating: 0) } }
@@ -130,27 +260,59 @@ extension UnlockedVault {
         try withOverview(row, scratch: scratch) { try OverviewRecord.decode($0) }
     }
 
+    /// Opens the overview of a row read in place, as `openOverview` does.
+    func openOverview(_ row: ItemRowColumns, scratch: RecordScratch) throws -> ItemOverview {
+        try withOverview(row, scratch: scratch) { try OverviewRecord.decode($0) }
+    }
+
     /// Opens a row's overview record into `scratch` and lends its plaintext, once it has
     /// authenticated and its name hashes to the row's index entry (the one check every reader
     /// of an overview goes through).
     func withOverview<R>(_ row: ItemRow, scratch: RecordScratch, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R?
+        try row.withColumns { result = try withOverview($0, scratch: scratch, body) }
+        return result!
+    }
+
+    /// Opens the overview record of a row read in place, as `withOverview` does: the associated
+    /// data and the name's index entry are built in `scratch`'s buffers, the name read where it lies.
+    func withOverview<R>(_ row: ItemRowColumns, scratch: RecordScratch, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         guard row.generation == generation else { throw CryptoError.authenticationFailed }
-        return try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce,
-                                associatedData: recordAD(id: row.id, kind: .overview, generation: row.generation)) { plain in
-            guard constantTimeEqual(try nameMAC(try OverviewRecord.name(of: plain)), row.nameMAC) else { throw CryptoError.authenticationFailed }
+        let ad = scratch.associatedData.bytes(prefix: recordADPrefix, id: row.id, kind: .overview, generation: row.generation)
+        return try scratch.open(row.overview, key: itemKey, nonce: row.overviewNonce, associatedData: ad) { plain in
+            // The name as `OverviewRecord.name(of:)` reads it (refused unless UTF-8), hashed in place.
+            let name = try OverviewRecord.nameBytes(of: plain)
+            try RecordReader.checkText(name)
+            try KeyedHash.hash(name, key: indexKey, into: scratch.nameMAC)
+            guard constantTimeEqual(UnsafeRawBufferPointer(scratch.nameMAC), row.nameMAC) else { throw CryptoError.authenticationFailed }
             return try body(plain)
         }
     }
 
     /// Opens a row's secrets record and lends its plaintext (in guarded memory, wiped after).
     func withSecrets<R: ~Copyable>(_ row: ItemRow, scratch: RecordScratch, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R?
+        try row.withColumns { result = try withSecrets($0, scratch: scratch, body) }
+        return result.take()!
+    }
+
+    /// Opens the secrets record of a row read in place, as `withSecrets` does.
+    func withSecrets<R: ~Copyable>(_ row: ItemRowColumns, scratch: RecordScratch, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         guard row.generation == generation else { throw CryptoError.authenticationFailed }
-        return try scratch.open(row.secrets, key: itemKey, nonce: row.secretsNonce,
-                                associatedData: recordAD(id: row.id, kind: .secrets, generation: row.generation, overviewNonce: row.overviewNonce), body)
+        let ad = scratch.associatedData.bytes(prefix: recordADPrefix, id: row.id, kind: .secrets, generation: row.generation,
+                                              overviewNonce: row.overviewNonce)
+        return try scratch.open(row.secrets, key: itemKey, nonce: row.secretsNonce, associatedData: ad, body)
     }
 
     /// Opens both records of a row into a whole item.
     func openItem(_ row: ItemRow, scratch: RecordScratch) throws -> Item {
+        var item: Item?
+        try row.withColumns { item = try openItem($0, scratch: scratch) }
+        return item!
+    }
+
+    /// Opens both records of a row read in place into a whole item.
+    func openItem(_ row: ItemRowColumns, scratch: RecordScratch) throws -> Item {
         var item = try openOverview(row, scratch: scratch).item
         try withSecrets(row, scratch: scratch) { try SecretsRecord.decode($0, into: &item) }
         return item
@@ -226,8 +388,8 @@ extension UnlockedVault {
         let scratch = try RecordScratch()
         let statement = try db.prepare("SELECT \(ItemRow.overviewColumns) FROM items")
         var checked = false
-        while let r = try statement.next() {
-            let row = ItemRow(r)
+        while try statement.step() {
+            let row = ItemRowColumns(statement)
             var opened = false
             do {
                 try withOverview(row, scratch: scratch) { plain in
@@ -236,7 +398,7 @@ extension UnlockedVault {
                 }
             } catch where !opened && (error is CryptoError || error is RecordFormatError) {
                 if !checked { try checkStillCurrent(); checked = true }
-                try body(.damaged(rowID: hexString(row.id)))
+                try body(.damaged(rowID: hexString(Array(row.id))))
             }
         }
     }
@@ -302,14 +464,14 @@ extension UnlockedVault {
         let scratch = try RecordScratch()
         let statement = try db.prepare("SELECT \(ItemRow.columns) FROM items")
         var checked = false
-        while let r = try statement.next() {
-            let row = ItemRow(r)
+        while try statement.step() {
+            let row = ItemRowColumns(statement)
             let entry: ItemEntry
             do {
                 entry = .item(try openItem(row, scratch: scratch))
             } catch {
                 if !checked { try checkStillCurrent(); checked = true }
-                entry = .damaged(rowID: hexString(row.id))
+                entry = .damaged(rowID: hexString(Array(row.id)))
             }
             try body(entry)
         }
@@ -323,8 +485,8 @@ extension UnlockedVault {
         let scratch = try RecordScratch()
         let statement = try db.prepare("SELECT \(ItemRow.columns) FROM items")
         var checked = false
-        while let r = try statement.next() {
-            let row = ItemRow(r)
+        while try statement.step() {
+            let row = ItemRowColumns(statement)
             var lent = false
             do {
                 let overview = try openOverview(row, scratch: scratch)
@@ -335,7 +497,7 @@ extension UnlockedVault {
                 }
             } catch where !lent {
                 if !checked { try checkStillCurrent(); checked = true }
-                try body(.damaged(rowID: hexString(row.id)))
+                try body(.damaged(rowID: hexString(Array(row.id))))
             }
         }
     }

@@ -114,37 +114,42 @@ extension UnlockedVault {
     /// Re-seals every item's two records under `fresh`'s key, in batches of rows read by id, so
     /// memory stays bounded whatever the vault's size; each plaintext is re-sealed from the one
     /// guarded buffer it was opened into (nothing is decoded but the name, for the new index).
+    /// A batch's rows are copied into one reused buffer (the SELECT ends before the first UPDATE)
+    /// and each row's new columns are sealed into another, bound in place.
     /// - Throws: `.corrupt` naming the damaged rows (the caller's transaction then rolls back).
     func reseal(itemsInto fresh: UnlockedVault, total: Int, progress: (Int, Int) -> Void) throws -> Int {
         let scratch = try RecordScratch()
         // By rowid, not by id: a seek in the table itself instead of through id's index.
         let batch = try db.prepare("SELECT rowid, \(ItemRow.columns) FROM items WHERE rowid > ? ORDER BY rowid LIMIT 512")
         let update = try db.prepare("UPDATE items SET \(ItemRow.updateSet) WHERE rowid=?")
+        let rows = ItemRowBatch()
+        let sealed = ResealedColumns()
         var damaged: [String] = []
         var done = 0
         var after: Int64 = 0
         while true {
-            try batch.bind([.integer(after)])
-            var rows: [(rowid: Int64, row: ItemRow)] = []
-            while let r = try batch.next() { rows.append((r[0].int ?? 0, ItemRow(Array(r.dropFirst())))) }
-            guard let last = rows.last else { break }
-            after = last.rowid
-            for (rowid, row) in rows {
-                let next: ItemRow
+            try batch.reset()
+            try batch.bind(after, at: 1)
+            rows.removeAll()
+            while try batch.step() { rows.append(rowID: batch.integer(0) ?? 0, ItemRowColumns(batch, from: 1)) }
+            guard let last = rows.lastRowID else { break }
+            after = last
+            try rows.forEach { rowid, row in
                 do {
-                    next = try reseal(row, into: fresh, scratch: scratch)
+                    try reseal(row, into: fresh, scratch: scratch, sealed: sealed)
                 } catch is CryptoError {
-                    damaged.append(hexString(row.id))
-                    continue
+                    damaged.append(hexString(Array(row.id)))
+                    return
                 } catch is RecordFormatError {
-                    damaged.append(hexString(row.id))
-                    continue
+                    damaged.append(hexString(Array(row.id)))
+                    return
                 }
-                guard damaged.isEmpty else { continue }
+                guard damaged.isEmpty else { return }
                 // New index entries are keyed MACs under a new key: a clash with an old entry not
                 // yet replaced is a 2^-256 event, and would only abort this transaction.
-                try update.bind(Array(next.values.dropFirst()) + [.integer(rowid)])
-                _ = try update.next()
+                try sealed.bind(to: update, generation: fresh.generation, rowID: rowid)
+                _ = try update.step()
+                try update.reset()
                 done += 1
                 if done % 256 == 0 || done == total { progress(done, total) }
             }
@@ -155,19 +160,24 @@ extension UnlockedVault {
         return done
     }
 
-    /// One row re-sealed under `fresh`'s key.
-    private func reseal(_ row: ItemRow, into fresh: UnlockedVault, scratch: RecordScratch) throws -> ItemRow {
-        let o = try withOverview(row, scratch: scratch) { plain in
-            let name = try OverviewRecord.name(of: plain)
-            let sealed = try AEAD.seal(plain, key: fresh.itemKey, associatedData: fresh.recordAD(id: row.id, kind: .overview, generation: fresh.generation))
-            return (sealed, try fresh.nameMAC(name), ItemRow.loginHint(try OverviewRecord.fingerprintLoginIsOn(plain)))
+    /// One row re-sealed under `fresh`'s key into `sealed`: the name's new index entry, the
+    /// login hint from the sealed flag, both records under fresh nonces.
+    private func reseal(_ row: ItemRowColumns, into fresh: UnlockedVault, scratch: RecordScratch, sealed: ResealedColumns) throws {
+        try withOverview(row, scratch: scratch) { plain in
+            try KeyedHash.hash(try OverviewRecord.nameBytes(of: plain), key: fresh.indexKey, into: sealed.nameMAC)
+            sealed.loginHint = ItemRow.loginHint(try OverviewRecord.fingerprintLoginIsOn(plain))
+            RandomPool.shared.fill(sealed.overviewNonce)
+            let ad = sealed.associatedData.bytes(prefix: fresh.recordADPrefix, id: row.id, kind: .overview, generation: fresh.generation)
+            try AEAD.seal(plain, key: fresh.itemKey, nonce: UnsafeRawBufferPointer(sealed.overviewNonce), associatedData: ad,
+                          into: sealed.overview(sealing: plain.count))
         }
-        let s = try withSecrets(row, scratch: scratch) { plain in
-            try AEAD.seal(plain, key: fresh.itemKey,
-                          associatedData: fresh.recordAD(id: row.id, kind: .secrets, generation: fresh.generation, overviewNonce: o.0.nonce))
+        try withSecrets(row, scratch: scratch) { plain in
+            RandomPool.shared.fill(sealed.secretsNonce)
+            let ad = sealed.associatedData.bytes(prefix: fresh.recordADPrefix, id: row.id, kind: .secrets, generation: fresh.generation,
+                                                 overviewNonce: UnsafeRawBufferPointer(sealed.overviewNonce))
+            try AEAD.seal(plain, key: fresh.itemKey, nonce: UnsafeRawBufferPointer(sealed.secretsNonce), associatedData: ad,
+                          into: sealed.secrets(sealing: plain.count))
         }
-        return ItemRow(id: row.id, nameMAC: o.1, generation: fresh.generation, overviewNonce: o.0.nonce, overview: o.0.ciphertext,
-                       secretsNonce: s.nonce, secrets: s.ciphertext, loginHint: o.2)
     }
 
     /// Re-seals every audit record under the new generation's audit key.
@@ -188,5 +198,100 @@ extension UnlockedVault {
         w.append(id)
         w.append(generation)
         return w.bytes
+    }
+}
+
+/// A batch of item rows copied out of their statement into one buffer reused for every batch
+/// (a rotation reads 512 rows, then updates them: no array per column per row).
+final class ItemRowBatch {
+    private var bytes: [UInt8] = []
+    /// Per row: its rowid, generation, login hint, and where each of its six byte columns ends
+    /// in `bytes` (each starts where the one before ended).
+    private var rows: [(rowID: Int64, generation: Int64, loginHint: Int64?, ends: (Int, Int, Int, Int, Int, Int))] = []
+
+    /// The rowid of the last row appended, nil when the batch is empty.
+    var lastRowID: Int64? { rows.last?.rowID }
+
+    /// Empties the batch, keeping its capacity.
+    func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        rows.removeAll(keepingCapacity: true)
+    }
+
+    /// Copies `row` (read in place) into the batch.
+    func append(rowID: Int64, _ row: ItemRowColumns) {
+        func add(_ b: UnsafeRawBufferPointer) -> Int {
+            bytes.append(contentsOf: b)
+            return bytes.count
+        }
+        let ends = (add(row.id), add(row.nameMAC), add(row.overviewNonce), add(row.overview), add(row.secretsNonce), add(row.secrets))
+        rows.append((rowID, row.generation, row.loginHint, ends))
+    }
+
+    /// Lends each row of the batch in order, its columns in the batch's buffer.
+    func forEach(_ body: (Int64, ItemRowColumns) throws -> Void) rethrows {
+        try bytes.withUnsafeBytes { all in
+            func part(_ from: Int, _ to: Int) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: all[from..<to]) }
+            var start = 0
+            for r in rows {
+                let e = r.ends
+                try body(r.rowID, ItemRowColumns(id: part(start, e.0), nameMAC: part(e.0, e.1), generation: r.generation,
+                                                 overviewNonce: part(e.1, e.2), overview: part(e.2, e.3), secretsNonce: part(e.3, e.4),
+                                                 secrets: part(e.4, e.5), loginHint: r.loginHint))
+                start = e.5
+            }
+        }
+    }
+}
+
+/// One row's new columns as a rotation seals them (public bytes: the ciphertexts, nonces and
+/// index entry it writes), in buffers reused for every row and bound to the UPDATE in place.
+final class ResealedColumns {
+    let nameMAC = UnsafeMutableRawBufferPointer.allocate(byteCount: 32, alignment: 8)
+    let overviewNonce = UnsafeMutableRawBufferPointer.allocate(byteCount: AEAD.nonceLength, alignment: 8)
+    let secretsNonce = UnsafeMutableRawBufferPointer.allocate(byteCount: AEAD.nonceLength, alignment: 8)
+    /// The associated data of the record being sealed.
+    let associatedData = RecordADBuffer()
+    var loginHint: Int64 = 0
+    private var overviewStorage = UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 8)
+    private var secretsStorage = UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 8)
+    private var overviewCount = 0
+    private var secretsCount = 0
+
+    deinit {
+        for b in [nameMAC, overviewNonce, secretsNonce, overviewStorage, secretsStorage] { b.deallocate() }
+    }
+
+    private static func room(_ storage: inout UnsafeMutableRawBufferPointer, _ n: Int) -> UnsafeMutableRawBufferPointer {
+        if n > storage.count {
+            storage.deallocate()
+            storage = .allocate(byteCount: max(n, 2 * storage.count), alignment: 8)
+        }
+        return UnsafeMutableRawBufferPointer(rebasing: storage[0..<n])
+    }
+
+    /// Room for the sealed overview of a `plaintext`-byte record.
+    func overview(sealing plaintext: Int) -> UnsafeMutableRawBufferPointer {
+        overviewCount = plaintext + AEAD.tagLength
+        return Self.room(&overviewStorage, overviewCount)
+    }
+
+    /// Room for the sealed secrets record of a `plaintext`-byte record.
+    func secrets(sealing plaintext: Int) -> UnsafeMutableRawBufferPointer {
+        secretsCount = plaintext + AEAD.tagLength
+        return Self.room(&secretsStorage, secretsCount)
+    }
+
+    /// Binds the row to `update` (`ItemRow.updateSet`, then the rowid), in place: the caller
+    /// steps it and resets it (which clears the bindings) before the next row is sealed.
+    func bind(to update: Statement, generation: Int64, rowID: Int64) throws {
+        try update.bind(borrowing: UnsafeRawBufferPointer(nameMAC), at: 1)
+        try update.bind(generation, at: 2)
+        try update.bind(borrowing: UnsafeRawBufferPointer(overviewNonce), at: 3)
+        try update.bind(borrowing: UnsafeRawBufferPointer(rebasing: overviewStorage[0..<overviewCount]), at: 4)
+        try update.bind(borrowing: UnsafeRawBufferPointer(secretsNonce), at: 5)
+        try update.bind(borrowing: UnsafeRawBufferPointer(rebasing: secretsStorage[0..<secretsCount]), at: 6)
+        try update.bind(loginHint, at: 7)
+        try update.bind(rowID, at: 8)
     }
 }

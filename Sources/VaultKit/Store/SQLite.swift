@@ -18,11 +18,13 @@ enum SQLiteLibrary {
 }
 
 /// The SQLite functions. Reached only after `Database.init` loaded the library (every statement
-/// and call belongs to an open database), so the failure case cannot occur here.
-private var sqlite: vault_sqlite_api {
+/// and call belongs to an open database), so the failure case cannot occur here. Taken out of
+/// the `Result` once: a computed property copied the whole `Result` (the table and its error
+/// case) at every call, every column of every row.
+private let sqlite: vault_sqlite_api = {
     guard case .success(let table) = SQLiteLibrary.loaded else { preconditionFailure("SQLite called before a database was opened") }
     return table
-}
+}()
 
 /// One SQLite connection. Every return code passes through `check`, which throws a `VaultError`
 /// naming the database path.
@@ -146,24 +148,106 @@ final class Database {
 }
 
 /// A prepared statement, finalized in `deinit`.
+///
+/// Rows are read either whole (`next`, one `SQLValue` per column) or in place: `step` makes a
+/// row current and `integer(_:)`, `bytes(_:)` read its columns where SQLite holds them, valid
+/// until the statement steps, resets or ends (the loops over every item row read so, with no
+/// array per column).
 final class Statement {
     private let handle: OpaquePointer
     private let database: Database
+    /// Copies made by `bytes(_:)` of the current row's text columns, freed when it moves on.
+    private var textCopies: [UnsafeMutableRawBufferPointer] = []
 
     init(_ handle: OpaquePointer, database: Database) {
         self.handle = handle
         self.database = database
     }
 
-    deinit { _ = sqlite.sqlite3_finalize(handle) }
+    deinit {
+        freeTextCopies()
+        _ = sqlite.sqlite3_finalize(handle)
+    }
 
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// Binds values to the parameters 1...n.
-    func bind(_ values: [SQLValue]) throws { try Self.bind(values, to: handle, in: database) }
+    func bind(_ values: [SQLValue]) throws {
+        freeTextCopies()
+        try Self.bind(values, to: handle, in: database)
+    }
 
     /// Steps once: the next row, or nil when done.
-    func next() throws -> [SQLValue]? { try Self.step(handle, in: database) }
+    func next() throws -> [SQLValue]? {
+        freeTextCopies()
+        return try Self.step(handle, in: database)
+    }
+
+    /// Steps once: true when a row is current, its columns readable in place until the next
+    /// step, reset or `deinit`; false when done.
+    func step() throws -> Bool {
+        freeTextCopies()
+        let rc = sqlite.sqlite3_step(handle)
+        if rc == SQLITE_ROW { return true }
+        if rc != SQLITE_DONE { try database.check(rc) }
+        return false
+    }
+
+    /// How many columns a row of this statement has.
+    var columnCount: Int32 { sqlite.sqlite3_column_count(handle) }
+
+    /// Column `c` of the current row as `SQLValue.int` reads it: its integer, nil when it
+    /// holds no integer.
+    func integer(_ c: Int32) -> Int64? {
+        sqlite.sqlite3_column_type(handle, c) == SQLITE_INTEGER ? sqlite.sqlite3_column_int64(handle, c) : nil
+    }
+
+    /// Column `c` of the current row as `SQLValue.bytes` reads it, in place: a blob's bytes, a
+    /// text's UTF-8 as `next` reads the text (to its first NUL, invalid UTF-8 repaired; a copy,
+    /// which no vault writes), empty for anything else. Valid until the statement steps,
+    /// resets or ends.
+    func bytes(_ c: Int32) -> UnsafeRawBufferPointer {
+        switch sqlite.sqlite3_column_type(handle, c) {
+        case SQLITE_BLOB:
+            let n = Int(sqlite.sqlite3_column_bytes(handle, c))
+            guard n > 0, let p = sqlite.sqlite3_column_blob(handle, c) else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+            return UnsafeRawBufferPointer(start: p, count: n)
+        case SQLITE_TEXT:
+            let text = Array((sqlite.sqlite3_column_text(handle, c).map { String(cString: $0) } ?? "").utf8)
+            let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: text.count, alignment: 1)
+            copy.copyBytes(from: text)
+            textCopies.append(copy)
+            return UnsafeRawBufferPointer(copy)
+        default:
+            return UnsafeRawBufferPointer(start: nil, count: 0)
+        }
+    }
+
+    private func freeTextCopies() {
+        guard !textCopies.isEmpty else { return }
+        for copy in textCopies { copy.deallocate() }
+        textCopies.removeAll()
+    }
+
+    /// Resets the statement and clears its bindings (rows read in place end here).
+    func reset() throws {
+        freeTextCopies()
+        try database.check(sqlite.sqlite3_reset(handle))
+        try database.check(sqlite.sqlite3_clear_bindings(handle))
+    }
+
+    /// Binds an integer to parameter `i` (1-based).
+    func bind(_ n: Int64, at i: Int32) throws { try database.check(sqlite.sqlite3_bind_int64(handle, i, n)) }
+
+    /// Binds NULL to parameter `i`.
+    func bindNull(at i: Int32) throws { try database.check(sqlite.sqlite3_bind_null(handle, i)) }
+
+    /// Binds `bytes` as a blob to parameter `i`, as `.blob` binds them (empty is a zero-length
+    /// blob, not NULL) but without a copy (SQLITE_STATIC): the caller keeps them unchanged until the statement
+    /// has stepped, then calls `reset`. The statement must be reset (`reset`) before binding.
+    func bind(borrowing bytes: UnsafeRawBufferPointer, at i: Int32) throws {
+        try database.check(sqlite.sqlite3_bind_blob(handle, i, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), nil))
+    }
 
     /// Resets `handle` and binds values to its parameters 1...n.
     static func bind(_ values: [SQLValue], to handle: OpaquePointer, in database: Database) throws {

@@ -31,8 +31,15 @@ public final class UnlockedVault {
     /// session, a command).
     package let freshMatches = FreshMatchBook()
 
+    /// The start of every item record's associated data: its label and the vault id
+    /// (`recordAD`; the loops over every row write only the rest per record).
+    let recordADPrefix: [UInt8]
+
     init(store: VaultStore, masterKey: consuming SecretBytes, generation: Int64, slotSequence: Int64) throws {
         self.store = store
+        var prefix = ByteWriter(label: "vault-record-v2")
+        prefix.append(store.vaultID)
+        recordADPrefix = prefix.bytes
         itemKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/item-key")
         indexKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/name-index")
         auditKey = try KeyedHash.deriveKey(from: masterKey, context: "vault/v1/audit-key")
