@@ -6,43 +6,60 @@ internal import VaultSystem
 /// the session (the one row written is re-read), and is rebuilt when another process has
 /// committed to the vault since (SQLite's `data_version` moved). It goes with the session: a
 /// `lock`, an expiry or an invalidation drops it with the key, its records wiped.
+///
+/// The records live in one block of guarded memory, sorted by name, each a LEB128 length (one
+/// byte below 128, two below 16,384) and its bytes, back to back; a sparse table holds the
+/// offset of every `stride`th record, so finding a name is a binary search over that table and a
+/// scan of at most `stride` records. At a million items that is the overview bytes, about 1 MiB
+/// of lengths and 125 KiB of table (one offset and length per record took 16 MiB).
 final class OverviewIndex {
-    /// Every record, back to back (records replaced or removed leave holes until a compaction).
-    private var storage: [UInt8] = []
-    /// Where each record is in `storage`, sorted by item name.
-    private var entries: [(offset: Int, length: Int)] = []
-    private var holes = 0
+    /// Every `stride`th record has its offset in `sparse`.
+    static let stride = 64
+
+    /// The records, sorted by name; the bytes from `used` on are zero (what a removal freed, or
+    /// room a growth left for the next additions).
+    private var block: SecretBytes
+    private var used: Int
+    /// The offsets in `block` of records 0, `stride`, 2 × `stride`, ...
+    private var sparse: [Int] = []
+    /// How many items it holds.
+    private(set) var count: Int
     private(set) var damaged: [String] = []
     /// Changes whenever the entries do: a paged listing that sees it move starts again.
     private(set) var version: Int64
     private var changeCounter: Int64
 
-    /// How many items it holds.
-    var count: Int { entries.count }
-
-    /// Reads every overview record of `vault`.
+    /// Reads every overview record of `vault`: into guarded chunks in the order the rows come,
+    /// then, sorted, into one block of exactly their size (the chunks are wiped as they go).
     init(_ vault: UnlockedVault) throws {
         changeCounter = try vault.changeCounter()
         version = Int64.random(in: 1...Int64.max)
+        var positions: [Int] = []
+        var damaged: [String] = []
+        let spill = RecordSpill()
         try vault.forEachOverviewRecord { entry in
             switch entry {
-            case .record(let plain):
-                entries.append((storage.count, plain.count))
-                storage.append(contentsOf: plain)
-            case .damaged(let id):
-                damaged.append(id)
+            case .record(let plain): positions.append(try spill.append(plain))
+            case .damaged(let id): damaged.append(id)
             }
         }
-        storage.withUnsafeBytes { all in
-            entries.sort { Self.name(in: all, $0).lexicographicallyPrecedes(Self.name(in: all, $1)) }
+        self.damaged = damaged
+        positions.sort { spill.record(at: $0).name.lexicographicallyPrecedes(spill.record(at: $1).name) }
+        block = try SecretBytes(unlockedZeroed: spill.bytes)
+        used = spill.bytes
+        count = positions.count
+        sparse.reserveCapacity((count + Self.stride - 1) / Self.stride)
+        block.withUnsafeMutableBytes { out in
+            var offset = 0
+            for (k, p) in positions.enumerated() {
+                if k % Self.stride == 0 { sparse.append(offset) }
+                offset += spill.copy(at: p, to: out.baseAddress! + offset)
+            }
         }
-    }
-
-    deinit { wipe(&storage) }
-
-    /// The name bytes of the record at `entry` (VaultKit reads the record's first field).
-    private static func name(in all: UnsafeRawBufferPointer, _ entry: (offset: Int, length: Int)) -> UnsafeRawBufferPointer {
-        ItemOverview.nameBytes(ofRecord: UnsafeRawBufferPointer(rebasing: all[entry.offset..<(entry.offset + entry.length)]))
+        spill.removeAll()
+        // The scan filled SQLite's page cache and churned the heap: both handed back.
+        vault.releaseCachedPages()
+        ProcessMemory.returnFreePages()
     }
 
     /// Whether no other connection has committed to `vault` since this index was read.
@@ -50,15 +67,26 @@ final class OverviewIndex {
         (try? vault.changeCounter()) == changeCounter
     }
 
-    private func position(of name: String) -> (index: Int, found: Bool) {
+    /// Where the record of `name` is or would go: its position in name order, its offset in
+    /// `block`, and whether the record there is `name`'s.
+    private func position(of name: String) -> (index: Int, offset: Int, found: Bool) {
         let key = Array(name.utf8)
-        return storage.withUnsafeBytes { all in
-            var low = 0, high = entries.count
+        return block.withUnsafeBytes { all in
+            // The groups whose first name is not after the key: the key is in the last of them.
+            var low = 0, high = sparse.count
             while low < high {
                 let mid = (low + high) / 2
-                if Self.name(in: all, entries[mid]).lexicographicallyPrecedes(key) { low = mid + 1 } else { high = mid }
+                if key.lexicographicallyPrecedes(Self.record(in: all, at: sparse[mid]).bytes.name) { high = mid } else { low = mid + 1 }
             }
-            return (low, low < entries.count && Self.name(in: all, entries[low]).elementsEqual(key))
+            guard low > 0 else { return (0, 0, false) }
+            var index = (low - 1) * Self.stride, offset = sparse[low - 1]
+            while index < count {
+                let (r, end) = Self.record(in: all, at: offset)
+                if !r.name.lexicographicallyPrecedes(key) { return (index, offset, r.name.elementsEqual(key)) }
+                index += 1
+                offset = end
+            }
+            return (index, offset, false)
         }
     }
 
@@ -72,31 +100,66 @@ final class OverviewIndex {
             record = nil
         }
         defer { if record != nil { wipe(&record!) } }
-        let (i, found) = position(of: n)
-        if found {
-            holes += entries[i].length
-            entries.remove(at: i)
+        let (i, offset, found) = position(of: n)
+        let old = found ? block.withUnsafeBytes { Self.record(in: $0, at: offset).end } - offset : 0
+        let new = record.map { LengthPrefix.size($0.count) + $0.count } ?? 0
+        let rest = used - offset - old, total = used - old + new
+        func write(into out: UnsafeMutableRawBufferPointer) {
+            guard let r = record else { return }
+            let p = out.baseAddress! + offset
+            let k = LengthPrefix.write(r.count, to: p)
+            r.withUnsafeBytes { if let b = $0.baseAddress { (p + k).copyMemory(from: b, byteCount: r.count) } }
         }
-        if let r = record {
-            entries.insert((storage.count, r.count), at: i)
-            storage.append(contentsOf: r)
+        let room = block.count - total
+        if room >= 0, room <= max(1 << 16, total) {
+            block.withUnsafeMutableBytes { out in
+                UnsafeMutableRawBufferPointer(rebasing: out[(offset + new)..<(offset + new + rest)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: out[(offset + old)..<used]))
+                write(into: out)
+                if total < used { (out.baseAddress! + total).initializeMemory(as: UInt8.self, repeating: 0, count: used - total) }
+            }
+        } else {
+            // A new block (the old one wiped): grown with a little room for the next additions,
+            // or exactly sized again once removals left more than half of the old one unused.
+            let fresh = try SecretBytes(unlockedZeroed: room < 0 ? total + min(total / 64, 1 << 20) : total)
+            block.withUnsafeBytes { all in
+                fresh.withUnsafeMutableBytes { out in
+                    out.baseAddress!.copyMemory(from: all.baseAddress!, byteCount: offset)
+                    write(into: out)
+                    (out.baseAddress! + offset + new).copyMemory(from: all.baseAddress! + offset + old, byteCount: rest)
+                }
+            }
+            block = fresh
         }
-        if holes > 1 << 16, holes > storage.count / 2 { compact() }
+        used = total
+        if found == (record != nil) {
+            // Replaced: the same records in every group, those after it moved by the difference.
+            for g in (i / Self.stride + 1)..<sparse.count { sparse[g] += new - old }
+        } else {
+            count += found ? -1 : 1
+            reindex(from: i, at: offset)
+        }
         version = Int64.random(in: 1...Int64.max)
     }
 
-    /// Drops the holes left by replaced and removed records.
-    private func compact() {
-        var fresh: [UInt8] = []
-        fresh.reserveCapacity(storage.count - holes)
-        for k in entries.indices {
-            let e = entries[k]
-            entries[k].offset = fresh.count
-            fresh.append(contentsOf: storage[e.offset..<(e.offset + e.length)])
+    /// Remakes the sparse table from record `index` on, which starts at `offset` (the records
+    /// before it have not moved).
+    private func reindex(from index: Int, at offset: Int) {
+        sparse.removeSubrange(((index + Self.stride - 1) / Self.stride)...)
+        var offset = offset
+        block.withUnsafeBytes { all in
+            for k in index..<count {
+                if k % Self.stride == 0 { sparse.append(offset) }
+                offset = Self.record(in: all, at: offset).end
+            }
         }
-        wipe(&storage)
-        storage = fresh
-        holes = 0
+    }
+
+    /// The record that starts (with its length) at `offset`, and where the next one starts.
+    private static func record(in all: UnsafeRawBufferPointer, at offset: Int) -> (bytes: UnsafeRawBufferPointer, end: Int) {
+        let (length, prefix) = LengthPrefix.read(all, at: offset)
+        let start = offset + prefix
+        return (UnsafeRawBufferPointer(rebasing: all[start..<(start + length)]), start + length)
     }
 
     /// One page of a listing: from `start`, the records `matcher` matches (every record without
@@ -105,19 +168,119 @@ final class OverviewIndex {
     func page(from start: Int, matcher: OverviewMatcher?, budget: Int) -> (tail: [UInt8], next: Int?) {
         var tail: [UInt8] = []
         var i = max(0, start)
-        storage.withUnsafeBytes { all in
-            while i < entries.count, tail.count < budget {
-                let e = entries[i]
+        guard i < count else { return (tail, nil) }
+        block.withUnsafeBytes { all in
+            var offset = sparse[i / Self.stride]
+            for _ in 0..<(i % Self.stride) { offset = Self.record(in: all, at: offset).end }
+            // A page of every record is at most the budget and one record more: asked for at
+            // once, so no outgrown copy of the records is left in the heap.
+            if matcher == nil { tail.reserveCapacity(min(budget + (1 << 16), used - offset + 3 * (count - i))) }
+            while i < count, tail.count < budget {
+                let (r, end) = Self.record(in: all, at: offset)
                 i += 1
-                let r = UnsafeRawBufferPointer(rebasing: all[e.offset..<(e.offset + e.length)])
+                offset = end
                 if let matcher, !matcher.matches(r) { continue }
                 let n = UInt32(r.count)
                 tail += [UInt8(n >> 24), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)]
                 tail.append(contentsOf: r)
             }
         }
-        return (tail, i < entries.count ? i : nil)
+        return (tail, i < count ? i : nil)
     }
+}
+
+/// The length before each record of the index: LEB128, seven bits a byte, low bits first.
+enum LengthPrefix {
+    /// How many bytes the prefix of `length` takes.
+    static func size(_ length: Int) -> Int {
+        var n = 1, rest = length >> 7
+        while rest > 0 { n += 1; rest >>= 7 }
+        return n
+    }
+
+    /// Writes the prefix of `length` at `p`; returns its size.
+    static func write(_ length: Int, to p: UnsafeMutableRawPointer) -> Int {
+        var rest = length, k = 0
+        while rest >= 0x80 {
+            p.storeBytes(of: UInt8(rest & 0x7f | 0x80), toByteOffset: k, as: UInt8.self)
+            rest >>= 7
+            k += 1
+        }
+        p.storeBytes(of: UInt8(rest), toByteOffset: k, as: UInt8.self)
+        return k + 1
+    }
+
+    /// The length whose prefix starts at `offset` (written by `write`), and the prefix's size.
+    static func read(_ all: UnsafeRawBufferPointer, at offset: Int) -> (length: Int, size: Int) {
+        var length = 0, shift = 0, k = offset
+        while true {
+            let b = all[k]
+            length |= Int(b & 0x7f) << shift
+            k += 1
+            if b < 0x80 { return (length, k - offset) }
+            shift += 7
+        }
+    }
+}
+
+/// The records of an index being built, length-prefixed as the index keeps them, in the order
+/// they come: in chunks of guarded memory (no array that grows and leaves copies behind), wiped
+/// when removed. A record's position is its chunk's number and its offset there.
+private final class RecordSpill {
+    private final class Chunk {
+        let memory: SecretBytes
+        /// `memory`'s bytes: the chunk owns both, and guarded memory does not move.
+        let base: UnsafeMutableRawPointer
+        var used = 0
+        init(capacity: Int) throws {
+            memory = try SecretBytes(unlockedZeroed: capacity)
+            base = memory.withUnsafeMutableBytes { $0.baseAddress! }
+        }
+    }
+
+    static let chunkSize = 1 << 20
+    private var chunks: [Chunk] = []
+    /// The bytes of every record and its prefix.
+    private(set) var bytes = 0
+
+    /// Adds a record; returns its position.
+    func append(_ record: UnsafeRawBufferPointer) throws -> Int {
+        let size = LengthPrefix.size(record.count) + record.count
+        if chunks.last.map({ $0.memory.count - $0.used < size }) ?? true {
+            chunks.append(try Chunk(capacity: max(Self.chunkSize, size)))
+        }
+        let chunk = chunks[chunks.count - 1], at = chunk.used
+        let k = LengthPrefix.write(record.count, to: chunk.base + at)
+        if let b = record.baseAddress { (chunk.base + at + k).copyMemory(from: b, byteCount: record.count) }
+        chunk.used += size
+        bytes += size
+        return (chunks.count - 1) << 32 | at
+    }
+
+    /// The record at `position`, without its prefix.
+    func record(at position: Int) -> UnsafeRawBufferPointer {
+        let chunk = chunks[position >> 32], at = position & 0xffff_ffff
+        let all = UnsafeRawBufferPointer(start: chunk.base, count: chunk.used)
+        let (length, k) = LengthPrefix.read(all, at: at)
+        return UnsafeRawBufferPointer(rebasing: all[(at + k)..<(at + k + length)])
+    }
+
+    /// Copies the record at `position` with its prefix to `destination`; returns how many bytes.
+    func copy(at position: Int, to destination: UnsafeMutableRawPointer) -> Int {
+        let chunk = chunks[position >> 32], at = position & 0xffff_ffff
+        let (length, k) = LengthPrefix.read(UnsafeRawBufferPointer(start: chunk.base, count: chunk.used), at: at)
+        destination.copyMemory(from: chunk.base + at, byteCount: k + length)
+        return k + length
+    }
+
+    /// Wipes and frees every chunk.
+    func removeAll() { chunks.removeAll() }
+}
+
+private extension UnsafeRawBufferPointer {
+    /// The name bytes of an overview record, in place (VaultKit reads the record's first field).
+    /// Names are NFC, so the order of these bytes is the order of the names.
+    var name: UnsafeRawBufferPointer { ItemOverview.nameBytes(ofRecord: self) }
 }
 
 extension AgentCodec {

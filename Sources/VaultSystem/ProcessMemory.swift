@@ -1,0 +1,21 @@
+internal import Glibc
+
+/// The process's heap as the kernel sees it.
+public enum ProcessMemory {
+    private typealias MallocTrim = @convention(c) (Int) -> Int32
+
+    /// glibc's `malloc_trim`, looked up by name: a C library without one (musl, in a fully static
+    /// build) leaves it nil and the call below does nothing.
+    private static let mallocTrim: MallocTrim? = {
+        guard let symbol = dlsym(nil /* RTLD_DEFAULT */, "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: MallocTrim.self)
+    }()
+
+    /// Hands the heap's free pages back to the kernel (`malloc_trim(0)`: every arena, the pages
+    /// inside free chunks too), so a long-lived process's resident size falls back after a burst
+    /// of allocations (a listing of a large vault, an export). It frees nothing that is in use;
+    /// its cost grows with the heap's size, so it is for after such a burst, not every request.
+    public static func returnFreePages() {
+        _ = mallocTrim?(0)
+    }
+}
