@@ -25,6 +25,11 @@ final class OverviewIndex {
     /// How many items it holds.
     private(set) var count: Int
     private(set) var damaged: [String] = []
+    /// The bytes the records and their lengths take, and the size of the block that holds them.
+    var recordBytes: Int { used }
+    var blockBytes: Int { block.count }
+    /// Whether the block's bytes past the records are all zero (a removed record's are wiped).
+    var unusedBytesAreZero: Bool { block.withUnsafeBytes { $0[used...].allSatisfy { $0 == 0 } } }
     /// Changes whenever the entries do: a paged listing that sees it move starts again.
     private(set) var version: Int64
     private var changeCounter: Int64
