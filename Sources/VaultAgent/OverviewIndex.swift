@@ -7,8 +7,9 @@ internal import VaultSystem
 /// committed to the vault since (SQLite's `data_version` moved). It goes with the session: a
 /// `lock`, an expiry or an invalidation drops it with the key, its records wiped.
 ///
-/// The records live in one block of guarded memory, sorted by name, each a LEB128 length (one
-/// byte below 128, two below 16,384) and its bytes, back to back; a sparse table holds the
+/// The records live in one block of guarded memory (not locked in RAM: a large vault's would
+/// not fit under `RLIMIT_MEMLOCK`), sorted by name, each a LEB128 length (one byte below 128,
+/// two below 16,384) and its bytes, back to back; a sparse table holds the
 /// offset of every `stride`th record, so finding a name is a binary search over that table and a
 /// scan of at most `stride` records. At a million items that is the overview bytes, about 1 MiB
 /// of lengths and 125 KiB of table (one offset and length per record took 16 MiB).
@@ -16,8 +17,9 @@ final class OverviewIndex {
     /// Every `stride`th record has its offset in `sparse`.
     static let stride = 64
 
-    /// The records, sorted by name; the bytes from `used` on are zero (what a removal freed, or
-    /// room a growth left for the next additions).
+    /// The records, sorted by name, then `room(for:)` zero bytes for the next additions whose
+    /// pages take no memory until written (handed back to the kernel, as are those a removal
+    /// frees); every byte from `used` on is zero.
     private var block: SecretBytes
     private var used: Int
     /// The offsets in `block` of records 0, `stride`, 2 × `stride`, ...
@@ -34,34 +36,48 @@ final class OverviewIndex {
     private(set) var version: Int64
     private var changeCounter: Int64
 
-    /// Reads every overview record of `vault`: into guarded chunks in the order the rows come,
-    /// then, sorted, into one block of exactly their size (the chunks are wiped as they go).
-    init(_ vault: UnlockedVault) throws {
+    /// Reads every overview record of `vault`. The block is made first, at the size SQLite
+    /// counts, its pages handed back until written; the records are read into guarded chunks,
+    /// each sorted when full, and merged into the block, each chunk's pages handed back (wiped)
+    /// as the merge passes them: the build holds the records about once, not twice.
+    /// - Parameter chunkSize: the spill's chunk (smaller in tests, to merge many).
+    init(_ vault: UnlockedVault, chunkSize: Int = RecordSpill.chunkSize) throws {
         changeCounter = try vault.changeCounter()
         version = Int64.random(in: 1...Int64.max)
-        var positions: [Int] = []
+        let sizes = try vault.overviewPlaintextSizes(countingAtLeast: LengthPrefix.steps)
+        let expected = sizes.bytes + sizes.rows + sizes.atLeast.reduce(0, +)
+        var block = try SecretBytes(unlockedZeroed: expected + Self.room(for: expected))
+        block.withUnsafeMutableBytes { ProcessMemory.releasePages(of: $0) }
         var damaged: [String] = []
-        let spill = RecordSpill()
+        let spill = RecordSpill(chunkSize: chunkSize)
         try vault.forEachOverviewRecord { entry in
             switch entry {
-            case .record(let plain): positions.append(try spill.append(plain))
+            case .record(let plain): try spill.append(plain)
             case .damaged(let id): damaged.append(id)
             }
         }
+        try spill.sortLastChunk()
+        // Another process added rows between the count and the scan: the block is made again.
+        if spill.bytes > block.count {
+            block = try SecretBytes(unlockedZeroed: spill.bytes + Self.room(for: spill.bytes))
+            block.withUnsafeMutableBytes { ProcessMemory.releasePages(of: $0) }
+        }
         self.damaged = damaged
-        positions.sort { spill.record(at: $0).name.lexicographicallyPrecedes(spill.record(at: $1).name) }
-        block = try SecretBytes(unlockedZeroed: spill.bytes)
         used = spill.bytes
-        count = positions.count
+        count = spill.count
+        var sparse: [Int] = []
         sparse.reserveCapacity((count + Self.stride - 1) / Self.stride)
         block.withUnsafeMutableBytes { out in
-            var offset = 0
-            for (k, p) in positions.enumerated() {
+            var offset = 0, k = 0
+            spill.drain { r in
                 if k % Self.stride == 0 { sparse.append(offset) }
-                offset += spill.copy(at: p, to: out.baseAddress! + offset)
+                (out.baseAddress! + offset).copyMemory(from: r.baseAddress!, byteCount: r.count)
+                offset += r.count
+                k += 1
             }
         }
-        spill.removeAll()
+        self.block = block
+        self.sparse = sparse
         // The scan filled SQLite's page cache and churned the heap: both handed back.
         vault.releaseCachedPages()
         ProcessMemory.returnFreePages()
@@ -115,20 +131,21 @@ final class OverviewIndex {
             let k = LengthPrefix.write(r.count, to: p)
             r.withUnsafeBytes { if let b = $0.baseAddress { (p + k).copyMemory(from: b, byteCount: r.count) } }
         }
-        let room = block.count - total
-        if room >= 0, room <= max(1 << 16, total) {
+        let free = block.count - total
+        if free >= 0, free <= max(1 << 16, total) + Self.room(for: total) {
             block.withUnsafeMutableBytes { out in
                 UnsafeMutableRawBufferPointer(rebasing: out[(offset + new)..<(offset + new + rest)])
                     .copyMemory(from: UnsafeRawBufferPointer(rebasing: out[(offset + old)..<used]))
                 write(into: out)
-                if total < used { (out.baseAddress! + total).initializeMemory(as: UInt8.self, repeating: 0, count: used - total) }
+                if total < used { ProcessMemory.releasePages(of: UnsafeMutableRawBufferPointer(rebasing: out[total..<used])) }
             }
         } else {
-            // A new block (the old one wiped): grown with a little room for the next additions,
-            // or exactly sized again once removals left more than half of the old one unused.
-            let fresh = try SecretBytes(unlockedZeroed: room < 0 ? total + min(total / 64, 1 << 20) : total)
+            // A new block (the old one wiped): when the room is used up, or when removals left
+            // the block more than twice what it holds.
+            let fresh = try SecretBytes(unlockedZeroed: total + Self.room(for: total))
             block.withUnsafeBytes { all in
                 fresh.withUnsafeMutableBytes { out in
+                    ProcessMemory.releasePages(of: out)
                     out.baseAddress!.copyMemory(from: all.baseAddress!, byteCount: offset)
                     write(into: out)
                     (out.baseAddress! + offset + new).copyMemory(from: all.baseAddress! + offset + old, byteCount: rest)
@@ -146,6 +163,10 @@ final class OverviewIndex {
         }
         version = Int64.random(in: 1...Int64.max)
     }
+
+    /// The room a block keeps after `bytes` of records for additions through the session: a
+    /// thirty-second, at least a page and at most 4 MiB (untouched, it takes no memory).
+    static func room(for bytes: Int) -> Int { max(4096, min(bytes / 32, 4 << 20)) }
 
     /// Remakes the sparse table from record `index` on, which starts at `offset` (the records
     /// before it have not moved).
@@ -196,6 +217,9 @@ final class OverviewIndex {
 
 /// The length before each record of the index: LEB128, seven bits a byte, low bits first.
 enum LengthPrefix {
+    /// The lengths from which a prefix takes one byte more (up to 2^35: SQLite's blobs stop at 2^31).
+    static let steps = [1 << 7, 1 << 14, 1 << 21, 1 << 28]
+
     /// How many bytes the prefix of `length` takes.
     static func size(_ length: Int) -> Int {
         var n = 1, rest = length >> 7
@@ -228,58 +252,119 @@ enum LengthPrefix {
     }
 }
 
-/// The records of an index being built, length-prefixed as the index keeps them, in the order
-/// they come: in chunks of guarded memory (no array that grows and leaves copies behind), wiped
-/// when removed. A record's position is its chunk's number and its offset there.
-private final class RecordSpill {
+/// The records of an index being built, length-prefixed as the index keeps them: in chunks of
+/// guarded memory (no array that grows and leaves copies behind), each sorted by name when full,
+/// then merged in name order. A chunk's pages are wiped and handed back as the merge passes them,
+/// and the chunk is freed when the merge has taken its last record.
+final class RecordSpill {
     private final class Chunk {
         let memory: SecretBytes
         /// `memory`'s bytes: the chunk owns both, and guarded memory does not move.
         let base: UnsafeMutableRawPointer
         var used = 0
+        /// Where the merge is, and up to where it has wiped.
+        var cursor = 0, wiped = 0
         init(capacity: Int) throws {
             memory = try SecretBytes(unlockedZeroed: capacity)
             base = memory.withUnsafeMutableBytes { $0.baseAddress! }
         }
+        var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: used) }
     }
 
     static let chunkSize = 1 << 20
-    private var chunks: [Chunk] = []
-    /// The bytes of every record and its prefix.
-    private(set) var bytes = 0
+    private let chunkSize: Int
+    /// How far the merge goes in a chunk before it hands the pages behind it back.
+    private var releaseStep: Int { chunkSize / 64 }
+    private var chunks: [Chunk?] = []
+    /// Where each record of the last chunk starts.
+    private var offsets: [Int] = []
+    /// What a chunk is sorted through (a chunk of more than one record is `chunkSize`).
+    private var scratch: Chunk?
+    /// The records, and their bytes with their prefixes.
+    private(set) var count = 0, bytes = 0
 
-    /// Adds a record; returns its position.
-    func append(_ record: UnsafeRawBufferPointer) throws -> Int {
+    init(chunkSize: Int) { self.chunkSize = chunkSize }
+
+    /// Adds a record.
+    func append(_ record: UnsafeRawBufferPointer) throws {
         let size = LengthPrefix.size(record.count) + record.count
-        if chunks.last.map({ $0.memory.count - $0.used < size }) ?? true {
-            chunks.append(try Chunk(capacity: max(Self.chunkSize, size)))
+        if chunks.last.map({ $0!.memory.count - $0!.used < size }) ?? true {
+            try sortLastChunk()
+            chunks.append(try Chunk(capacity: max(chunkSize, size)))
         }
-        let chunk = chunks[chunks.count - 1], at = chunk.used
-        let k = LengthPrefix.write(record.count, to: chunk.base + at)
-        if let b = record.baseAddress { (chunk.base + at + k).copyMemory(from: b, byteCount: record.count) }
+        let chunk = chunks[chunks.count - 1]!
+        let k = LengthPrefix.write(record.count, to: chunk.base + chunk.used)
+        if let b = record.baseAddress { (chunk.base + chunk.used + k).copyMemory(from: b, byteCount: record.count) }
+        offsets.append(chunk.used)
         chunk.used += size
         bytes += size
-        return (chunks.count - 1) << 32 | at
+        count += 1
     }
 
-    /// The record at `position`, without its prefix.
-    func record(at position: Int) -> UnsafeRawBufferPointer {
-        let chunk = chunks[position >> 32], at = position & 0xffff_ffff
-        let all = UnsafeRawBufferPointer(start: chunk.base, count: chunk.used)
-        let (length, k) = LengthPrefix.read(all, at: at)
-        return UnsafeRawBufferPointer(rebasing: all[(at + k)..<(at + k + length)])
+    /// Sorts the last chunk's records by name, in place.
+    func sortLastChunk() throws {
+        defer { offsets.removeAll(keepingCapacity: true) }
+        guard offsets.count > 1, let chunk = chunks.last! else { return }
+        let all = chunk.bytes
+        offsets.sort { Self.record(in: all, at: $0).name.lexicographicallyPrecedes(Self.record(in: all, at: $1).name) }
+        if scratch == nil { scratch = try Chunk(capacity: chunkSize) }
+        let into = scratch!.base
+        var at = 0
+        for o in offsets {
+            let size = Self.record(in: all, at: o).end - o
+            (into + at).copyMemory(from: chunk.base + o, byteCount: size)
+            at += size
+        }
+        chunk.base.copyMemory(from: into, byteCount: chunk.used)
     }
 
-    /// Copies the record at `position` with its prefix to `destination`; returns how many bytes.
-    func copy(at position: Int, to destination: UnsafeMutableRawPointer) -> Int {
-        let chunk = chunks[position >> 32], at = position & 0xffff_ffff
-        let (length, k) = LengthPrefix.read(UnsafeRawBufferPointer(start: chunk.base, count: chunk.used), at: at)
-        destination.copyMemory(from: chunk.base + at, byteCount: k + length)
-        return k + length
+    /// Lends every record with its prefix in name order, then frees the chunks (wiped).
+    func drain(_ body: (UnsafeRawBufferPointer) -> Void) {
+        scratch = nil
+        var heap = Array(chunks.indices.filter { chunks[$0]!.used > 0 })
+        func name(_ c: Int) -> UnsafeRawBufferPointer {
+            let chunk = chunks[c]!
+            return Self.record(in: chunk.bytes, at: chunk.cursor).name
+        }
+        func siftDown(_ start: Int) {
+            var i = start
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                var least = i
+                if l < heap.count, name(heap[l]).lexicographicallyPrecedes(name(heap[least])) { least = l }
+                if r < heap.count, name(heap[r]).lexicographicallyPrecedes(name(heap[least])) { least = r }
+                if least == i { return }
+                heap.swapAt(i, least)
+                i = least
+            }
+        }
+        for i in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
+        while let c = heap.first {
+            let chunk = chunks[c]!
+            let end = Self.record(in: chunk.bytes, at: chunk.cursor).end
+            body(UnsafeRawBufferPointer(rebasing: chunk.bytes[chunk.cursor..<end]))
+            chunk.cursor = end
+            if end == chunk.used {
+                chunks[c] = nil
+                heap.swapAt(0, heap.count - 1)
+                heap.removeLast()
+            } else if end - chunk.wiped >= releaseStep {
+                // From the page the last release stopped in (it could not hand that one back).
+                let page = ProcessMemory.pageSize
+                let from = max(0, (Int(bitPattern: chunk.base) + chunk.wiped) / page * page - Int(bitPattern: chunk.base))
+                ProcessMemory.releasePages(of: UnsafeMutableRawBufferPointer(start: chunk.base + from, count: end - from))
+                chunk.wiped = end
+            }
+            siftDown(0)
+        }
+        chunks.removeAll()
     }
 
-    /// Wipes and frees every chunk.
-    func removeAll() { chunks.removeAll() }
+    /// The record that starts (with its prefix) at `offset`, and where the next one starts.
+    private static func record(in all: UnsafeRawBufferPointer, at offset: Int) -> (name: UnsafeRawBufferPointer, end: Int) {
+        let (length, k) = LengthPrefix.read(all, at: offset)
+        return (UnsafeRawBufferPointer(rebasing: all[(offset + k)..<(offset + k + length)]).name, offset + k + length)
+    }
 }
 
 private extension UnsafeRawBufferPointer {

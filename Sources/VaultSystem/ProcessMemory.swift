@@ -18,4 +18,20 @@ public enum ProcessMemory {
     public static func returnFreePages() {
         _ = mallocTrim?(0)
     }
+
+    /// The size of a page.
+    public static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+    /// Zeroes `region` and gives its whole pages back to the kernel (`madvise(MADV_DONTNEED)`: a
+    /// private anonymous page reads as zeros afterwards and takes no memory until written). For
+    /// bytes of a large mapping of one's own, such as guarded memory, that are done with or not
+    /// written yet; the mapping stays, so its owner frees it as usual.
+    public static func releasePages(of region: UnsafeMutableRawBufferPointer) {
+        guard let start = region.baseAddress, region.count > 0 else { return }
+        start.initializeMemory(as: UInt8.self, repeating: 0, count: region.count)
+        let first = (Int(bitPattern: start) + pageSize - 1) / pageSize * pageSize
+        let end = (Int(bitPattern: start) + region.count) / pageSize * pageSize
+        guard end > first, let p = UnsafeMutableRawPointer(bitPattern: first) else { return }
+        _ = madvise(p, end - first, MADV_DONTNEED)
+    }
 }
