@@ -276,6 +276,8 @@ final class RecordSpill {
     /// How far the merge goes in a chunk before it hands the pages behind it back.
     private var releaseStep: Int { chunkSize / 64 }
     private var chunks: [Chunk?] = []
+    /// The chunk records are added to (the last).
+    private var open: Chunk?
     /// Where each record of the last chunk starts.
     private var offsets: [Int] = []
     /// What a chunk is sorted through (a chunk of more than one record is `chunkSize`).
@@ -288,11 +290,12 @@ final class RecordSpill {
     /// Adds a record.
     func append(_ record: UnsafeRawBufferPointer) throws {
         let size = LengthPrefix.size(record.count) + record.count
-        if chunks.last.map({ $0!.memory.count - $0!.used < size }) ?? true {
+        if open == nil || open!.memory.count - open!.used < size {
             try sortLastChunk()
-            chunks.append(try Chunk(capacity: max(chunkSize, size)))
+            open = try Chunk(capacity: max(chunkSize, size))
+            chunks.append(open)
         }
-        let chunk = chunks[chunks.count - 1]!
+        let chunk = open!
         let k = LengthPrefix.write(record.count, to: chunk.base + chunk.used)
         if let b = record.baseAddress { (chunk.base + chunk.used + k).copyMemory(from: b, byteCount: record.count) }
         offsets.append(chunk.used)
@@ -304,16 +307,20 @@ final class RecordSpill {
     /// Sorts the last chunk's records by name, in place.
     func sortLastChunk() throws {
         defer { offsets.removeAll(keepingCapacity: true) }
-        guard offsets.count > 1, let chunk = chunks.last! else { return }
+        guard offsets.count > 1, let chunk = open else { return }
         let all = chunk.bytes
-        offsets.sort { Self.record(in: all, at: $0).name.lexicographicallyPrecedes(Self.record(in: all, at: $1).name) }
+        // Each name read once, not at every comparison.
+        var records = offsets.map { o in
+            let r = Self.record(in: all, at: o)
+            return Spilled(start: o, end: r.end, name: r.name)
+        }
+        records.sort { $0.name.lexicographicallyPrecedes($1.name) }
         if scratch == nil { scratch = try Chunk(capacity: chunkSize) }
         let into = scratch!.base
         var at = 0
-        for o in offsets {
-            let size = Self.record(in: all, at: o).end - o
-            (into + at).copyMemory(from: chunk.base + o, byteCount: size)
-            at += size
+        for r in records {
+            (into + at).copyMemory(from: chunk.base + r.start, byteCount: r.end - r.start)
+            at += r.end - r.start
         }
         chunk.base.copyMemory(from: into, byteCount: chunk.used)
     }
@@ -321,43 +328,55 @@ final class RecordSpill {
     /// Lends every record with its prefix in name order, then frees the chunks (wiped).
     func drain(_ body: (UnsafeRawBufferPointer) -> Void) {
         scratch = nil
-        var heap = Array(chunks.indices.filter { chunks[$0]!.used > 0 })
-        func name(_ c: Int) -> UnsafeRawBufferPointer {
+        open = nil
+        // A heap of the chunks by the name of the record each is at (kept with it).
+        func head(_ c: Int) -> Spilled {
             let chunk = chunks[c]!
-            return Self.record(in: chunk.bytes, at: chunk.cursor).name
+            let r = Self.record(in: chunk.bytes, at: chunk.cursor)
+            return Spilled(start: c, end: r.end, name: r.name)
         }
+        var heap = chunks.indices.filter { chunks[$0]!.used > 0 }.map(head)
         func siftDown(_ start: Int) {
             var i = start
             while true {
                 let l = 2 * i + 1, r = l + 1
                 var least = i
-                if l < heap.count, name(heap[l]).lexicographicallyPrecedes(name(heap[least])) { least = l }
-                if r < heap.count, name(heap[r]).lexicographicallyPrecedes(name(heap[least])) { least = r }
+                if l < heap.count, heap[l].name.lexicographicallyPrecedes(heap[least].name) { least = l }
+                if r < heap.count, heap[r].name.lexicographicallyPrecedes(heap[least].name) { least = r }
                 if least == i { return }
                 heap.swapAt(i, least)
                 i = least
             }
         }
         for i in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
-        while let c = heap.first {
+        while let first = heap.first {
+            let c = first.start, end = first.end
             let chunk = chunks[c]!
-            let end = Self.record(in: chunk.bytes, at: chunk.cursor).end
             body(UnsafeRawBufferPointer(rebasing: chunk.bytes[chunk.cursor..<end]))
             chunk.cursor = end
             if end == chunk.used {
                 chunks[c] = nil
                 heap.swapAt(0, heap.count - 1)
                 heap.removeLast()
-            } else if end - chunk.wiped >= releaseStep {
-                // From the page the last release stopped in (it could not hand that one back).
-                let page = ProcessMemory.pageSize
-                let from = max(0, (Int(bitPattern: chunk.base) + chunk.wiped) / page * page - Int(bitPattern: chunk.base))
-                ProcessMemory.releasePages(of: UnsafeMutableRawBufferPointer(start: chunk.base + from, count: end - from))
-                chunk.wiped = end
+            } else {
+                if end - chunk.wiped >= releaseStep {
+                    // From the page the last release stopped in (it could not hand that one back).
+                    let page = ProcessMemory.pageSize
+                    let from = max(0, (Int(bitPattern: chunk.base) + chunk.wiped) / page * page - Int(bitPattern: chunk.base))
+                    ProcessMemory.releasePages(of: UnsafeMutableRawBufferPointer(start: chunk.base + from, count: end - from))
+                    chunk.wiped = end
+                }
+                heap[0] = head(c)
             }
             siftDown(0)
         }
         chunks.removeAll()
+    }
+
+    /// A record of a chunk: where it starts (in a heap of chunks: which chunk) and ends, and its name.
+    private struct Spilled {
+        var start: Int, end: Int
+        var name: UnsafeRawBufferPointer
     }
 
     /// The record that starts (with its prefix) at `offset`, and where the next one starts.
