@@ -36,16 +36,18 @@ final class OverviewIndex {
     private(set) var version: Int64
     private var changeCounter: Int64
 
-    /// Reads every overview record of `vault`. The block is made first, at the size SQLite
-    /// counts, its pages handed back until written; the records are read into guarded chunks,
+    /// Reads every overview record of `vault`. The block is made first, at the size SQLite's
+    /// count of the sealed lengths bounds, its pages handed back until written; the records are read into guarded chunks,
     /// each sorted when full, and merged into the block, each chunk's pages handed back (wiped)
     /// as the merge passes them: the build holds the records about once, not twice.
     /// - Parameter chunkSize: the spill's chunk (smaller in tests, to merge many).
     init(_ vault: UnlockedVault, chunkSize: Int = RecordSpill.chunkSize) throws {
         changeCounter = try vault.changeCounter()
         version = Int64.random(in: 1...Int64.max)
-        let sizes = try vault.overviewPlaintextSizes(countingAtLeast: LengthPrefix.steps)
-        let expected = sizes.bytes + sizes.rows + sizes.atLeast.reduce(0, +)
+        // At most two bytes of length below 16 KiB, five above (SQLite's blobs stop at 2^31): a
+        // bound, not a count, since what the records do not take is room that takes no memory.
+        let sizes = try vault.overviewPlaintextSizes(countingAtLeast: [1 << 14])
+        let expected = sizes.bytes + 2 * sizes.rows + 3 * sizes.atLeast[0]
         var block = try SecretBytes(unlockedZeroed: expected + Self.room(for: expected))
         block.withUnsafeMutableBytes { ProcessMemory.releasePages(of: $0) }
         var damaged: [String] = []
@@ -217,9 +219,6 @@ final class OverviewIndex {
 
 /// The length before each record of the index: LEB128, seven bits a byte, low bits first.
 enum LengthPrefix {
-    /// The lengths from which a prefix takes one byte more (up to 2^35: SQLite's blobs stop at 2^31).
-    static let steps = [1 << 7, 1 << 14, 1 << 21, 1 << 28]
-
     /// How many bytes the prefix of `length` takes.
     static func size(_ length: Int) -> Int {
         var n = 1, rest = length >> 7
