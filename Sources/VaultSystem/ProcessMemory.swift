@@ -19,6 +19,13 @@ public enum ProcessMemory {
         _ = mallocTrim?(0)
     }
 
+    /// Unlocks the pages `region` is on (`munlock`, which takes them from the start of the
+    /// first): they may be swapped again. Pages that were not locked are left as they are.
+    public static func unlockPages(of region: UnsafeMutableRawBufferPointer) {
+        guard let start = region.baseAddress, region.count > 0 else { return }
+        _ = munlock(start, region.count)
+    }
+
     /// The size of a page.
     public static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
 

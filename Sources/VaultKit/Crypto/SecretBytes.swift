@@ -1,5 +1,5 @@
 internal import CSodium
-internal import Glibc
+internal import VaultSystem
 
 /// Secret bytes in guarded memory (`sodium_malloc`: guard pages, canary, `mlock`ed), wiped and
 /// freed when the value ends. Non-copyable so a key has exactly one owner; it has no description
@@ -27,9 +27,9 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     /// - Throws: `CryptoError.outOfMemory` when libsodium cannot allocate.
     public init(unlockedZeroed count: Int) throws {
         try self.init(zeroed: count)
-        // munlock rounds the start down to its page: this unlocks every page libsodium locked
-        // (the bytes sit at the end of their first page, after the canary).
-        _ = munlock(base, max(count, 1))
+        // The bytes start in the first page libsodium locked, after the canary: unlocking from
+        // their page on unlocks every page it locked.
+        ProcessMemory.unlockPages(of: UnsafeMutableRawBufferPointer(start: base, count: max(count, 1)))
     }
 
     /// Allocates `count` random bytes (libsodium's CSPRNG).
