@@ -244,7 +244,13 @@ public final class AgentServer: @unchecked Sendable {
         // The executable is read once, now: the peer is connected, so its pid is still its own.
         let requester = Requester.peer(uid: peer.uid, pid: peer.pid)
         var staging = ImportStaging()
-        defer { handler.discard(&staging) }
+        // A connection that moved a large reply (a listing's pages, an export) leaves free heap
+        // behind: handed back to the kernel when it ends, not after every request.
+        var large = false
+        defer {
+            handler.discard(&staging)
+            if large { ProcessMemory.returnFreePages() }
+        }
         while true {
             guard let frame = connection.nextRequest(requestDeadline: requestDeadline, idleSeconds: AgentLimits.connectionIdleSeconds,
                                                      replySeconds: replyDeadline, while: { !isStopped }) else { return }
@@ -258,6 +264,7 @@ public final class AgentServer: @unchecked Sendable {
             var (reply, tail) = frame.withTailCopy { handler.respond(request, key: $0, from: requester, staging: &staging) }
             // The tail may hold released secrets: this copy is wiped too, not only the frame's.
             let sent = connection.send(AgentCodec.frame(reply, tail: tail), within: replyDeadline)
+            if tail.count >= 1 << 16 { large = true }
             wipe(&tail)
             guard sent else { return }
         }

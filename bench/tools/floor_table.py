@@ -116,10 +116,10 @@ def agent_rss(sock):
         try:
             if sock in open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")[0:10] or sock.encode() in open(f"/proc/{p}/cmdline", "rb").read().split(b"\0"):
                 status = open(f"/proc/{p}/status").read()
-                return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) * 1024, int(p)
+                return {k: int(re.search(rf"{k}:\s+(\d+)", status).group(1)) * 1024 for k in ("VmRSS", "VmHWM")}, int(p)
         except OSError:
             continue
-    return None, None
+    return {"VmRSS": None, "VmHWM": None}, None
 
 
 def main():
@@ -169,7 +169,8 @@ def main():
     after, _ = agent_rss(sock)
     overview_bytes = int(run(["sqlite3", f"{E['VAULT_HOME']}/{listed}/vault.db", "SELECT sum(length(overview)) - 16 * count(*) FROM items"]).strip() or 0) \
         if shutil.which("sqlite3") else 0
-    figures["agent"] = {"items": AGENT_N, "rss_before": before, "rss_after": after, "overview_bytes": overview_bytes}
+    figures["agent"] = {"items": AGENT_N, "rss_before": before["VmRSS"], "rss_after": after["VmRSS"], "hwm_before": before["VmHWM"],
+                        "hwm_after": after["VmHWM"], "overview_bytes": overview_bytes}
     run([VAULT, "lock", "--all"])
 
     say("get with the passcode (Argon2id 8 MiB / 1 pass) / floor get")
@@ -224,7 +225,8 @@ def main():
     if a["rss_after"]:
         grown = a["rss_after"] - a["rss_before"]
         print(f"| agent after listing {AGENT_N:,} items | {a['rss_after'] / 2**20:.1f} MiB | | | | ≤ 80 MiB at 1M; ≤ 100 KiB + overview bytes "
-              f"| grew {grown / 2**20:.1f} MiB for {a['overview_bytes'] / 2**20:.1f} MiB of overview plaintext ({grown / AGENT_N:.0f} B/item) |")
+              f"| grew {grown / 2**20:.1f} MiB for {a['overview_bytes'] / 2**20:.1f} MiB of overview plaintext ({grown / AGENT_N:.0f} B/item); "
+              f"peak (VmHWM) {a['hwm_after'] / 2**20:.1f} MiB, {a['hwm_before'] / 2**20:.1f} before the listing |")
     print("| a passcode `get` through vault-authd | | | | | wall ≤ CPU + 2 ms | not measured here (bench/tpm.sh runs the daemon) |")
     if E.get("JSON"):
         json.dump({"date": date, "n": N, "rows": rows, "figures": figures}, open(E["JSON"], "w"), indent=1, default=str)

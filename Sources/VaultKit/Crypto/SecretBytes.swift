@@ -1,4 +1,5 @@
 internal import CSodium
+internal import VaultSystem
 
 /// Secret bytes in guarded memory (`sodium_malloc`: guard pages, canary, `mlock`ed), wiped and
 /// freed when the value ends. Non-copyable so a key has exactly one owner; it has no description
@@ -16,6 +17,19 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
         sodium_memzero(p, max(count, 1))
         base = p
         self.count = count
+    }
+
+    /// Allocates `count` zeroed bytes of guarded memory (guard pages, canary, wiped and freed as
+    /// above) that is not kept locked in RAM: for a large block, such as an agent session's index
+    /// of overview records, that would not fit under `RLIMIT_MEMLOCK` (`mlock` refuses the whole
+    /// range then) or would use up the allowance the keys' small blocks need. The pages stay out
+    /// of core dumps (libsodium's `MADV_DONTDUMP`).
+    /// - Throws: `CryptoError.outOfMemory` when libsodium cannot allocate.
+    public init(unlockedZeroed count: Int) throws {
+        try self.init(zeroed: count)
+        // The bytes start in the first page libsodium locked, after the canary: unlocking from
+        // their page on unlocks every page it locked.
+        ProcessMemory.unlockPages(of: UnsafeMutableRawBufferPointer(start: base, count: max(count, 1)))
     }
 
     /// Allocates `count` random bytes (libsodium's CSPRNG).
