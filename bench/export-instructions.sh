@@ -16,14 +16,6 @@ VAULT=$1
 make_env
 new_vault bench "$N"
 
-instructions() {  # instructions BINARY ARGS...: the Ir total of one run
-    local out=$WORK/callgrind.out
-    rm -f "$out"
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$@" 3<"$PASSCODE" >/dev/null 2>"$WORK/valgrind.err" \
-        || { cat "$WORK/valgrind.err" >&2; die "$* failed under valgrind"; }
-    awk '/^summary:/ { print $2 }' "$out"
-}
-
 {
     echo "# export of $N items, instructions per run (callgrind), $(date -u +%FT%TZ)"
     for bin in "$@"; do

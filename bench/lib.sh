@@ -147,3 +147,13 @@ machine_info() {
         "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') (family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), $(grep -m1 'cpu MHz' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') MHz$(grep -qw hypervisor /proc/cpuinfo && echo ', virtual machine'))" \
         "$(uname -r)" "$(swift --version 2>&1 | head -1)" "$VAULT, built from $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null)$(cd "$ROOT" && [[ -z $(git status --porcelain -- Sources Package.swift 2>/dev/null) ]] || echo ' + uncommitted changes in Sources')"
 }
+
+# The instructions (callgrind's Ir total) of one run of BINARY ARGS..., the passcode on fd 3:
+# a count that holds on a loaded machine.
+instructions() {  # instructions BINARY ARGS...: the Ir total of one run
+    local out=$WORK/callgrind.out
+    rm -f "$out"
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$@" 3<"$PASSCODE" >/dev/null 2>"$WORK/valgrind.err" \
+        || { cat "$WORK/valgrind.err" >&2; die "$* failed under valgrind"; }
+    awk '/^summary:/ { print $2 }' "$out"
+}

@@ -21,14 +21,6 @@ make_env
 new_vault bench "$N"
 new_vault empty 0
 
-instructions() {  # instructions BINARY ARGS...: the Ir total of one run
-    local out=$WORK/callgrind.out
-    rm -f "$out"
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$@" 3<"$PASSCODE" >/dev/null 2>"$WORK/valgrind.err" \
-        || { cat "$WORK/valgrind.err" >&2; die "$* failed under valgrind"; }
-    awk '/^summary:/ { print $2 }' "$out"
-}
-
 {
     echo "# $N items, instructions per run (callgrind), per item after start-up, $(date -u +%FT%TZ)"
     for bin in "$@"; do
