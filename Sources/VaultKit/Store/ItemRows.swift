@@ -92,19 +92,9 @@ struct ItemRowColumns {
     var secretsNonce: UnsafeRawBufferPointer
     var secrets: UnsafeRawBufferPointer
     var loginHint: Int64?
+}
 
-    init(id: UnsafeRawBufferPointer, nameMAC: UnsafeRawBufferPointer, generation: Int64, overviewNonce: UnsafeRawBufferPointer,
-         overview: UnsafeRawBufferPointer, secretsNonce: UnsafeRawBufferPointer, secrets: UnsafeRawBufferPointer, loginHint: Int64?) {
-        self.id = id
-        self.nameMAC = nameMAC
-        self.generation = generation
-        self.overviewNonce = overviewNonce
-        self.overview = overview
-        self.secretsNonce = secretsNonce
-        self.secrets = secrets
-        self.loginHint = loginHint
-    }
-
+extension ItemRowColumns {
     /// The current row of `statement`, selected with `ItemRow.columns` (or `overviewColumns`)
     /// from column `first` on, each column read as `ItemRow(_:)` reads a `[SQLValue]` row.
     init(_ statement: Statement, from first: Int32 = 0) {
