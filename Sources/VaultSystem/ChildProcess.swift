@@ -281,9 +281,18 @@ extension ChildProcess {
                 }
                 wait = Int32(min(left * 1000 + 1, 60_000))
             }
-            let ready = try Poll.wait([PollRequest(fd: reading.out ? out.readEnd.rawValue : -1, events: .readable),
+            let ready: [PollEvents]
+            do {
+                ready = try Poll.wait([PollRequest(fd: reading.out ? out.readEnd.rawValue : -1, events: .readable),
                                        PollRequest(fd: reading.err ? err.readEnd.rawValue : -1, events: .readable)],
                                       timeoutMilliseconds: wait)
+            } catch {
+                // The pipes cannot be watched: the child is not left running unread, nor unreaped.
+                wipe(&output)
+                try? child.send(.kill)
+                _ = try? child.wait()
+                throw error
+            }
             if reading.out, !ready[0].isEmpty {
                 let n = buffer.withUnsafeMutableBytes { (try? out.readEnd.read(into: $0)) ?? 0 }
                 if n == 0 {
