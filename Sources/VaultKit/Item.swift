@@ -173,7 +173,7 @@ public struct Item: Codable, Equatable, Sendable {
         // Printable ASCII is already NFC and holds no control, format or replacement character:
         // only the Unicode checks below cost (Foundation's normalisation about 4 µs a name, the
         // scalar properties as much again: 16% of an import before).
-        let printableASCII = name.utf8.allSatisfy { (0x20..<0x7F).contains($0) }
+        let printableASCII = isPrintableASCII(name)
         let n = printableASCII ? name : name.nfc
         guard !n.isEmpty, (printableASCII ? n.utf8.count : n.count) <= 256, n.utf8.count <= 1024 else {
             throw VaultError.usage("an item name must be 1 to 256 characters (at most 1024 bytes)")
@@ -197,6 +197,20 @@ public struct Item: Codable, Equatable, Sendable {
             throw VaultError.usage("an item name cannot contain '.' or '..' components")
         }
         return n
+    }
+
+    /// Whether every byte of `name` is printable ASCII (U+0020 to U+007E), read in place.
+    private static func isPrintableASCII(_ name: String) -> Bool {
+        var name = name
+        return name.withUTF8 { b in
+            guard let p = b.baseAddress else { return true }
+            var k = 0
+            while k < b.count {
+                guard p[k] >= 0x20 && p[k] < 0x7F else { return false }
+                k += 1
+            }
+            return true
+        }
     }
 }
 

@@ -88,7 +88,24 @@ package indirect enum JSONValue: Equatable, Sendable {
         package func fail(_ reason: String) -> Malformed { Malformed(offset: i, reason: reason) }
 
         package mutating func skipSpace() {
-            while i < b.count, b[i] == 0x20 || b[i] == 0x0A || b[i] == 0x0D || b[i] == 0x09 { i += 1 }
+            guard let p = b.baseAddress else { return }
+            let n = b.count
+            while i < n, p[i] == 0x20 || p[i] == 0x0A || p[i] == 0x0D || p[i] == 0x09 { i += 1 }
+        }
+
+        /// The index of the first byte from `from` that ends a string's plain run: a quote, a
+        /// backslash or a control character (`b.count` when none). Written over the base pointer
+        /// (no bounds check or helper call per byte: a debug build runs this over every string).
+        func plainEnd(from: Int) -> Int {
+            guard let p = b.baseAddress else { return from }
+            let n = b.count
+            var j = from
+            while j < n {
+                let c = p[j]
+                if c == 0x22 || c == 0x5C || c < 0x20 { break }
+                j += 1
+            }
+            return j
         }
 
         mutating func literal(_ word: StaticString, _ value: JSONValue) throws(Malformed) -> JSONValue {
@@ -199,8 +216,7 @@ package indirect enum JSONValue: Equatable, Sendable {
         /// control character, not checked as UTF-8 (the caller checks them, or calls `string`):
         /// `i` then past its closing quote. Else nil, `i` unmoved.
         package mutating func plainString() -> Range<Int>? {
-            var j = i + 1
-            while j < b.count, b[j] != 0x22, b[j] != 0x5C, b[j] >= 0x20 { j += 1 }
+            let j = plainEnd(from: i + 1)
             guard j < b.count, b[j] == 0x22 else { return nil }
             defer { i = j + 1 }
             return (i + 1)..<j
@@ -211,7 +227,7 @@ package indirect enum JSONValue: Equatable, Sendable {
             i += 1
             let start = i
             // Most strings have no escape: checked as UTF-8 in place.
-            while i < b.count, b[i] != 0x22, b[i] != 0x5C, b[i] >= 0x20 { i += 1 }
+            i = plainEnd(from: i)
             guard i < b.count else { throw fail("the string is not closed") }
             if b[i] == 0x22 {
                 defer { i += 1 }

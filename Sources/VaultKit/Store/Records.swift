@@ -96,8 +96,7 @@ struct RecordWriter {
     }
 
     private mutating func appendBigEndian(_ n: Int64) {
-        let u = UInt64(bitPattern: n)
-        for shift in stride(from: UInt64(56), through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: u >> shift)) }
+        withUnsafeBytes(of: UInt64(bitPattern: n).bigEndian) { bytes.append(contentsOf: $0) }
     }
 
     /// A field of two parts: a LEB128-prefixed name and the rest (custom fields), after the
