@@ -6,6 +6,9 @@ enum ItemKey: Int, CaseIterable {
     case name, username, password, url, urls, notes, tags, totp, origin, created, modified
     case fingerprintLogin, userPrompt, passwordPrompt, type, fields, passwordHistory
 
+    /// How many keys there are (`allCases.count`, without building the list).
+    static let count = 17
+
     /// The key as the JSON spells it.
     var text: StaticString {
         switch self {
@@ -85,7 +88,7 @@ enum ItemMember {
 /// what it accepts gives the values `parse` gives, each known key's in its slot. No tree is built
 /// but for the lists of objects (`fields`, `password_history`) and values of a wrong type.
 struct ItemMembers {
-    private var slots = [ItemMember](repeating: .absent, count: ItemKey.allCases.count)
+    private var slots = [ItemMember](repeating: .absent, count: ItemKey.count)
     /// The keys that are not item keys, in the order met.
     private(set) var unknown: [String] = []
 

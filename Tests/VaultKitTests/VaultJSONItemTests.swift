@@ -267,3 +267,16 @@ enum ReferenceVaultJSON {
         }
     }
 }
+
+extension VaultJSONItemTests {
+    /// The key table: every key found by its bytes, its spelling one of `VaultJSON.keys`, and
+    /// `ItemKey.count` the number of keys.
+    @Test func theKeyTableIsVaultJSONsKeys() {
+        #expect(ItemKey.count == ItemKey.allCases.count)
+        #expect(Set(ItemKey.allCases.map { "\($0.text)" }) == VaultJSON.keys)
+        for key in ItemKey.allCases {
+            #expect(Array("\(key.text)".utf8).withUnsafeBufferPointer { ItemKey.find($0) } == key)
+            #expect(Array("\(key.text)x".utf8).withUnsafeBufferPointer { ItemKey.find($0) } == nil)
+        }
+    }
+}

@@ -72,8 +72,12 @@ struct RecordWriter {
     }
 
     mutating func field(_ tag: UInt8, _ text: String?) {
-        guard let text else { return }
-        field(tag, text.utf8)
+        guard var text else { return }
+        text.withUTF8 { u in
+            bytes.append(tag)
+            length(u.count)
+            bytes.append(contentsOf: u)
+        }
     }
 
     /// A field of one byte.
