@@ -44,7 +44,7 @@ extension AuthorityRequestHandler {
             }
         }
         if !removed.isEmpty {
-            let shown = removed.prefix(8).map { "uid-\($0)" }.joined(separator: ", ")
+            let shown = removed.prefix(8).map { "uid-\($0)" }.joinedText(separator: ", ")
             AuthorityDaemon.log("removed the idle state of \(removed.count) uid\(removed.count == 1 ? "" : "s") without an account: "
                                 + shown + (removed.count > 8 ? ", ..." : ""))
         }

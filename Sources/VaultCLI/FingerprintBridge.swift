@@ -239,7 +239,7 @@ final class LibfprintReader: FingerprintReader {
     /// Enrols with a progress bar on the terminal (narration lines otherwise).
     func enroll(finger: String) throws -> [UInt8] {
         guard FingerNames.all.contains(finger) else {
-            throw VaultError.usage("unknown finger '\(finger)'", hint: "fingers: \(FingerNames.all.joined(separator: ", "))")
+            throw VaultError.usage("unknown finger '\(finger)'", hint: "fingers: \(FingerNames.all.joinedText(separator: ", "))")
         }
         let onTerminal = interactive
         let total = sensor.info.enrollStages

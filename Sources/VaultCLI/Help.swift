@@ -10,8 +10,8 @@ import VaultKit
 enum Help {
     /// The overview `vault help` prints.
     static func overview(_ table: [CommandSpec], style: Style = .plain, columns: Int = 80) -> String {
-        var s = wrap("vault: a secrets vault unlocked by your fingerprint", width: columns - 1).joined(separator: "\n") + "\n"
-        s += wrap("usage: vault [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGUMENTS]", width: columns - 1).joined(separator: "\n       ") + "\n"
+        var s = wrap("vault: a secrets vault unlocked by your fingerprint", width: columns - 1).joinedText(separator: "\n") + "\n"
+        s += wrap("usage: vault [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGUMENTS]", width: columns - 1).joinedText(separator: "\n       ") + "\n"
         for group in CommandIndex.grouped(table) {
             s += "\n" + style.bold(group.title + ":") + "\n"
             // A name longer than the column (secret-service) takes room from its brief.
@@ -33,8 +33,8 @@ enum Help {
         }
         // The three every script needs, with their help; the others by name (40 lines in all).
         s += "\n" + style.bold("global options:") + "\n" + options(Array(globalOptions.prefix(3)), width: 22, columns: columns)
-        s += wrap("  also: " + globalOptions.dropFirst(3).map(label).joined(separator: ", "), width: columns - 1).joined(separator: "\n    ") + "\n"
-        s += "\n" + wrap("more: 'vault help COMMAND' (or 'vault COMMAND -h'), 'vault help exit-codes'", width: columns - 1).joined(separator: "\n") + "\n"
+        s += wrap("  also: " + globalOptions.dropFirst(3).map(label).joinedText(separator: ", "), width: columns - 1).joinedText(separator: "\n    ") + "\n"
+        s += "\n" + wrap("more: 'vault help COMMAND' (or 'vault COMMAND -h'), 'vault help exit-codes'", width: columns - 1).joinedText(separator: "\n") + "\n"
         return s
     }
 
@@ -49,15 +49,15 @@ enum Help {
     /// `vault help COMMAND`: usage, summary, options (with their short flags), aliases, examples.
     static func command(_ c: CommandSpec, style: Style = .plain, columns: Int = 80) -> String {
         let columns = max(30, columns)
-        var s = style.bold("usage:") + " " + wrap(c.usage, width: columns - 8).joined(separator: "\n       ") + "\n\n"
-            + wrap(c.summary, width: columns - 1).joined(separator: "\n") + "\n"
+        var s = style.bold("usage:") + " " + wrap(c.usage, width: columns - 8).joinedText(separator: "\n       ") + "\n\n"
+            + wrap(c.summary, width: columns - 1).joinedText(separator: "\n") + "\n"
         let aliases = CommandIndex.aliases(of: c.name)
-        if !aliases.isEmpty { s += wrap("also: " + aliases.map { "vault \($0)" }.joined(separator: ", "), width: columns - 1).joined(separator: "\n  ") + "\n" }
+        if !aliases.isEmpty { s += wrap("also: " + aliases.map { "vault \($0)" }.joinedText(separator: ", "), width: columns - 1).joinedText(separator: "\n  ") + "\n" }
         if !c.options.isEmpty { s += "\n" + style.bold("options:") + "\n" + options(c.options, columns: columns) }
-        s += "\n" + wrap("global options: " + globalOptions.map(\.name).joined(separator: " ") + " (see 'vault help')", width: columns - 3)
-            .joined(separator: "\n  ") + "\n"
+        s += "\n" + wrap("global options: " + globalOptions.map(\.name).joinedText(separator: " ") + " (see 'vault help')", width: columns - 3)
+            .joinedText(separator: "\n  ") + "\n"
         if !c.examples.isEmpty {
-            s += "\n" + style.bold("examples:") + "\n" + c.examples.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") + "\n"
+            s += "\n" + style.bold("examples:") + "\n" + c.examples.split(separator: "\n").map { "  " + $0 }.joinedText(separator: "\n") + "\n"
         }
         return s
     }
@@ -75,7 +75,7 @@ enum Help {
         let indent = String(repeating: " ", count: width + 2)
         return zip(labels, opts).map { l, o in
             let pad = l.count + 2 > width ? "\n" + indent : String(repeating: " ", count: width - l.count)
-            return "  " + l + pad + wrap(o.help, width: columns - 1 - indent.count).joined(separator: "\n" + indent) + "\n"
+            return "  " + l + pad + wrap(o.help, width: columns - 1 - indent.count).joinedText(separator: "\n" + indent) + "\n"
         }.joined()
     }
 

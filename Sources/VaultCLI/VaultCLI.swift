@@ -145,7 +145,7 @@ public enum VaultCLI {
         #if DEBUG
         let undeclared = inv.undeclaredReads
         guard undeclared.isEmpty else {
-            throw VaultError.failure("internal error: '\(inv.command.name)' reads an option it does not declare: \(undeclared.sorted().joined(separator: ", "))")
+            throw VaultError.failure("internal error: '\(inv.command.name)' reads an option it does not declare: \(undeclared.sorted().joinedText(separator: ", "))")
         }
         #endif
     }

@@ -45,7 +45,7 @@ public enum ForeignCSV {
         }
         if let missing = required.first(where: { !header.fields.contains($0) }) {
             throw VaultError.usage("line 1: the header has no '\(missing)' column: this is not \(format.label)",
-                                   hint: "the header found: \(header.fields.prefix(12).joined(separator: ","))")
+                                   hint: "the header found: \(header.fields.prefix(12).joinedText(separator: ","))")
         }
         var batch = ImportBatch()
         while let row = try reader.next() {
@@ -96,7 +96,7 @@ public enum ForeignCSV {
                 item.totp = take("TOTP")
                 if let g = take("Group") {
                     // The first component is the database's root group ("Root", "Passwords").
-                    let path = g.split(separator: "/").dropFirst().joined(separator: "/")
+                    let path = g.split(separator: "/").dropFirst().joinedText(separator: "/")
                     if !path.isEmpty { item.tags = [path] }
                 }
                 if let icon = take("Icon"), icon != "0" { item.fields.append(CustomField(name: "keepass icon", value: icon)) }
@@ -171,7 +171,7 @@ public enum MappedCSV {
             guard targets.contains(t) else {
                 let near = Spelling.nearest(to: t, among: targets.filter { $0 != "-" })
                 throw VaultError.usage("\(what): unknown column '\(c)'",
-                                       hint: (near.map { "did you mean '\($0)'? " } ?? "") + "columns: \(targets.joined(separator: ", ")), field:NAME")
+                                       hint: (near.map { "did you mean '\($0)'? " } ?? "") + "columns: \(targets.joinedText(separator: ", ")), field:NAME")
             }
             if t != "-" {
                 guard seen.insert(t).inserted else { throw VaultError.usage("\(what): the column '\(t)' is named twice") }
@@ -226,7 +226,7 @@ public enum MappedCSV {
                 case .tags: item.tags = raw.split(separator: ",").map { $0.trimmed(.whitespaces) }.filter { !$0.isEmpty }
                 case .type:
                     guard let type = ItemType(rawValue: raw.lowercased()) else {
-                        throw VaultError.usage("line \(row.line): unknown type '\(raw)'", hint: "types: \(ItemType.allCases.map(\.rawValue).joined(separator: ", "))")
+                        throw VaultError.usage("line \(row.line): unknown type '\(raw)'", hint: "types: \(ItemType.allCases.map(\.rawValue).joinedText(separator: ", "))")
                     }
                     item.type = type
                 case .field(let name): item.fields.append(CustomField(name: name, value: raw))

@@ -165,7 +165,7 @@ public struct ImportBatch: Sendable {
         let parts = kept.split(separator: "/", omittingEmptySubsequences: false).map { p -> String in
             p == ".." || p == "." ? "_" : String(p)
         }
-        let s = parts.joined(separator: "/").trimmed(.whitespaces)
+        let s = parts.joinedText(separator: "/").trimmed(.whitespaces)
         return s.isEmpty ? "untitled" : s
     }
 

@@ -154,7 +154,7 @@ package final class KeePassXMLReader {
             let isURL = s.key.hasPrefix("KP2A_URL") || s.key.hasPrefix("URL")
             item.fields.append(CustomField(name: s.key, kind: s.protected ? .hidden : (isURL ? .url : .text), value: s.value))
         }
-        if !e.group.isEmpty { item.tags.append(e.group.joined(separator: "/")) }
+        if !e.group.isEmpty { item.tags.append(e.group.joinedText(separator: "/")) }
         item.tags += e.tags
         if let c = e.created { item.created = c }
         item.modified = e.modified ?? item.created

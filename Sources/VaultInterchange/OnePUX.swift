@@ -168,7 +168,7 @@ public enum OnePUX {
                 case "address":
                     if let a = raw as? [String: Any] {
                         let parts = ["street", "city", "state", "zip", "country"].compactMap { Loose.nonEmpty(a[$0]) }
-                        if !parts.isEmpty { item.fields.append(CustomField(name: name, value: parts.joined(separator: ", "))) }
+                        if !parts.isEmpty { item.fields.append(CustomField(name: name, value: parts.joinedText(separator: ", "))) }
                     }
                 default:
                     if let v = Loose.text(raw) { item.fields.append(CustomField(name: name, value: v)) }

@@ -27,7 +27,7 @@ public enum PassEntry {
             notes.append(line)
         }
         while notes.last?.isEmpty == true { notes.removeLast() }
-        if !notes.isEmpty { item.notes = notes.joined(separator: "\n") }
+        if !notes.isEmpty { item.notes = notes.joinedText(separator: "\n") }
         if let modified { item.created = modified; item.modified = modified }
         return item
     }

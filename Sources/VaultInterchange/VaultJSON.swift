@@ -98,7 +98,7 @@ public enum VaultJSON {
         guard let o = try? ItemMembers(element) else { throw VaultError.usage("item \(index) is not a JSON object") }
         let f = Typed(index: index, name: o[.name])
         if let unknown = o.unknown.min() {
-            throw VaultError.usage("\(f.label) has an unknown key '\(unknown)'", hint: "keys: \(keys.sorted().joined(separator: ", "))")
+            throw VaultError.usage("\(f.label) has an unknown key '\(unknown)'", hint: "keys: \(keys.sorted().joinedText(separator: ", "))")
         }
         try checkKeys(of: o[.fields], "fields", allowed: fieldKeys, f)
         try checkKeys(of: o[.passwordHistory], "password_history", allowed: historyKeys, f)
@@ -155,7 +155,7 @@ public enum VaultJSON {
         for (k, element) in elements.enumerated() {
             guard case .object(let inner) = element else { throw VaultError.usage("\(f.label): '\(list)[\(k)]' is not an object") }
             if let unknown = inner.map(\.key).sorted().first(where: { !allowed.contains($0) }) {
-                throw VaultError.usage("\(f.label) has an unknown key '\(list)[\(k)].\(unknown)'", hint: "keys: \(allowed.sorted().joined(separator: ", "))")
+                throw VaultError.usage("\(f.label) has an unknown key '\(list)[\(k)].\(unknown)'", hint: "keys: \(allowed.sorted().joinedText(separator: ", "))")
             }
         }
     }

@@ -123,8 +123,8 @@ public enum ItemField: Hashable, Sendable, CustomStringConvertible {
     public static func hint(for name: String, in item: Item?) -> String {
         let custom = item?.fields.map(\.name) ?? []
         let near = Spelling.nearest(to: name, among: builtIn.map(\.spelling) + custom)
-        return (near.map { "did you mean '\($0)'? " } ?? "") + "fields: \(builtIn.map(\.spelling).joined(separator: ", "))"
-            + (custom.isEmpty ? "" : ", or one of this item's: " + custom.joined(separator: ", "))
+        return (near.map { "did you mean '\($0)'? " } ?? "") + "fields: \(builtIn.map(\.spelling).joinedText(separator: ", "))"
+            + (custom.isEmpty ? "" : ", or one of this item's: " + custom.joinedText(separator: ", "))
     }
 }
 
@@ -237,12 +237,12 @@ extension Item {
         case .username: username
         case .password: password
         case .url: urls.first
-        case .urls: urls.isEmpty ? nil : urls.joined(separator: "\n")
+        case .urls: urls.isEmpty ? nil : urls.joinedText(separator: "\n")
         case .notes: notes
-        case .tags: tags.isEmpty ? nil : tags.joined(separator: ",")
+        case .tags: tags.isEmpty ? nil : tags.joinedText(separator: ",")
         case .totp, .totpURI: totp
         case .otp: nil
-        case .history: passwordHistory.isEmpty ? nil : passwordHistory.reversed().map(\.password).joined(separator: "\n")
+        case .history: passwordHistory.isEmpty ? nil : passwordHistory.reversed().map(\.password).joinedText(separator: "\n")
         case .userPrompt: userPrompt
         case .passwordPrompt: passwordPrompt
         case .custom(let name): customField(name)?.value

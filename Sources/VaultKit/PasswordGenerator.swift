@@ -72,7 +72,7 @@ public struct PasswordGenerator: Sendable {
     public static func words(_ count: Int, separator: String = "-") throws -> String {
         guard (3...64).contains(count) else { throw VaultError.usage("--words must be between 3 and 64") }
         let list = effLargeWordList
-        return (0..<count).map { _ in list[Int(randomUniform(UInt32(list.count)))] }.joined(separator: separator)
+        return (0..<count).map { _ in list[Int(randomUniform(UInt32(list.count)))] }.joinedText(separator: separator)
     }
 
     /// Bits of entropy of `words(count)`.

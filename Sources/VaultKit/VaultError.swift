@@ -155,7 +155,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .sessionInvalid(let m): "the unlock session \(m)"
         case .domainStateChanged: "the enrolled fingerprints changed since this vault was bound to them"
         case .unconfirmedPrints(let changes, _, _):
-            "not bound: the fingerprints include a finger no vault of yours vouched for: " + changes.joined(separator: "; ")
+            "not bound: the fingerprints include a finger no vault of yours vouched for: " + changes.joinedText(separator: "; ")
         case .authorityDamaged(let m): "the fingerprint state is damaged: \(m)"
         case .proofRefused: "the proof of the vault key is not valid: the key authority holds a key of this vault that this copy of it does not have"
         case .settingsDamaged(let v): "the settings of vault '\(v)' are damaged"
@@ -187,7 +187,7 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .failure(_, let h), .usage(_, let h): h
         case .itemNotFound: "list the items with '\(command("ls"))'"
         case .itemNotFoundNear(_, let near): "did you mean '\(near)'? (\(command("ls")) lists the items)"
-        case .referenceNotFound: "references are vault://[VAULT/]ITEM/FIELD, FIELD one of \(SecretReference.builtInFields.map(\.spelling).joined(separator: ", ")) or a custom field; list the items with 'vault ls'"
+        case .referenceNotFound: "references are vault://[VAULT/]ITEM/FIELD, FIELD one of \(SecretReference.builtInFields.map(\.spelling).joinedText(separator: ", ")) or a custom field; list the items with 'vault ls'"
         case .vaultNotFound(let n, _): n == "default" ? "create it with 'vault init'" : "create it with 'vault init --vault \(n)'"
         case .alreadyExists: "choose another name, or replace it with --force"
         case .fingerEnrolled(let f): "remove it first with '\(command("unenroll " + f))', or name another finger with --finger"
@@ -209,8 +209,8 @@ public enum VaultError: Error, Equatable, Sendable, Codable {
         case .sessionInvalid: "unlock again with '\(command("unlock"))'"
         case .domainStateChanged: "give its passcode once to re-bind it: \(VaultError.rebindCommand(vault: vault))"
         case .unconfirmedPrints(_, let fingers, let owner):
-            owner ? "if it is yours, confirm it: '\(command("enroll --bind --confirm " + fingers.joined(separator: ",")))'; if not, remove it: 'vault unenroll \(fingers[0])' (or fprintd-delete)"
-                  : "only a vault that manages your fingerprints (your first one) can confirm it: 'vault enroll --bind --confirm \(fingers.joined(separator: ",")) --vault NAME'"
+            owner ? "if it is yours, confirm it: '\(command("enroll --bind --confirm " + fingers.joinedText(separator: ",")))'; if not, remove it: 'vault unenroll \(fingers[0])' (or fprintd-delete)"
+                  : "only a vault that manages your fingerprints (your first one) can confirm it: 'vault enroll --bind --confirm \(fingers.joinedText(separator: ",")) --vault NAME'"
         case .changedMeanwhile: "run the command again"
         case .settingsDamaged(let v): "restore the vault from a backup, or set them again: vault settings\(v == "default" ? "" : " --vault \(v)") --policy P"
         case .commandNotExecutable: nil

@@ -73,7 +73,7 @@ public struct AgentProbe: Sendable, Equatable {
         if let pid { parts.append("pid \(pid)") }
         if let peer, peer.uid != ProcessIdentity.uid { parts.append("uid \(peer.uid)") }
         parts.append(keys.map { $0 == 1 ? "1 key" : "\($0) keys" } ?? "no answer to a list of keys")
-        let about = parts.joined(separator: ", ")
+        let about = parts.joinedText(separator: ", ")
         if isVault && peer?.uid == ProcessIdentity.uid {
             return AgentProbe(socket: socket, state: .vault, pid: pid, program: program, keys: keys, detail: "vault's agent (\(about))")
         }

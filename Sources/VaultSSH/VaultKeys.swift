@@ -43,7 +43,7 @@ public struct RequestingProgram: Sendable, Equatable {
     var isAlive: Bool { Self.stat(pid)?.start == startTime }
 
     /// `ssh <- git <- bash`.
-    public var chainText: String { chain.joined(separator: " <- ") }
+    public var chainText: String { chain.joinedText(separator: " <- ") }
 
     private static func stat(_ pid: Int32) -> (comm: String, ppid: Int32, session: Int32, tty: Int32, start: UInt64)? {
         guard let bytes = try? FileDescriptor.open("/proc/\(pid)/stat", .readOnly).readAll(limit: 4096),

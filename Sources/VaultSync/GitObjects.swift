@@ -105,7 +105,7 @@ extension Git {
     func blobs(_ shas: [String], limit: Int = 64 << 20) throws -> [String: [UInt8]] {
         let unique = Array(Set(shas))
         guard !unique.isEmpty else { return [:] }
-        let out = try checked(["cat-file", "--batch"], input: Array(unique.joined(separator: "\n").utf8) + [10]).stdout
+        let out = try checked(["cat-file", "--batch"], input: Array(unique.joinedText(separator: "\n").utf8) + [10]).stdout
         var result: [String: [UInt8]] = [:]
         var i = 0
         while i < out.count {

@@ -44,7 +44,7 @@ enum ItemMerge {
             return keep
         }
         let text: (String?) -> String? = { $0 }
-        let list: ([String]) -> String? = { $0.joined(separator: ", ") }
+        let list: ([String]) -> String? = { $0.joinedText(separator: ", ") }
         m.name = pick("name", \.name, show: { $0 })
         m.type = pick("type", \.type, show: { $0.rawValue })
         m.username = pick("username", \.username, show: text)

@@ -51,7 +51,7 @@ public struct ScratchFolder: Sendable {
     public static func make(_ purpose: String, environment: [String: String]) throws(SystemError) -> ScratchFolder {
         let all = candidates(environment: environment)
         guard let base = all.first(where: isMemory) else {
-            throw SystemError(call: "statfs", path: all.joined(separator: ", ") + " (no tmpfs)", code: ENOENT)
+            throw SystemError(call: "statfs", path: all.joinedText(separator: ", ") + " (no tmpfs)", code: ENOENT)
         }
         var template = Array((base + "/vault-\(purpose)-XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }

@@ -157,7 +157,8 @@ extension Unicode.Scalar {
 /// `joined(separator:)` compiled into the caller: the standard library's own is generic code
 /// that asks the runtime for the collection's associated types, and in a statically linked
 /// vault the first such question scans every protocol-conformance record of the binary (about
-/// 0.4 M instructions of a `vault --version`; docs/performance.md). Used on the start-up path.
+/// 0.4 M instructions of a `vault --version`; docs/performance.md). Every module linked into
+/// `vault` joins with it (LayoutTests checks).
 extension Sequence where Element == String {
     @inlinable
     public func joinedText(separator: String) -> String {

@@ -53,7 +53,7 @@ extension Frame {
 public func describeDecodingError(_ e: DecodingError) -> String {
     func path(_ p: [any CodingKey]) -> String {
         let keys = p.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.filter { $0 != "_0" }
-        return keys.isEmpty ? "the message" : "'" + keys.joined(separator: ".") + "'"
+        return keys.isEmpty ? "the message" : "'" + keys.joinedText(separator: ".") + "'"
     }
     switch e {
     case .typeMismatch(_, let c): return "\(path(c.codingPath)) has the wrong type"

@@ -46,6 +46,12 @@ enum Layout {
     /// parsers. Never on a wire, in the store or in an authority.
     static let untypedJSON = ["VaultCLI/", "VaultInterchange/", "VaultKit/JSON/JSONText.swift", "VaultKit/JSON/JSONPlain.swift", "VaultKit/Credentials/DockerCredentialRules.swift"]
 
+    /// The modules linked into `vault` join strings with VaultSystem's `joinedText`: the standard
+    /// library's `joined(separator:)` asks the runtime for associated types, and in the static
+    /// `vault` the first such question scans every conformance record (docs/performance.md).
+    static let joinsWithJoinedText: Set<String> = ["VaultSystem", "VaultKit", "VaultOTP", "ReaderLink", "VaultWire", "VaultAgent",
+                                                   "VaultAuthority", "VaultSSH", "VaultInterchange", "VaultSync", "VaultCLI", "vault"]
+
     /// The shims whose libraries are opened on first use: their module maps link nothing.
     static let openedOnDemand = ["CSQLite", "CTSS2", "CNettle", "CArchive", "CXML2", "CCrypto"]
 
@@ -71,6 +77,9 @@ enum Layout {
                 }
                 if !path.hasSuffix("/main.swift"), exitCall.firstMatch(in: text, range: range) != nil {
                     out.append("\(path): exit( outside main")
+                }
+                if joinsWithJoinedText.contains(module), text.contains(".joined(separator:") {
+                    out.append("\(path): joined(separator:) in a module linked into vault (joinedText)")
                 }
                 if text.contains("[String: Any]"), !untypedJSON.contains(where: { path.hasPrefix($0) }) {
                     out.append("\(path): [String: Any] outside the JSON output boundary")
@@ -111,7 +120,7 @@ enum Layout {
         var files = try Layout.sources()
         files["VaultAgent/Planted.swift"] = "import FingerprintKit\n"
         files["VaultCLI/Planted.swift"] = "internal import Foundation\n"
-        files["VaultSync/Planted.swift"] = "import Glibc\nlet x: [String: Any] = [:]\nfunc f() { exit(1) }\n"
+        files["VaultSync/Planted.swift"] = "import Glibc\nlet x: [String: Any] = [:]\nfunc f() { exit(1) }\nlet y = [\"a\"].joined(separator: \",\")\n"
         files["CSQLite/module.modulemap"] = (files["CSQLite/module.modulemap"] ?? "") + "\n    link \"sqlite3\"\n"
         let found = Layout.violations(files)
         for expected in ["VaultAgent/Planted.swift: VaultAgent imports FingerprintKit",
@@ -120,9 +129,10 @@ enum Layout {
                          "VaultSync/Planted.swift: Glibc outside VaultSystem",
                          "VaultSync/Planted.swift: exit( outside main",
                          "VaultSync/Planted.swift: [String: Any] outside the JSON output boundary",
+                         "VaultSync/Planted.swift: joined(separator:) in a module linked into vault",
                          "CSQLite/module.modulemap: a library opened on first use is linked"] {
             #expect(found.contains { $0.hasPrefix(expected) }, "not reported: \(expected)\n\(found.joined(separator: "\n"))")
         }
-        #expect(found.count == 7, "\(found.joined(separator: "\n"))")
+        #expect(found.count == 8, "\(found.joined(separator: "\n"))")
     }
 }

@@ -5,6 +5,19 @@ import VaultSystem
 /// VaultSystem's text helpers replace Foundation calls in every module linked into `vault`: each
 /// is checked against the Foundation call it replaces, on inputs that tell them apart.
 @Suite struct TextTests {
+    /// joinedText is the standard library's joined(separator:), for Strings and Substrings.
+    @Test func joinedTextIsJoined() {
+        let cases: [[String]] = [[], [""], ["a"], ["a", "b"], ["", "", ""], ["é", "e\u{301}", "🧑‍💻"], ["x, y", "z"]]
+        for parts in cases {
+            for separator in ["", ", ", "\u{301}", "/"] {
+                #expect(parts.joinedText(separator: separator) == parts.joined(separator: separator), "\(parts) \(separator)")
+                let subs = parts.map { Substring($0) }
+                #expect(subs.joinedText(separator: separator) == subs.joined(separator: separator), "\(parts) \(separator)")
+            }
+        }
+        #expect("a//b/c".split(separator: "/").dropLast().joinedText(separator: "/") == "a/b")
+    }
+
     static let samples = ["", " ", "\t a b \n", "\u{3000}x\u{00A0}", "\u{2028}y\u{85}", "\r\nline\r\n", "  \u{FEFF}z ",
                           "Café", "e\u{301}", "\u{1E0A}\u{323}", "한국어", "Å\u{212B}", "💳 card", "a/b%2F?c#d@e", "%zz", "%4",
                           "%C3%A9", "%FF", "plain"]

@@ -113,7 +113,7 @@ struct CompletionModel {
             for ((i = 1; i < COMP_CWORD; i++)); do
                 case "${COMP_WORDS[i]}" in
                     --vault) vaultargs=(--vault "${COMP_WORDS[i+1]}"); ((i++)) ;;
-                    \(globalsWithValue.filter { $0 != "--vault" }.joined(separator: "|"))) ((i++)) ;;
+                    \(globalsWithValue.filter { $0 != "--vault" }.joinedText(separator: "|"))) ((i++)) ;;
                     -*) ;;
                     *) [[ -z "$cmd" ]] && cmd="${COMP_WORDS[i]}" ;;
                 esac
@@ -125,17 +125,17 @@ struct CompletionModel {
         """
         for (option, values) in CompletionModel.optionValues.sorted(by: { $0.key < $1.key }) {
             let spellings = [option] + (CommandIndex.short(for: option).map { ["-\($0)"] } ?? [])
-            s += "        \(spellings.joined(separator: "|"))) COMPREPLY=($(compgen -W \"\(values.joined(separator: "\n"))\" -- \"$cur\")); return ;;\n"
+            s += "        \(spellings.joinedText(separator: "|"))) COMPREPLY=($(compgen -W \"\(values.joinedText(separator: "\n"))\" -- \"$cur\")); return ;;\n"
         }
         let bare = valueOptions.filter { CompletionModel.optionValues[$0] == nil && $0 != "--vault" }
-        if !bare.isEmpty { s += "        \(bare.joined(separator: "|"))) return ;;\n" }
+        if !bare.isEmpty { s += "        \(bare.joinedText(separator: "|"))) return ;;\n" }
         s += """
                 esac
                 if [[ -z "$cmd" ]]; then
                     if [[ "$cur" == -* ]]; then
-                        COMPREPLY=($(compgen -W "\(globalWords.joined(separator: "\n"))" -- "$cur"))
+                        COMPREPLY=($(compgen -W "\(globalWords.joinedText(separator: "\n"))" -- "$cur"))
                     else
-                        COMPREPLY=($(compgen -W "\(names.joined(separator: "\n"))" -- "$cur"))
+                        COMPREPLY=($(compgen -W "\(names.joinedText(separator: "\n"))" -- "$cur"))
                     fi
                     return
                 fi
@@ -145,12 +145,12 @@ struct CompletionModel {
         """
         for c in commands {
             let items = CompletionModel.itemCommands.contains(c.name) ? 1 : 0
-            s += "            \(pattern(c).joined(separator: "|"))) opts=\"\(words(c).joined(separator: "\n"))\" items=\(items) ;;\n"
+            s += "            \(pattern(c).joinedText(separator: "|"))) opts=\"\(words(c).joinedText(separator: "\n"))\" items=\(items) ;;\n"
         }
         s += """
                 esac
                 if [[ "$cur" == -* ]]; then
-                    COMPREPLY=($(compgen -W "$opts"$'\\n'"\(globalWords.joined(separator: "\n"))" -- "$cur"))
+                    COMPREPLY=($(compgen -W "$opts"$'\\n'"\(globalWords.joinedText(separator: "\n"))" -- "$cur"))
                 elif ((items)); then
                     COMPREPLY=($(compgen -W "$(vault completion --items "${vaultargs[@]}" 2>/dev/null)" -- "$cur"))
                 fi
@@ -174,7 +174,7 @@ struct CompletionModel {
             for (( i = 2; i < CURRENT; i++ )); do
                 case ${words[i]} in
                     --vault) vaultargs=(--vault ${words[i+1]}); (( i++ )) ;;
-                    \(globalsWithValue.filter { $0 != "--vault" }.joined(separator: "|"))) (( i++ )) ;;
+                    \(globalsWithValue.filter { $0 != "--vault" }.joinedText(separator: "|"))) (( i++ )) ;;
                     -*) ;;
                     *) [[ -z $cmd ]] && cmd=${words[i]} ;;
                 esac
@@ -185,14 +185,14 @@ struct CompletionModel {
         """
         for (option, values) in CompletionModel.optionValues.sorted(by: { $0.key < $1.key }) {
             let spellings = [option] + (CommandIndex.short(for: option).map { ["-\($0)"] } ?? [])
-            s += "        \(spellings.joined(separator: "|"))) compadd -- \(values.joined(separator: " ")); return ;;\n"
+            s += "        \(spellings.joinedText(separator: "|"))) compadd -- \(values.joinedText(separator: " ")); return ;;\n"
         }
         let bare = valueOptions.filter { CompletionModel.optionValues[$0] == nil && $0 != "--vault" }
-        if !bare.isEmpty { s += "        \(bare.joined(separator: "|"))) return ;;\n" }
+        if !bare.isEmpty { s += "        \(bare.joinedText(separator: "|"))) return ;;\n" }
         s += """
                 esac
                 if [[ -z $cmd ]]; then
-                    if [[ $cur == -* ]]; then compadd -- \(globalWords.joined(separator: " "))
+                    if [[ $cur == -* ]]; then compadd -- \(globalWords.joinedText(separator: " "))
                     else
                         local -a described=(
 
@@ -202,7 +202,7 @@ struct CompletionModel {
         }
         s += """
                         )
-                        _describe -t commands 'vault command' described 2>/dev/null || compadd -- \(names.joined(separator: " "))
+                        _describe -t commands 'vault command' described 2>/dev/null || compadd -- \(names.joinedText(separator: " "))
                     fi
                     return
                 fi
@@ -213,12 +213,12 @@ struct CompletionModel {
         """
         for c in commands {
             let items = CompletionModel.itemCommands.contains(c.name) ? 1 : 0
-            s += "            \(pattern(c).joined(separator: "|"))) opts=(\(words(c).joined(separator: " "))); items=\(items) ;;\n"
+            s += "            \(pattern(c).joinedText(separator: "|"))) opts=(\(words(c).joinedText(separator: " "))); items=\(items) ;;\n"
         }
         s += """
                 esac
                 if [[ $cur == -* ]]; then
-                    compadd -- $opts \(globalWords.joined(separator: " "))
+                    compadd -- $opts \(globalWords.joinedText(separator: " "))
                 elif (( items )); then
                     compadd -- ${(f)"$(vault completion --items $vaultargs 2>/dev/null)"}
                 fi
@@ -249,7 +249,7 @@ struct CompletionModel {
         complete -c vault -f
 
         """
-        let all = names.joined(separator: " ")
+        let all = names.joinedText(separator: " ")
         for c in commands {
             s += "complete -c vault -n \"not __fish_seen_subcommand_from \(all)\" -a \(c.name) -d \(q(CommandIndex.briefs[c.name] ?? Help.brief(c.summary, 60)))\n"
         }
@@ -261,14 +261,14 @@ struct CompletionModel {
             if let sh = CommandIndex.shortSpelling(o) { line += " -s \(sh.dropFirst())" }
             if o.value != nil {
                 line += " -r"
-                if let values = CompletionModel.optionValues[o.name] { line += " -a " + q(values.joined(separator: " ")) }
+                if let values = CompletionModel.optionValues[o.name] { line += " -a " + q(values.joinedText(separator: " ")) }
                 if o.name == "--vault" { line += " -a '(vault completion --vaults 2>/dev/null)'" }
             }
             return line + " -d " + q(Help.brief(o.help, 60))
         }
         for o in globalOptions { s += "complete -c vault" + spec(o) + "\n" }
         for c in commands {
-            let seen = "-n \"__fish_seen_subcommand_from \(pattern(c).joined(separator: " "))\""
+            let seen = "-n \"__fish_seen_subcommand_from \(pattern(c).joinedText(separator: " "))\""
             for o in c.options { s += "complete -c vault \(seen)" + spec(o) + "\n" }
             if CompletionModel.itemCommands.contains(c.name) { s += "complete -c vault \(seen) -a '(__vault_items)'\n" }
         }
@@ -304,14 +304,14 @@ enum ManualPage {
             for c in group.commands {
                 s += ".TP\n\\fB" + esc(c.usage) + "\\fR\n" + esc(c.summary) + "\n"
                 let aliases = CommandIndex.aliases(of: c.name)
-                if !aliases.isEmpty { s += ".br\nAlso: " + aliases.map { "\\fBvault " + esc($0) + "\\fR" }.joined(separator: ", ") + ".\n" }
+                if !aliases.isEmpty { s += ".br\nAlso: " + aliases.map { "\\fBvault " + esc($0) + "\\fR" }.joinedText(separator: ", ") + ".\n" }
                 if !c.options.isEmpty {
                     s += ".RS\n"
                     for o in c.options { s += option(o) }
                     s += ".RE\n"
                 }
                 if !c.examples.isEmpty {
-                    s += ".RS\n.PP\nExamples:\n.nf\n" + c.examples.split(separator: "\n").map { esc(String($0)) }.joined(separator: "\n") + "\n.fi\n.RE\n"
+                    s += ".RS\n.PP\nExamples:\n.nf\n" + c.examples.split(separator: "\n").map { esc(String($0)) }.joinedText(separator: "\n") + "\n.fi\n.RE\n"
                 }
             }
         }

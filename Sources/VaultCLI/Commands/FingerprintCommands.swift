@@ -10,7 +10,7 @@ enum FingerprintCommands {
 
     /// The options of `enroll`, declared once: the table lists them and the command reads them.
     enum EnrollOptions {
-        static let finger = OptionSpec.value("--finger", "F", "which finger: \(FingerNames.all.joined(separator: ", "))")
+        static let finger = OptionSpec.value("--finger", "F", "which finger: \(FingerNames.all.joinedText(separator: ", "))")
         static let bind = OptionSpec.flag("--bind", "bind this vault to the enrolled prints (no new finger unless --finger)")
         static let confirm = OptionSpec.value("--confirm", "F[,F...]", "fingers enrolled without a vault's proof (or changed outside vault) that are yours: bind to them")
         static let reregister = OptionSpec.flag("--reregister", "with --bind: register this vault's current key with the key authority after a touch (a vault restored from an older backup)")
@@ -181,7 +181,7 @@ enum FingerprintCommands {
 
     static func parseFinger(_ s: String) throws -> FingerName {
         guard let f = FingerName(rawValue: s) else {
-            throw VaultError.usage("unknown finger '\(s)'", hint: "fingers: \(FingerNames.all.joined(separator: ", "))")
+            throw VaultError.usage("unknown finger '\(s)'", hint: "fingers: \(FingerNames.all.joinedText(separator: ", "))")
         }
         return f
     }

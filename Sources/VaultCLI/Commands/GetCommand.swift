@@ -6,7 +6,7 @@ import VaultOTP
 extension ItemCommands {
     /// The options of `get`, declared once: the table lists them and the command reads them.
     enum GetOptions {
-        static let field = OptionSpec.value("--field", "F", "print only this field: \(ItemField.builtIn.map(\.spelling).joined(separator: ", ")), or a custom field's name (totp and otp print the current code)")
+        static let field = OptionSpec.value("--field", "F", "print only this field: \(ItemField.builtIn.map(\.spelling).joinedText(separator: ", ")), or a custom field's name (totp and otp print the current code)")
         static let json = OptionSpec.flag("--json", "print JSON (the password only with --reveal or --field password)")
         static let reveal = OptionSpec.flag("--reveal", "include the password, the TOTP secret and the notes")
         static let clip = OptionSpec.flag("--clip", "copy the value (the password, or --field) to the clipboard instead of printing it")
@@ -204,7 +204,7 @@ extension ItemCommands {
                     if reveal { s.value(of: .password).map { put(secret: $0) } } else { put("******** (--reveal or --field password shows it)") }
                 }
                 for u in item.urls { put("\nurl: \(u)") }
-                if !item.tags.isEmpty { put("\ntags: \(item.tags.joined(separator: ", "))") }
+                if !item.tags.isEmpty { put("\ntags: \(item.tags.joinedText(separator: ", "))") }
                 if overview.hasTOTP {
                     put("\ntotp: ")
                     if reveal { s.value(of: .totp).map { put(secret: $0) } } else { put("set") }

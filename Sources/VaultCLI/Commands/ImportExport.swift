@@ -11,12 +11,12 @@ enum ImportExport {
 
     /// The options of `importCommand`, declared once: the table lists them and the command reads them.
     enum ImportOptions {
-        static let from = OptionSpec.value("--from", "FORMAT", "the format (else detected): \(formatNames.joined(separator: ", "))")
+        static let from = OptionSpec.value("--from", "FORMAT", "the format (else detected): \(formatNames.joinedText(separator: ", "))")
         static let dryRun = OptionSpec.flag("--dry-run", "print what would be imported and change nothing")
         static let force = OptionSpec.flag("--force", "replace items whose names exist")
         static let json = OptionSpec.flag("--json", "print the counts as JSON: imported, added, replaced")
         static let passphraseFD = OptionSpec.value("--passphrase-fd", "N", "read an encrypted export's passphrase from file descriptor N")
-        static let columns = OptionSpec.value("--columns", "C,C...", "with --from csv: what each column holds (\(MappedCSV.targets.joined(separator: ", ")), field:NAME); else the header row says")
+        static let columns = OptionSpec.value("--columns", "C,C...", "with --from csv: what each column holds (\(MappedCSV.targets.joinedText(separator: ", ")), field:NAME); else the header row says")
     }
 
     static let importCommand = CommandSpec(
@@ -42,7 +42,7 @@ enum ImportExport {
             let source = inv.arguments.first ?? "-"
             var format = try inv[ImportOptions.from].map { name -> ImportFormat in
                 guard let f = ImportFormat(rawValue: name), f != .encrypted else {
-                    throw VaultError.usage("unknown import format '\(name)'", hint: "formats: \(formatNames.joined(separator: ", "))")
+                    throw VaultError.usage("unknown import format '\(name)'", hint: "formats: \(formatNames.joinedText(separator: ", "))")
                 }
                 return f
             }
@@ -62,7 +62,7 @@ enum ImportExport {
                 if format == nil {
                     guard let found = ImportFormat.detect(head) else {
                         throw VaultError.usage("cannot tell what format \(input.label) is in",
-                                               hint: "name it with --from: \(formatNames.joined(separator: ", "))")
+                                               hint: "name it with --from: \(formatNames.joinedText(separator: ", "))")
                     }
                     if found != .vault { ctx.say("vault: this looks like \(found.label) (--from \(found.rawValue))") }
                     format = found
@@ -242,7 +242,7 @@ enum ImportExport {
         let total = byType.reduce(0) { $0 + $1.1 }
         let types = byType.map { "\($0.1) \($0.0.rawValue)\($0.1 == 1 ? "" : "s")" }
         ctx.say("vault: \(verb) \(total) item\(total == 1 ? "" : "s")\(format == .vault ? "" : " from " + format.label)")
-        if !types.isEmpty { ctx.say("vault: by type: \(types.joined(separator: ", "))") }
+        if !types.isEmpty { ctx.say("vault: by type: \(types.joinedText(separator: ", "))") }
         for (reason, n) in batch.notKept.sorted(by: { $0.key < $1.key }) { ctx.say("vault: not kept: \(n) \(reason)") }
         for (reason, n) in batch.skipped.sorted(by: { $0.key < $1.key }) { ctx.say("vault: skipped \(n) item\(n == 1 ? "" : "s") \(reason)") }
         if batch.renamed > 0 { ctx.say("vault: \(batch.renamed) item\(batch.renamed == 1 ? " was" : "s were") renamed to keep names valid and unique ('name (2)')") }

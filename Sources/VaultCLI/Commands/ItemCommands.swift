@@ -156,7 +156,7 @@ enum ItemLookup {
                 return containing[0]
             }
             if containing.count > 1 {
-                throw VaultError.itemNotFoundNear(name, near: containing.sorted().prefix(3).joined(separator: "' or '"))
+                throw VaultError.itemNotFoundNear(name, near: containing.sorted().prefix(3).joinedText(separator: "' or '"))
             }
         }
         throw notFound(name, among: all)

@@ -195,7 +195,7 @@ enum VaultCommands {
         let items = o["items"] as? Int ?? 0
         lines.append("  items: \(items)")
         let fingers = (o["enrolled_fingers"] as? [[String: Any]] ?? []).compactMap { $0["finger"] as? String }
-        lines.append("  fingers: " + (fingers.isEmpty ? "none enrolled ('vault enroll\(v)')" : fingers.joined(separator: ", ")))
+        lines.append("  fingers: " + (fingers.isEmpty ? "none enrolled ('vault enroll\(v)')" : fingers.joinedText(separator: ", ")))
         let lockout = o["lockout"] as? [String: Any] ?? [:]
         let failures = lockout["failures"] as? Int ?? 0, threshold = lockout["threshold"] as? Int ?? 5
         let hasSlot = !(o["fingerprint_slot"] is JSONNull) && o["fingerprint_slot"] != nil
@@ -237,12 +237,12 @@ enum VaultCommands {
         if let m = o["migration"] as? String { lines.append("  migration: " + m) }
         if let e = o["prints_error"] as? String { lines.append("  prints: " + e) }
         lines.append("  path: \(o["path"] ?? "")  ('vault status --json' for slots, hashes and settings)")
-        return lines.joined(separator: "\n") + "\n"
+        return lines.joinedText(separator: "\n") + "\n"
     }
 
     static func describe(_ v: Any) -> String {
-        if let a = v as? [Any] { return a.isEmpty ? "none" : a.map(describe).joined(separator: ", ") }
-        if let d = v as? [String: Any] { return d.keys.sorted().map { "\($0)=\(describe(d[$0]!))" }.joined(separator: " ") }
+        if let a = v as? [Any] { return a.isEmpty ? "none" : a.map(describe).joinedText(separator: ", ") }
+        if let d = v as? [String: Any] { return d.keys.sorted().map { "\($0)=\(describe(d[$0]!))" }.joinedText(separator: " ") }
         if let b = v as? Bool { return b ? "yes" : "no" }
         return "\(v)"
     }

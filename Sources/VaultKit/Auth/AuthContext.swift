@@ -13,7 +13,7 @@ package enum AuthPolicy: String, Codable, Sendable, CaseIterable {
     /// - Throws: `.usage` naming the policies.
     package static func parse(_ text: String) throws -> AuthPolicy {
         guard let p = AuthPolicy(rawValue: text) else {
-            throw VaultError.usage("unknown policy '\(text)'", hint: "policies: \(allCases.map(\.rawValue).joined(separator: ", "))")
+            throw VaultError.usage("unknown policy '\(text)'", hint: "policies: \(allCases.map(\.rawValue).joinedText(separator: ", "))")
         }
         return p
     }

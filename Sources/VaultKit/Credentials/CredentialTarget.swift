@@ -93,7 +93,7 @@ package struct CredentialTarget: Equatable, Sendable {
         while cut.utf8.count > 3 * limit || cut.last?.isWhitespace == true { cut.removeLast() }
         // Components are judged after the cuts: dropping, truncating or trimming can make a `..`.
         return cut.split(separator: "/", omittingEmptySubsequences: false).map { $0 == "." || $0 == ".." ? "_" : String($0) }
-            .joined(separator: "/")
+            .joinedText(separator: "/")
     }
 
     private static func decode(_ s: Substring) -> String { String(s).percentDecoded ?? String(s) }

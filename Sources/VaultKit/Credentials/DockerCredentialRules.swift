@@ -39,7 +39,7 @@ package enum DockerCredentialError: Error, Equatable, Sendable {
         case .missingUsername: "no credentials username"
         case .malformed(let m): m
         case .unknownAction(let a):
-            "unknown credential action '\(a)' (\(DockerCredentialAction.allCases.map(\.rawValue).joined(separator: ", ")))"
+            "unknown credential action '\(a)' (\(DockerCredentialAction.allCases.map(\.rawValue).joinedText(separator: ", ")))"
         }
     }
 

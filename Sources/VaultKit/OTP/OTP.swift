@@ -132,6 +132,6 @@ public enum OTP {
         guard let q = uri.firstIndex(of: "?") else { return uri + "?counter=\(value)" }
         var pairs = uri[uri.index(after: q)...].split(separator: "&", omittingEmptySubsequences: false).map(String.init)
         if let k = pairs.firstIndex(where: { $0.lowercased().hasPrefix("counter=") }) { pairs[k] = "counter=\(value)" } else { pairs.append("counter=\(value)") }
-        return String(uri[...q]) + pairs.joined(separator: "&")
+        return String(uri[...q]) + pairs.joinedText(separator: "&")
     }
 }

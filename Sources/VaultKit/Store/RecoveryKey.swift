@@ -21,7 +21,7 @@ struct RecoveryKey: ~Copyable {
         var groups: [String] = []
         var chars = Array(b32)[...]
         while !chars.isEmpty { groups.append(String(chars.prefix(4))); chars = chars.dropFirst(4) }
-        return RecoveryKey(secret: s, text: groups.joined(separator: "-"))
+        return RecoveryKey(secret: s, text: groups.joinedText(separator: "-"))
     }
 
     static func parse(_ text: String) throws -> RecoveryKey {

@@ -155,7 +155,7 @@ extension UnlockedVault {
             }
         }
         guard damaged.isEmpty else {
-            throw VaultError.corrupt("\(damaged.count) damaged item row(s) (\(damaged.prefix(3).joined(separator: ", "))) cannot be re-sealed; nothing was changed (list them with 'vault repair', remove them with 'vault repair --remove')")
+            throw VaultError.corrupt("\(damaged.count) damaged item row(s) (\(damaged.prefix(3).joinedText(separator: ", "))) cannot be re-sealed; nothing was changed (list them with 'vault repair', remove them with 'vault repair --remove')")
         }
         return done
     }
