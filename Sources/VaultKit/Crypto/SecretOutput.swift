@@ -51,6 +51,17 @@ public final class SecretOutput {
         count += bytes.count
     }
 
+    /// Appends what `write` stores at the end of the output, at most `maximum` bytes, and
+    /// returns how many it stored: room is made once, so a writer that knows its bound (JSON
+    /// escaping: six bytes for one) stores without a check per byte. Nothing is written once an
+    /// allocation failed.
+    package func append(atMost maximum: Int, _ write: (UnsafeMutableRawPointer) -> Int) {
+        guard maximum > 0, reserve(maximum) else { return }
+        let n = write(base.advanced(by: count))
+        precondition(n >= 0 && n <= maximum, "a writer stored past the room it asked for")
+        count += n
+    }
+
     /// Appends one byte.
     public func append(_ byte: UInt8) {
         guard !failed, count < capacity || reserve(1) else { return }
