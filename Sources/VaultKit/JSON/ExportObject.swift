@@ -20,130 +20,125 @@ extension JSONText {
 
     /// Appends the export object of the item `records` holds to guarded memory.
     package static func appendExportObject(_ records: ReleasedRecords, to out: SecretOutput) {
+        out.append { w in appendExportObject(records, to: &w) }
+    }
+
+    static func appendExportObject(_ records: ReleasedRecords, to w: inout SecretOutput.Appender) {
         let o = records.overview, s = records.secretsRecord
         let ol = records.layout, sl = records.secretsLayout
-        func text(_ key: StaticString, _ span: FieldSpan, in record: UnsafeRawBufferPointer) {
+        func text(_ key: StaticString, _ span: FieldSpan, in record: UnsafeRawBufferPointer, _ w: inout SecretOutput.Appender) {
             guard span.isPresent else { return }
-            out.append(key)
-            out.appendJSONString(record.fieldBytes(span))
+            w.append(key)
+            w.appendJSONString(record.fieldBytes(span))
         }
-        func list(_ key: StaticString, _ run: FieldRun) {
-            out.append(key)
+        func list(_ key: StaticString, _ run: FieldRun, _ w: inout SecretOutput.Appender) {
+            w.append(key)
             var walk = RecordWalk(unchecked: o, from: run.start, to: run.end)
             var first = true
             while let (_, v) = walk.nextUnchecked() {
-                if !first { out.append(UInt8(ascii: ",")) }
+                if !first { w.append(UInt8(ascii: ",")) }
                 first = false
-                out.appendJSONString(o.fieldBytes(v))
+                w.appendJSONString(o.fieldBytes(v))
             }
-            out.append(UInt8(ascii: "]"))
+            w.append(UInt8(ascii: "]"))
         }
-        out.append(#"{"created":"#)
-        out.appendDecimal(ol.created)
+        w.append(#"{"created":"#)
+        w.appendDecimal(ol.created)
         if ol.fields.count > 0 {
-            out.append(#","fields":["#)
+            w.append(#","fields":["#)
             var walk = RecordWalk(unchecked: o, from: ol.fields.start, to: ol.fields.end)
             var first = true
             while let (_, v) = walk.nextUnchecked() {
-                if !first { out.append(UInt8(ascii: ",")) }
+                if !first { w.append(UInt8(ascii: ",")) }
                 first = false
                 let kind = Int(o[v.start])
                 let (name, value) = RecordWalk.namedUnchecked(o, v, skipping: 1)
-                kindMembers[kind].withUnsafeBytes { out.append($0) }
-                out.appendJSONString(o.fieldBytes(name))
-                out.append(#","value":"#)
+                kindMembers[kind].withUnsafeBytes { w.append($0) }
+                w.appendJSONString(o.fieldBytes(name))
+                w.append(#","value":"#)
                 if OverviewRecord.kinds[kind].isSecret {
                     // The value is in the secrets record (an item written without one: empty).
                     if let secret = sl.value(named: o.fieldBytes(name), in: s) {
-                        out.appendJSONString(s.fieldBytes(secret))
+                        w.appendJSONString(s.fieldBytes(secret))
                     } else {
-                        out.append(#""""#)
+                        w.append(#""""#)
                     }
                 } else {
-                    out.appendJSONString(o.fieldBytes(value))
+                    w.appendJSONString(o.fieldBytes(value))
                 }
-                out.append(UInt8(ascii: "}"))
+                w.append(UInt8(ascii: "}"))
             }
-            out.append(UInt8(ascii: "]"))
+            w.append(UInt8(ascii: "]"))
         }
-        out.append(ol.fingerprintLogin ? #","fingerprint_login":true"# : #","fingerprint_login":false"#)
-        out.append(#","modified":"#)
-        out.appendDecimal(ol.modified)
-        text(#","name":"#, ol.name, in: o)
-        text(#","notes":"#, sl.notes, in: s)
-        text(#","origin":"#, ol.origin, in: o)
-        text(#","password":"#, sl.password, in: s)
+        w.append(ol.fingerprintLogin ? #","fingerprint_login":true"# : #","fingerprint_login":false"#)
+        w.append(#","modified":"#)
+        w.appendDecimal(ol.modified)
+        text(#","name":"#, ol.name, in: o, &w)
+        text(#","notes":"#, sl.notes, in: s, &w)
+        text(#","origin":"#, ol.origin, in: o, &w)
+        text(#","password":"#, sl.password, in: s, &w)
         if sl.history.count > 0 {
-            out.append(#","password_history":["#)
+            w.append(#","password_history":["#)
             var walk = RecordWalk(unchecked: s, from: sl.history.start, to: sl.history.end)
             var first = true
             while let (_, v) = walk.nextUnchecked() {
-                out.append(first ? #"{"password":"# : #",{"password":"#)
+                w.append(first ? #"{"password":"# : #",{"password":"#)
                 first = false
-                out.appendJSONString(s.fieldBytes(FieldSpan(start: v.start + 8, count: v.count - 8)))
-                out.append(#","replaced":"#)
-                out.appendDecimal(s.int64(at: v.start))
-                out.append(UInt8(ascii: "}"))
+                w.appendJSONString(s.fieldBytes(FieldSpan(start: v.start + 8, count: v.count - 8)))
+                w.append(#","replaced":"#)
+                w.appendDecimal(s.int64(at: v.start))
+                w.append(UInt8(ascii: "}"))
             }
-            out.append(UInt8(ascii: "]"))
+            w.append(UInt8(ascii: "]"))
         }
-        text(#","password_prompt":"#, ol.passwordPrompt, in: o)
-        list(#","tags":["#, ol.tags)
-        text(#","totp":"#, sl.totp, in: s)
-        typeMembers[Int(ol.type)].withUnsafeBytes { out.append($0) }
-        list(#","urls":["#, ol.urls)
-        text(#","user_prompt":"#, ol.userPrompt, in: o)
-        text(#","username":"#, ol.username, in: o)
-        out.append(UInt8(ascii: "}"))
+        text(#","password_prompt":"#, ol.passwordPrompt, in: o, &w)
+        list(#","tags":["#, ol.tags, &w)
+        text(#","totp":"#, sl.totp, in: s, &w)
+        typeMembers[Int(ol.type)].withUnsafeBytes { w.append($0) }
+        list(#","urls":["#, ol.urls, &w)
+        text(#","user_prompt":"#, ol.userPrompt, in: o, &w)
+        text(#","username":"#, ol.username, in: o, &w)
+        w.append(UInt8(ascii: "}"))
     }
 }
 
-extension SecretOutput {
-    /// Appends text that is never a secret and needs no escaping (a key, punctuation).
-    func append(_ text: StaticString) {
-        append(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
-    }
-
+extension SecretOutput.Appender {
     /// Appends `n` in decimal, as `String(n)` writes it.
-    func appendDecimal(_ n: Int64) {
-        append(atMost: 20) { out in
-            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-            return withUnsafeMutableBytes(of: &digits) { d in
-                var m = n.magnitude, k = 24
-                repeat {
-                    k -= 1
-                    d[k] = UInt8(truncatingIfNeeded: m % 10) &+ 0x30
-                    m /= 10
-                } while m != 0
-                if n < 0 { k -= 1; d[k] = UInt8(ascii: "-") }
-                out.copyMemory(from: d.baseAddress! + k, byteCount: 24 - k)
-                return 24 - k
-            }
+    mutating func appendDecimal(_ n: Int64) {
+        guard reserve(20) else { return }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        let written = withUnsafeMutableBytes(of: &digits) { d in
+            var m = n.magnitude, k = 24
+            repeat {
+                k -= 1
+                d[k] = UInt8(truncatingIfNeeded: m % 10) &+ 0x30
+                m /= 10
+            } while m != 0
+            if n < 0 { k -= 1; d[k] = UInt8(ascii: "-") }
+            (base + count).copyMemory(from: d.baseAddress! + k, byteCount: 24 - k)
+            return 24 - k
         }
+        advance(written)
     }
 
     /// Appends `bytes` (UTF-8) as a JSON string, byte for byte what `JSONText.appendString`
     /// writes: the runs between escapes copied whole, eight bytes tested at a time, room made
-    /// once per 4 KiB of text.
-    func appendJSONString(_ bytes: UnsafeRawBufferPointer) {
+    /// once per 4 KiB of text (six bytes for each, what an escape takes at most).
+    mutating func appendJSONString(_ bytes: UnsafeRawBufferPointer) {
         let piece = 4096
         guard let source = bytes.baseAddress, bytes.count > 0 else {
             append(#""""#)
             return
         }
+        append(UInt8(ascii: "\""))
         var at = 0
         repeat {
             let n = min(piece, bytes.count - at)
-            let opens = at == 0, closes = at + n == bytes.count
-            append(atMost: 6 * n + 2) { out in
-                var k = 0
-                if opens { out.storeBytes(of: UInt8(ascii: "\""), as: UInt8.self); k = 1 }
-                k += JSONText.escape(source + at, count: n, into: out + k)
-                if closes { out.storeBytes(of: UInt8(ascii: "\""), toByteOffset: k, as: UInt8.self); k += 1 }
-                return k
-            }
+            guard reserve(6 * n) else { return }
+            advance(JSONText.escape(source + at, count: n, into: base + count))
             at += n
         } while at < bytes.count
+        append(UInt8(ascii: "\""))
     }
 }
 

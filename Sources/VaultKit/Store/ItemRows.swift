@@ -181,7 +181,7 @@ final class RecordScratch {
                             associatedData: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         if sealed.count > buffer.count { buffer = try SecretBytes(zeroed: max(sealed.count, buffer.count * 2)) }
         let n = try AEAD.open(sealed, key: key, nonce: nonce, associatedData: associatedData, into: buffer)
-        defer { buffer.withUnsafeMutableBytes { b in _ = UnsafeMutableRawBufferPointer(rebasing: b[0..<n]).initializeMemory(as: UInt8.self, repeating: 0) } }
+        defer { buffer.wipe(prefix: n) }
         return try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
     }
 
@@ -190,7 +190,7 @@ final class RecordScratch {
                             _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         if sealed.count > buffer.count { buffer = try SecretBytes(zeroed: max(sealed.count, buffer.count * 2)) }
         let n = try AEAD.open(sealed, key: key, nonce: nonce, associatedData: associatedData, into: buffer)
-        defer { buffer.withUnsafeMutableBytes { b in _ = UnsafeMutableRawBufferPointer(rebasing: b[0..<n]).initializeMemory(as: UInt8.self, repeating: 0) } }
+        defer { buffer.wipe(prefix: n) }
         return try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
     }
 }
