@@ -75,6 +75,12 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
         sodium_memzero(base, min(max(n, 0), count))
     }
 
+    /// Wipes `bytes` (part of a guarded buffer lent by `withUnsafeMutableBytes`) as
+    /// `wipe(prefix:)` does.
+    package static func wipe(_ bytes: UnsafeMutableRawBufferPointer) {
+        if let b = bytes.baseAddress { sodium_memzero(b, bytes.count) }
+    }
+
     /// A copy in fresh guarded memory.
     public func duplicate() throws -> SecretBytes {
         try SecretBytes(copying: UnsafeRawBufferPointer(start: base, count: count))

@@ -177,12 +177,16 @@ final class RecordScratch {
     deinit { nameMAC.deallocate() }
 
     /// Opens `sealed` into the buffer and lends the plaintext; the plaintext is wiped after `body`.
+    /// The buffer is borrowed once for the open, the lending and the wipe (each access to it is
+    /// checked at run time: a loop over every row pays it per record).
     func open<R: ~Copyable>(_ sealed: UnsafeRawBufferPointer, key: borrowing SecretBytes, nonce: UnsafeRawBufferPointer,
                             associatedData: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         if sealed.count > buffer.count { buffer = try SecretBytes(zeroed: max(sealed.count, buffer.count * 2)) }
-        let n = try AEAD.open(sealed, key: key, nonce: nonce, associatedData: associatedData, into: buffer)
-        defer { buffer.wipe(prefix: n) }
-        return try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        return try buffer.withUnsafeMutableBytes { b in
+            let plain = UnsafeMutableRawBufferPointer(rebasing: b[0..<(try AEAD.open(sealed, key: key, nonce: nonce, associatedData: associatedData, into: b))])
+            defer { SecretBytes.wipe(plain) }
+            return try body(UnsafeRawBufferPointer(plain))
+        }
     }
 
     /// Opens `sealed` (arrays: a schema 1 row) into the buffer, as the form over bytes in place does.
