@@ -7,6 +7,11 @@ let upcoming: [SwiftSetting] = [
     // No warning of the project's own code survives a build: every one is an error (the only
     // warnings left in a build's output are SwiftPM's own about the toolchain's -pthread).
     .unsafeFlags(["-warnings-as-errors"]),
+    // Generic types named in the code get their metadata from the type's accessor, with the
+    // conformances passed in, instead of a demangled name the runtime resolves: in a statically
+    // linked binary each such resolution that needs a conformance scans every conformance record
+    // (4,400 in `vault`), once per type and protocol (docs/performance.md).
+    .unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"]),
 ]
 
 let package = Package(
@@ -65,12 +70,18 @@ let package = Package(
             name: "SecretService", dependencies: ["VaultKit", "VaultSystem", "VaultAgent", "VaultDBus", "CGcrypt"],
             swiftSettings: upcoming),
         .executableTarget(name: "vault-secret-service", dependencies: ["SecretService", "VaultSystem"], swiftSettings: upcoming),
-        // The toolchain's lld with packed relative relocations (DT_RELR, glibc 2.36+): the dynamic
-        // loader reads a few kilobytes instead of 43,000 24-byte entries at every start of `vault`,
-        // the process scripts start most often (docs/performance.md).
+        // `vault` is the process scripts start most often, so its start is kept short
+        // (docs/performance.md): the toolchain's lld with packed relative relocations (DT_RELR,
+        // glibc 2.36+: a few kilobytes for the loader instead of 43,000 24-byte entries);
+        // libstdc++ linked statically (Sources/vault/link/libstdc++.so says how), so the loader does not
+        // relocate libstdc++.so.6; and no dynamic symbol table of vault's own 5,600 Swift symbols
+        // (the toolchain exports them for backtraces; nothing looks them up).
         .executableTarget(
-            name: "vault", dependencies: ["VaultCLI", "VaultSystem"], swiftSettings: upcoming,
-            linkerSettings: [.unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"])]),
+            name: "vault", dependencies: ["VaultCLI", "VaultSystem"], exclude: ["link"], swiftSettings: upcoming,
+            linkerSettings: [.unsafeFlags([
+                "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                "-L", Context.packageDirectory + "/Sources/vault/link", "-Xlinker", "--no-export-dynamic",
+            ])]),
         .executableTarget(name: "vault-ssh-agent", dependencies: ["VaultSSH", "VaultSystem", "VaultDBus"], swiftSettings: upcoming),
         .executableTarget(name: "vault-agent", dependencies: ["VaultAgent", "VaultSystem"], swiftSettings: upcoming),
         .executableTarget(name: "vault-authd", dependencies: ["VaultAuthority", "FingerprintKit"], swiftSettings: upcoming),

@@ -186,9 +186,14 @@ fi
 (cd "$work" && "${shlibdeps[@]}" "${binaries[@]/#/debian/vault/usr/bin/}" 2> "$work/shlibdeps.log") ||
   { cat "$work/shlibdeps.log" >&2; die "dpkg-shlibdeps failed"; }
 grep -v -E "$noise" "$work/shlibdeps.log" >&2 || true
+# `vault` carries GCC's static libstdc++ (Sources/vault/link/libstdc++.so): Built-Using names the
+# source package it came from, as Debian's policy asks of a statically linked library.
+stdcxx=$(dpkg-query -S "$(gcc -print-file-name=libstdc++.a | xargs readlink -f)" 2>/dev/null | head -n 1 | cut -d: -f1)
+[ -n "$stdcxx" ] || die "no Debian package holds libstdc++.a" "./Vault/setup.sh installs what vault builds with"
 {
   echo "dlopen:Depends=$(packages "${dlopen_depends[@]}")"
   echo "dlopen:Recommends=$(packages "${dlopen_recommends[@]}")"
+  echo "misc:Built-Using=$(dpkg-query -W -f='${source:Package} (= ${source:Version})' "$stdcxx")"
 } >> "$work/debian/vault.substvars"
 (cd "$work" && dpkg-gencontrol -pvault -v"$version" -Tdebian/vault.substvars -Pdebian/vault)
 

@@ -2,7 +2,7 @@
 # Installs the Debian packages vault builds and tests with, then builds it.
 # Sourced by demo.sh and test.sh; safe to run again.
 set -euo pipefail
-packages=(libsodium-dev libfprint-2-dev libglib2.0-dev libsqlite3-dev libarchive-dev nettle-dev libxml2-dev libxcb1-dev pkg-config python3 git xvfb xclip
+packages=(libsodium-dev libstdc++-12-dev libfprint-2-dev libglib2.0-dev libsqlite3-dev libarchive-dev nettle-dev libxml2-dev libxcb1-dev pkg-config python3 git xvfb xclip
   swtpm swtpm-tools tpm2-tools libtss2-dev libtss2-tcti-swtpm0 zsh fish man-db
   fprintd dbus python3-dbusmock polkitd
   keepassxc pass gnupg oathtool golang-go

@@ -102,7 +102,7 @@ extension AgentRequest {
     /// Decodes the shape `encode(to:)` writes: exactly one key, the case.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: WireKey.self)
-        guard c.allKeys.count == 1, let key = c.allKeys.first else {
+        guard let key = WireJSON.onlyKey(of: decoder, c) else {
             throw DecodingError.typeMismatch(AgentRequest.self, .init(codingPath: c.codingPath, debugDescription: "one key, the kind of message, expected"))
         }
         switch key.stringValue {
@@ -248,7 +248,7 @@ extension AgentReply {
     /// Decodes the shape `encode(to:)` writes: exactly one key, the case.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: WireKey.self)
-        guard c.allKeys.count == 1, let key = c.allKeys.first else {
+        guard let key = WireJSON.onlyKey(of: decoder, c) else {
             throw DecodingError.typeMismatch(AgentReply.self, .init(codingPath: c.codingPath, debugDescription: "one key, the kind of message, expected"))
         }
         switch key.stringValue {

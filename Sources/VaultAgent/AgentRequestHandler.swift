@@ -82,8 +82,9 @@ final class Session {
     func endReason(now: Double) -> String? {
         if now - lastUse > idle { return "expired after \(AgentLimits.wholeSeconds(idle)) s idle" }
         if now - started > hardLimit { return "reached its limit of \(AgentLimits.wholeSeconds(hardLimit)) s" }
-        if (try? vault.store.keyGeneration()) != vault.generation { return "was invalidated by a key rotation" }
-        if (try? vault.store.slotSequence()) != slotSequence { return "was invalidated by a change of the vault's key slots" }
+        let current = try? vault.store.keyGenerationAndSlotSequence()
+        if current?.generation != vault.generation { return "was invalidated by a key rotation" }
+        if current?.slotSequence != slotSequence { return "was invalidated by a change of the vault's key slots" }
         return nil
     }
 }

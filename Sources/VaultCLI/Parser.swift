@@ -142,9 +142,38 @@ struct Invocation {
     var noInput: Bool { has(GlobalOptions.noInput) }
 }
 
+/// The commands a parse knows: each found by its name, and all of them (for suggestions).
+struct CommandTable {
+    /// The command of that name, or nil.
+    let named: (String) -> CommandSpec?
+    /// Every command, in the table's order.
+    let all: () -> [CommandSpec]
+
+    init(named: @escaping (String) -> CommandSpec?, all: @escaping () -> [CommandSpec]) {
+        self.named = named
+        self.all = all
+    }
+
+    /// The commands of `table`.
+    init(_ table: [CommandSpec]) {
+        self.init(named: { name in table.first { $0.name == name } }, all: { table })
+    }
+
+    /// The command `verb` names: its own name, else the alias's (CommandIndex.aliases).
+    func resolve(_ verb: String) -> CommandSpec? {
+        named(verb) ?? CommandIndex.aliases[verb].flatMap(named)
+    }
+}
+
 /// Parses arguments against the command table.
 enum Parser {
     static func parse(_ args: [String], table: [CommandSpec]) throws -> Invocation? {
+        try parse(args, commands: CommandTable(table))
+    }
+
+    /// ``parse(_:table:)`` with the commands looked up by name: only the spec of the verb given
+    /// is made (the whole table only for an unknown verb's suggestion).
+    static func parse(_ args: [String], commands: CommandTable) throws -> Invocation? {
         var rest = args[...]
         var pre: [(String, String?)] = []
         // Global options may come before the verb.
@@ -152,7 +181,7 @@ enum Parser {
             rest = rest.dropFirst()
             let (name, inline) = split(first)
             // `vault --version` is the `version` command (one place prints the version).
-            if name == "--version", inline == nil, let v = table.first(where: { $0.name == "version" }) {
+            if name == "--version", inline == nil, let v = commands.named("version") {
                 return Invocation(command: v)
             }
             guard let spec = globalOptions.first(where: { $0.name == name }) else {
@@ -170,8 +199,8 @@ enum Parser {
         }
         guard let verb = rest.first else { return nil }
         rest = rest.dropFirst()
-        guard let command = CommandIndex.resolve(verb, in: table) else {
-            let near = CommandIndex.suggestion(forVerb: verb, in: table)
+        guard let command = commands.resolve(verb) else {
+            let near = CommandIndex.suggestion(forVerb: verb, in: commands.all())
             throw VaultError.usage("unknown command '\(verb)'", hint: near.map { "did you mean 'vault \($0)'?" } ?? "see 'vault help'")
         }
         var inv = Invocation(command: command)

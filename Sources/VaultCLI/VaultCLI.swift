@@ -36,6 +36,58 @@ public enum VaultCLI {
             + SyncCommands.all
     }
 
+    /// The command called `name` in `table`, made alone: every spec is a `static let` made on
+    /// first use, and making the whole table (options, help texts) was a sixth of what a `vault
+    /// get` in a session spent in its own code (docs/performance.md). `CommandLookupTests`
+    /// checks that each command of `table` is found here under its name.
+    static func command(named name: String) -> CommandSpec? {
+        switch name {
+        case "init": VaultCommands.initCommand
+        case "status": VaultCommands.status
+        case "add": ItemCommands.add
+        case "edit": ItemCommands.edit
+        case "rm": ItemCommands.rm
+        case "mv": ItemCommands.mv
+        case "ls": ItemCommands.ls
+        case "search": ItemCommands.search
+        case "get": ItemCommands.get
+        case "otp": OTPCommand.otp
+        case "log": ItemCommands.log
+        case "generate": VaultCommands.generate
+        case "passcode": VaultCommands.passcode
+        case "recover": VaultCommands.recover
+        case "rotate": RotateCommand.rotate
+        case "repair": RepairCommand.repair
+        case "import": ImportExport.importCommand
+        case "export": ImportExport.exportCommand
+        case "settings": SettingsCommand.settings
+        case "run": RunCommand.run
+        case "login": LoginCommand.login
+        case "read": ReferenceCommands.read
+        case "inject": ReferenceCommands.inject
+        case "enroll": FingerprintCommands.enroll
+        case "unenroll": FingerprintCommands.unenroll
+        case "fingers": FingerprintCommands.fingers
+        case "doctor": FingerprintCommands.doctor
+        case "unlock": FingerprintCommands.unlock
+        case "lock": SessionCommands.lock
+        case "agent": SessionCommands.agent
+        case "secret-service": SecretServiceCommand.command
+        case "ssh-key": SSHKeyCommand.sshKey
+        case "help": helpCommand
+        case "version": VaultCommands.version
+        case "completion": CompletionCommand.completion
+        case "manpage": CompletionCommand.manpage
+        case "clipboard-clear": Clipboard.clearCommand
+        case "git-credential": GitCredentialCommand.gitCredential
+        case "docker-credential": DockerCredentialCommand.dockerCredential
+        case "remote": SyncCommands.remote
+        case "sync": SyncCommands.sync
+        case "clone": SyncCommands.clone
+        default: nil
+        }
+    }
+
     /// The commands the help overview lists (the credential helpers' verbs are for programs).
     static var listed: [CommandSpec] {
         table.filter { !CredentialHelpers.unlistedNames.contains($0.name) && $0.name != Clipboard.clearCommand.name }
@@ -47,7 +99,7 @@ public enum VaultCLI {
         ctx.noColor = arguments.prefix { $0 != "--" }.contains("--no-color")
         var command: CommandSpec?
         do {
-            let parsed = try Parser.parse(arguments, table: table)
+            let parsed = try Parser.parse(arguments, commands: CommandTable(named: command(named:), all: { table }))
             command = parsed?.command
             guard let inv = parsed else {
                 if arguments.isEmpty {

@@ -135,17 +135,23 @@ public struct ImportBatch: Sendable {
         items.append(item)
     }
 
-    /// Counts one of vault's own items on its way straight to the vault (a streamed import): its
-    /// name checked as `addOwn` does, the item itself not kept (`count` and `counts` grow).
+    /// Counts one of vault's own items on its way straight to the vault (a streamed import): with
+    /// `claimingName`, its name checked as `addOwn` does (else the vault's unique index of names
+    /// answers, with `givenTwice`); the item itself not kept (`count` and `counts` grow).
     /// - Throws: `.usage` naming `entry` for a duplicate or an item over `ImportLimits.item`.
-    mutating func passOwn(_ item: Item, entry: String) throws {
-        guard ImportLimits.size(of: item) <= ImportLimits.item else { throw ImportLimits.tooLarge(entry) }
-        try claim(item.name, entry: entry)
+    mutating func passOwn(_ item: Item, entry: @autoclosure () -> String, claimingName: Bool = true) throws {
+        guard ImportLimits.size(of: item) <= ImportLimits.item else { throw ImportLimits.tooLarge(entry()) }
+        if claimingName { try claim(item.name, entry: entry()) }
         streamed[item.type, default: 0] += 1
     }
 
     private mutating func claim(_ name: String, entry: String) throws {
-        guard names.insert(name).inserted else { throw VaultError.usage("\(entry): the name '\(name)' appears twice") }
+        guard names.insert(name).inserted else { throw Self.givenTwice(name, entry: entry) }
+    }
+
+    /// The error for one of vault's own items whose name, as given, an earlier item had.
+    public static func givenTwice(_ name: String, entry: String) -> VaultError {
+        .usage("\(entry): the name '\(name)' appears twice")
     }
 
     /// The items counted by `passOwn`, by type.

@@ -46,9 +46,14 @@ public enum ImportLimits {
         func count(_ s: String?) {
             if let s { n += s.utf8.count + valueOverhead }
         }
-        for s in [item.name, item.username, item.password, item.notes, item.totp, item.origin, item.userPrompt, item.passwordPrompt] {
-            count(s)
-        }
+        count(item.name)
+        count(item.username)
+        count(item.password)
+        count(item.notes)
+        count(item.totp)
+        count(item.origin)
+        count(item.userPrompt)
+        count(item.passwordPrompt)
         for s in item.urls { count(s) }
         for s in item.tags { count(s) }
         for f in item.fields {

@@ -146,4 +146,21 @@ public struct JSONArrayStream {
         }
         return try reader.value(limit: elementLimit)
     }
+
+    /// Lends the next element's bytes where the stream holds them (valid during `body`, wiped
+    /// when dropped), nil after the closing bracket: `next()` without a copy per element.
+    /// - Throws: what `next()` throws, or what `body` throws.
+    public mutating func withNext<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) throws -> R? {
+        if closed { return nil }
+        if !opened {
+            try reader.enterArray()
+            opened = true
+        }
+        guard try reader.nextElement() else {
+            closed = true
+            try reader.finish()
+            return nil
+        }
+        return try reader.withValue(limit: elementLimit, body)
+    }
 }

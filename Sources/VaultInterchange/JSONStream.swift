@@ -164,6 +164,16 @@ public final class JSONStreamReader {
         try scan(keep: true, limit: limit, values: values)
     }
 
+    /// Lends the bytes of the value that comes next where the reader holds them (valid during
+    /// `body`, wiped when the reader drops them): `value(limit:values:)` without the copy.
+    /// - Throws: what `value(limit:values:)` throws, or what `body` throws (the reader is then
+    ///   past the value).
+    public func withValue<R>(limit: Int, values: Int = .max, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) throws -> R {
+        let range = try span(limit: limit, values: values)
+        pos = range.upperBound
+        return try buffer.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[range])) }
+    }
+
     /// Passes over the value that comes next without holding it.
     /// - Throws: `JSONScan.Malformed`.
     public func skip() throws {
@@ -205,6 +215,25 @@ public final class JSONStreamReader {
     /// with `keep`, its bytes are returned and held meanwhile (at most `limit`), else they are
     /// dropped as the walk goes on. The reader is then past the value.
     private func scan(keep: Bool, limit: Int, values: Int = .max) throws -> [UInt8] {
+        if keep {
+            let range = try span(limit: limit, values: values)
+            pos = range.upperBound
+            return Array(buffer[range])
+        }
+        _ = try walkValue(keep: false, limit: 0, values: .max)
+        return []
+    }
+
+    /// Where the value at `pos` lies in `buffer` (held whole, at most `limit` bytes); the reader
+    /// is left at its start.
+    private func span(limit: Int, values: Int) throws -> Range<Int> {
+        let end = try walkValue(keep: true, limit: limit, values: values)
+        return pos..<end
+    }
+
+    /// Walks the value at `pos` (see `scan`) and returns the index in `buffer` just past it;
+    /// with `keep`, the reader stays at its start, else at its end.
+    private func walkValue(keep: Bool, limit: Int, values: Int) throws -> Int {
         guard try peek() != nil else { throw fail("a value is missing") }
         var state = ScanState()
         state.outer = open.count
@@ -235,9 +264,8 @@ public final class JSONStreamReader {
         if state.values > values { throw JSONValueTooLarge(offset: dropped + pos, limit: values, counted: true) }
         guard j > pos else { throw fail("a value is missing") }
         if keep, j - pos > limit { throw JSONValueTooLarge(offset: dropped + pos, limit: limit) }
-        let out = keep ? Array(buffer[pos..<j]) : []
-        pos = j
-        return out
+        if !keep { pos = j }
+        return j
     }
 
     /// Where a walk over a value stands between chunks.

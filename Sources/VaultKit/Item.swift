@@ -173,12 +173,13 @@ public struct Item: Codable, Equatable, Sendable {
         // Printable ASCII is already NFC and holds no control, format or replacement character:
         // only the Unicode checks below cost (Foundation's normalisation about 4 µs a name, the
         // scalar properties as much again: 16% of an import before).
-        let printableASCII = name.utf8.allSatisfy { (0x20..<0x7F).contains($0) }
+        let ascii = asciiShape(name)
+        let printableASCII = ascii.printable
         let n = printableASCII ? name : name.nfc
         guard !n.isEmpty, (printableASCII ? n.utf8.count : n.count) <= 256, n.utf8.count <= 1024 else {
             throw VaultError.usage("an item name must be 1 to 256 characters (at most 1024 bytes)")
         }
-        guard printableASCII ? n.utf8.first != 0x20 && n.utf8.last != 0x20 : n.trimmed(.whitespaces) == n else {
+        guard printableASCII ? !ascii.spaceAtAnEnd : n.trimmed(.whitespaces) == n else {
             throw VaultError.usage("an item name cannot start or end with a space")
         }
         if !printableASCII {
@@ -193,10 +194,29 @@ public struct Item: Codable, Equatable, Sendable {
                 throw VaultError.usage("an item name cannot contain invisible format characters (zero-width, bidi controls)")
             }
         }
-        guard !n.utf8.contains(0x2E) || !n.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == ".." || $0 == "." }) else {
+        guard (printableASCII ? !ascii.dot : !n.utf8.contains(0x2E)) || !n.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == ".." || $0 == "." }) else {
             throw VaultError.usage("an item name cannot contain '.' or '..' components")
         }
         return n
+    }
+
+    /// Whether every byte of `name` is printable ASCII (U+0020 to U+007E), and if so whether it
+    /// starts or ends with a space and holds a `.`: read in place, one pass (what `normalize`
+    /// asks of the UTF-8 view of an ASCII name).
+    private static func asciiShape(_ name: String) -> (printable: Bool, spaceAtAnEnd: Bool, dot: Bool) {
+        var name = name
+        return name.withUTF8 { b in
+            guard let p = b.baseAddress, b.count > 0 else { return (true, false, false) }
+            var dot = false
+            var k = 0
+            while k < b.count {
+                let c = p[k]
+                guard c >= 0x20 && c < 0x7F else { return (false, false, false) }
+                if c == 0x2E { dot = true }
+                k += 1
+            }
+            return (true, p[0] == 0x20 || p[b.count - 1] == 0x20, dot)
+        }
     }
 }
 

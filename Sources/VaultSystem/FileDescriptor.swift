@@ -277,16 +277,20 @@ public func readExactly(fd: Int32, count: Int, label: String? = nil) throws(Syst
 /// - Throws: ``SystemError`` for `read`; `EFBIG` (``Errno/tooLarge``) past `limit` bytes.
 public func readAll(fd: Int32, limit: Int, label: String? = nil) throws(SystemError) -> [UInt8] {
     var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 16384)
-    defer { wipe(&chunk) }
+    // Read into a chunk no larger than the limit needs (one byte over it tells a file too long),
+    // never zeroed as a whole: each read's bytes are wiped once copied out.
+    let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: limit < 16384 ? max(1, limit + 1) : 16384, alignment: 16)
+    defer { chunk.deallocate() }
     while true {
-        let n = try narrowing { try chunk.withUnsafeMutableBytes { b in try readSome(fd: fd, into: b, label: label) } }
+        let n = try readSome(fd: fd, into: chunk, label: label)
+        let arrived = UnsafeMutableRawBufferPointer(rebasing: chunk[0..<n])
+        defer { wipe(arrived) }
         if n == 0 { return out }
         guard out.count + n <= limit else {
             wipe(&out)
             throw SystemError(call: "read", path: label ?? descriptorLabel(fd), code: EFBIG)
         }
-        out += chunk[0..<n]
+        out += UnsafeRawBufferPointer(arrived)
     }
 }
 
@@ -345,6 +349,12 @@ public func wipe(_ bytes: inout [UInt8]) {
         if let p = b.baseAddress { memset(p, 0, b.count) }
     }
     bytes.removeAll()
+}
+
+/// Overwrites memory that held secret bytes with zeros (`explicit_bzero`: never left out as a
+/// store nobody reads).
+public func wipe(_ bytes: UnsafeMutableRawBufferPointer) {
+    if let p = bytes.baseAddress, bytes.count > 0 { explicit_bzero(p, bytes.count) }
 }
 
 /// How errors name a descriptor without a label.

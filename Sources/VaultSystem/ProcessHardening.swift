@@ -136,8 +136,10 @@ public enum ProcessIdentity {
         let bytes = try FileDescriptor.open(path, .readOnly).readAll(limit: 4096)
         // "pid (comm) state ppid pgrp session tty_nr ...": comm may hold anything, even ')'.
         guard let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { throw SystemError(call: "read", path: path, code: EPROTO) }
-        let fields = String(decoding: bytes[(close + 1)...], as: UTF8.self).split(separator: " ")
-        guard fields.count > 4, let session = Int32(fields[3]), let tty = Int32(fields[4]) else {
+        // The fields after it, split on spaces (runs of them count as one) and read as bytes: a
+        // String split walks Characters (the agent asks this at every request).
+        let fields = bytes[(close + 1)...].split(separator: UInt8(ascii: " "), maxSplits: 5)
+        guard fields.count > 4, let session = Int32(decimal: fields[3]), let tty = Int32(decimal: fields[4]) else {
             throw SystemError(call: "read", path: path, code: EPROTO)
         }
         return (session, tty)
@@ -170,3 +172,22 @@ public enum ProcessExit {
     public static func exit(_ code: Int32) -> Never { Glibc.exit(code) }
 }
 
+extension Int32 {
+    /// An optionally signed decimal number in ASCII bytes, as `Int32(String)` reads it (nil for
+    /// anything else, or past the type's range).
+    init?(decimal bytes: ArraySlice<UInt8>) {
+        var rest = bytes[...]
+        let negative = rest.first == UInt8(ascii: "-")
+        if negative || rest.first == UInt8(ascii: "+") { rest = rest.dropFirst() }
+        guard !rest.isEmpty else { return nil }
+        var value: Int64 = 0
+        for b in rest {
+            guard b >= UInt8(ascii: "0"), b <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int64(b - UInt8(ascii: "0"))
+            guard value <= Int64(Int32.max) + 1 else { return nil }
+        }
+        if negative { value = -value }
+        guard let v = Int32(exactly: value) else { return nil }
+        self = v
+    }
+}

@@ -154,6 +154,36 @@ extension Unicode.Scalar {
     }
 }
 
+/// `joined(separator:)` compiled into the caller: the standard library's own is generic code
+/// that asks the runtime for the collection's associated types, and in a statically linked
+/// vault the first such question scans every protocol-conformance record of the binary (about
+/// 0.4 M instructions of a `vault --version`; docs/performance.md). Used on the start-up path.
+extension Sequence where Element == String {
+    @inlinable
+    public func joinedText(separator: String) -> String {
+        var out = "", first = true
+        for part in self {
+            if !first { out.append(separator) }
+            out.append(part)
+            first = false
+        }
+        return out
+    }
+}
+
+extension Sequence where Element == Substring {
+    @inlinable
+    public func joinedText(separator: String) -> String {
+        var out = "", first = true
+        for part in self {
+            if !first { out.append(separator) }
+            out.append(contentsOf: part)
+            first = false
+        }
+        return out
+    }
+}
+
 /// Paths as text, as `NSString`'s path methods read them (vault's paths are absolute).
 public enum PathText {
     /// The folder `path` is in: the path without its last component (repeated and trailing
@@ -162,7 +192,7 @@ public enum PathText {
         let parts = path.split(separator: "/")
         let absolute = path.hasPrefix("/")
         guard parts.count > 1 else { return absolute ? "/" : "" }
-        return (absolute ? "/" : "") + parts.dropLast().joined(separator: "/")
+        return (absolute ? "/" : "") + parts.dropLast().joinedText(separator: "/")
     }
 
     /// The last component of `path` (repeated and trailing slashes ignored; `/` for the root).

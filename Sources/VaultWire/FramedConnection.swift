@@ -24,16 +24,20 @@ public final class FramedConnection<Format: WireFormat>: ServedConnection, @unch
     public var socket: UnixSocket
     /// The frames that arrived, and the part of one still arriving.
     public let decoder: FrameDecoder<Format>
-    private var chunk: [UInt8]
+    /// What `receive` reads into. Never zeroed as a whole: each read's bytes are wiped as soon
+    /// as the decoder has them, so no byte that came in outlives its `receive` here (zeroing all
+    /// 64 KiB at the start, after every read and at the end cost a session `get` 260,000
+    /// instructions on each side; docs/performance.md).
+    private let chunk: UnsafeMutableRawBufferPointer
 
     /// A connection over `socket` accepting frames of at most `limit` bytes, read `chunkBytes` at a time.
     public init(_ socket: consuming UnixSocket, limit: Int, chunkBytes: Int = 64 << 10) {
         self.socket = socket
         decoder = FrameDecoder(limit: limit)
-        chunk = [UInt8](repeating: 0, count: chunkBytes)
+        chunk = .allocate(byteCount: chunkBytes, alignment: 16)
     }
 
-    deinit { wipe(&chunk) }
+    deinit { chunk.deallocate() }
 
     /// Closes the socket (again is harmless).
     public func close() {
@@ -50,15 +54,14 @@ public final class FramedConnection<Format: WireFormat>: ServedConnection, @unch
     public func receive() -> Bool {
         let count: Int
         do {
-            count = try chunk.withUnsafeMutableBytes { (b) throws(SystemError) -> Int in try socket.receive(into: b) }
+            count = try socket.receive(into: chunk)
         } catch {
             return false
         }
         guard count > 0 else { return false }
-        chunk.withUnsafeMutableBytes { b in
-            decoder.append(UnsafeRawBufferPointer(rebasing: b[0..<count]))
-            b.initializeMemory(as: UInt8.self, repeating: 0)
-        }
+        let arrived = UnsafeMutableRawBufferPointer(rebasing: chunk[0..<count])
+        decoder.append(UnsafeRawBufferPointer(arrived))
+        wipe(arrived)
         return true
     }
 

@@ -116,6 +116,9 @@ func controlField(_ deb: String, _ name: String) -> String {
             #expect(recommends.contains(name), "\(name) not in Recommends: \(recommends)")
         }
         #expect(controlField(deb, "Suggests") == "vault-fprintd")
+        // `vault` links GCC's static libstdc++: the package names the source it came from.
+        let builtUsing = controlField(deb, "Built-Using")
+        #expect(builtUsing.hasPrefix("gcc-") && builtUsing.contains(" (= "), "Built-Using: \(builtUsing)")
         let size = Int(controlField(deb, "Installed-Size")) ?? 0
         #expect(size > 1000, "Installed-Size \(size)")
         // The maintainer scripts, and a control file dpkg reads back.

@@ -49,6 +49,8 @@ import Testing
             ("[" + (items(2500) + [#"{"name":"s7"}"#]).joined(separator: ",") + "]", "item 2501: the name 's7' appears twice"),
             ("[" + items(2500).joined(separator: ",") + #",{"name":"x""#, "the JSON array breaks after item 2500"),
             ("[" + (items(1200) + [#"{"name":"t","tags":[1]}"#] + items(5, from: 9000)).joined(separator: ",") + "]", "item 1201 ('t'): 'tags[0]' has the wrong type"),
+            // Two spellings of one name (NFD, then NFC) are the one name given twice.
+            ("[" + (items(3) + [#"{"name":"caf\u0065\u0301"}"#, #"{"name":"caf\u00e9"}"#]).joined(separator: ",") + "]", "item 5: the name 'caf\u{E9}' appears twice"),
         ]
         for session in [false, true] {
             if session { #expect(box.vault(["unlock", "--scope", "user", "--timeout", "60"], passcode: pc).status == 0) }

@@ -247,3 +247,32 @@ final class ScreenSink: TextSink {
         #expect(VaultError.domainStateChanged.hint(vault: "default")?.contains("--vault") == false)
     }
 }
+
+/// `VaultCLI.command(named:)`, the parser's look-up, finds every command of the table under its
+/// name (and only names of the table), and a parse through it reads as one through the table.
+@Suite struct CommandLookupTests {
+    @Test func everyCommandOfTheTableIsFoundByItsName() {
+        let names = VaultCLI.table.map(\.name)
+        #expect(Set(names).count == names.count, "a name twice in the table")
+        for name in names {
+            #expect(VaultCLI.command(named: name)?.name == name, "\(name)")
+        }
+        for other in ["", "nope", "show", "list", "GET", "get ", "copy"] {
+            #expect(VaultCLI.command(named: other) == nil, "\(other)")
+        }
+    }
+
+    @Test func aParseThroughTheLookUpIsAParseThroughTheTable() throws {
+        let lookup = CommandTable(named: VaultCLI.command(named:), all: { VaultCLI.table })
+        for args in [["get", "x", "--field", "password"], ["show", "x"], ["--version"], ["--vault", "w", "ls", "--json"], ["help", "get"]] {
+            let a = try Parser.parse(args, commands: lookup), b = try Parser.parse(args, table: VaultCLI.table)
+            #expect(a?.command.name == b?.command.name && a?.arguments == b?.arguments && a?.values == b?.values && a?.flags == b?.flags, "\(args)")
+        }
+        for bad in [["gte"], ["get", "x", "--feild", "password"]] {
+            var first = "", second = ""
+            do { _ = try Parser.parse(bad, commands: lookup) } catch { first = "\(error)" }
+            do { _ = try Parser.parse(bad, table: VaultCLI.table) } catch { second = "\(error)" }
+            #expect(!first.isEmpty && first == second, "\(bad)")
+        }
+    }
+}

@@ -3,7 +3,8 @@ import Testing
 
 /// Item names: the printable-ASCII path and the Unicode path apply the same rules.
 @Suite struct ItemNameTests {
-    @Test(arguments: ["github", "git/example.org/me", "a b", String(repeating: "x", count: 256), "~!@#$%^&*()_+{}|:<>?"])
+    @Test(arguments: ["github", "git/example.org/me", "a b", String(repeating: "x", count: 256), "~!@#$%^&*()_+{}|:<>?",
+                      "a.b", "x/.y", "...", "a/..b", "~"])
     func printableASCIINamesAreKeptAsGiven(name: String) throws {
         #expect(try Item.normalize(name: name) == name)
     }
@@ -19,7 +20,8 @@ import Testing
         (" lead", "start or end with a space"), ("trail ", "start or end with a space"), ("\u{3000}wide", "start or end with a space"),
         ("tab\there", "control characters"), ("nl\n", "control characters"), ("del\u{7F}", "control characters"),
         ("bad\u{FFFD}", "U+FFFD"), ("git\u{200B}hub", "invisible format"), ("rtl\u{202E}", "invisible format"),
-        ("a/../b", "'.' or '..'"), ("./a", "'.' or '..'"), ("a/.", "'.' or '..'"),
+        ("a/../b", "'.' or '..'"), ("./a", "'.' or '..'"), ("a/.", "'.' or '..'"), (".", "'.' or '..'"), ("..", "'.' or '..'"),
+        (" ", "start or end with a space"), ("a/ ", "start or end with a space"),
     ])
     func badNamesAreRefusedOnEitherPath(name: String, reason: String) {
         do {

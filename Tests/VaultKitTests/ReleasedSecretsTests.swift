@@ -121,7 +121,7 @@ import Testing
     /// as the String decoder refuses it.
     @Test func aRecordWithAFieldItsOverviewLacksIsRefused() throws {
         var w = RecordWriter(kind: .secrets)
-        w.field(SecretsRecord.field, prefix: [], name: "ghost", value: "x")
+        w.field(SecretsRecord.field, prefix: nil, name: "ghost", value: "x")
         #expect(throws: VaultError.self) { _ = try w.bytes.withUnsafeBytes { try ItemSecrets(record: $0, of: Item(name: "a", now: 0)) } }
         var bad = RecordWriter(kind: .secrets)
         bad.field(SecretsRecord.password, [0xff, 0xfe])

@@ -312,6 +312,25 @@ extension UnlockedVault {
         #expect(try vault.allItems().count == 3, "nothing of the refused imports was written")
     }
 
+    /// Rows an import seals into its reused buffers open to the items given (every type and
+    /// field kind, long and empty values; a large record after a small one and back), and a name
+    /// met twice is told by `givenTwice` with the name as the later item gives it.
+    @Test func anImportsReusedRowBuffersSealEveryItemAsGiven() throws {
+        let (vault, _) = try makeVault()
+        let items = (RecordEncodingTests.items + RecordEncodingTests.items.reversed()).enumerated().map { k, item in
+            var i = item
+            i.name = "\(k) \(item.name)"
+            return i
+        }
+        var rest = items[...]
+        #expect(try vault.add(replace: false, givenTwice: { VaultError.usage("twice: \($0)") }, from: { rest.popFirst() }) == items.count)
+        for item in items { #expect(try vault.item(named: item.name) == item, "\(item.name)") }
+        #expect(try vault.db.query("SELECT count(*) FROM items WHERE login_hint=1").first?.first?.int == Int64(items.filter(\.fingerprintLogin).count))
+        rest = [Item(name: "n\u{E9}"), Item(name: "ne\u{301}")][...]
+        #expect(throws: VaultError.usage("twice: ne\u{301}")) { _ = try vault.add(replace: false, givenTwice: { VaultError.usage("twice: \($0)") }, from: { rest.popFirst() }) }
+        #expect(try vault.allItems().count == items.count)
+    }
+
     @Test func renameMovesTheIndexAndRemoveDeletes() throws {
         let (vault, _) = try makeVault()
         try vault.add(Item(name: "old", password: "p"))

@@ -13,6 +13,24 @@ import VaultSystem
         unsetenv("VAULT_ENV_TEST")
         #expect(processEnvironment()["VAULT_ENV_TEST"] == nil)
     }
+
+    /// Every name of `environ` has `getenv`'s value, even when the value starts with a combining
+    /// mark (a Character walk would glue it to the `=` and miss the split).
+    @Test func everyNameAsGetenvSeesIt() {
+        setenv("VAULT_ENV_TEST_MARK", "\u{301}é=x", 1)
+        defer { unsetenv("VAULT_ENV_TEST_MARK") }
+        let env = processEnvironment()
+        #expect(env["VAULT_ENV_TEST_MARK"] == "\u{301}é=x")
+        var p = environ
+        while let entry = p.pointee {
+            let text = String(cString: entry)
+            if let eq = text.utf8.firstIndex(of: UInt8(ascii: "=")) {
+                let name = String(text[..<eq])
+                #expect(env[name] == getenv(name).map { String(cString: $0) }, "\(name)")
+            }
+            p += 1
+        }
+    }
 }
 
 /// `LibraryTable.load`: the table a loader filled, or the loader's own message.

@@ -51,6 +51,36 @@ import VaultSystem
         #expect(whole.count == 100)
     }
 
+    /// readAll reads in chunks sized to the limit: a file of exactly the limit is read, one byte
+    /// over is refused, across the chunk size too; an empty file is no bytes.
+    @Test func readAllAtAndAcrossItsLimitAndChunks() throws {
+        let scratch = Scratch()
+        for size in [0, 1, 4095, 4096, 16383, 16384, 16385, 40000] {
+            let path = scratch.file("data-\(size)")
+            let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+            try AtomicFile.write(bytes, to: path)
+            #expect(try FileDescriptor.open(path, .readOnly).readAll(limit: size) == bytes, "size \(size) at its limit")
+            #expect(try FileDescriptor.open(path, .readOnly).readAll(limit: Int.max) == bytes, "size \(size), no limit")
+            if size > 0 {
+                let error = systemError { _ = try FileDescriptor.open(path, .readOnly).readAll(limit: size - 1) }
+                #expect(error?.code == Errno.tooLarge, "size \(size) one over its limit")
+            }
+        }
+    }
+
+    /// The session and terminal of a process, read from /proc as bytes, are what a split of
+    /// the same line as text gives, and the session is getsid's.
+    @Test func terminalSessionReadsProcStat() throws {
+        for pid in [getpid(), getppid(), 1] {
+            let line = String(decoding: try FileDescriptor.open("/proc/\(pid)/stat", .readOnly).readAll(limit: 4096), as: UTF8.self)
+            let fields = line[line.index(after: line.lastIndex(of: ")")!)...].split(separator: " ")
+            let got = try ProcessIdentity.terminalSession(of: pid)
+            #expect(got.sessionID == Int32(fields[3]) && got.terminal == Int32(fields[4]), "pid \(pid): \(line)")
+        }
+        #expect(try ProcessIdentity.terminalSession(of: getpid()).sessionID == getsid(0))
+        #expect(throws: SystemError.self) { try ProcessIdentity.terminalSession(of: Int32.max) }
+    }
+
     @Test func deinitClosesAndTakeReleases() throws {
         var raw: Int32 = -1
         do {

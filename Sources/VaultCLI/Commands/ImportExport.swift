@@ -76,7 +76,18 @@ enum ImportExport {
                     let vault = try openAccess(inv, ctx, purpose: "import the items of \(input.label)")
                     var counted = ImportBatch(), index = 0
                     let now = ctx.clock()
-                    let n = try vault.add(replace: false) { try VaultJSON.next(from: &stream, index: &index, now: now, counting: &counted) }
+                    let n: Int
+                    if let direct = vault as? UnlockedVault {
+                        // The vault's unique index of names finds a name given twice as the item
+                        // is inserted (no set of names here); the item is the one just read.
+                        n = try direct.add(replace: false, givenTwice: { ImportBatch.givenTwice($0, entry: "item \(index)") }) {
+                            try VaultJSON.next(from: &stream, index: &index, now: now, counting: &counted, checkingNames: false)
+                        }
+                    } else {
+                        // A session's agent adds the items only once all are sent: the names are
+                        // checked here, as they are read.
+                        n = try vault.add(replace: false) { try VaultJSON.next(from: &stream, index: &index, now: now, counting: &counted) }
+                    }
                     report(written: n, replaced: 0, counted, from: .vault, inv, ctx)
                     return
                 }

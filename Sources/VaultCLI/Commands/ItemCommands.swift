@@ -77,7 +77,7 @@ enum ItemOptions {
     static let totpStdin = OptionSpec.flag("--totp-stdin", "read an otpauth:// URI from the next line of standard input")
     static let generate = OptionSpec.flag("--generate", "generate a random password (with generate's options below)")
     static let force = OptionSpec.flag("--force", "replace an existing item of that name")
-    static let clear = OptionSpec.value("--clear", "FIELD", "remove a field: \(ItemField.clearable.map(\.spelling).joined(separator: ", "))", repeatable: true)
+    static let clear = OptionSpec.value("--clear", "FIELD", "remove a field: \(ItemField.clearable.map(\.spelling).joinedText(separator: ", "))", repeatable: true)
     static let userPrompt = OptionSpec.value("--user-prompt", "REGEX", "how 'vault login' recognises the program's username prompt")
     static let passwordPrompt = OptionSpec.value("--password-prompt", "REGEX", "how 'vault login' recognises the program's password prompt")
     static let fingerprintLogin = OptionSpec.value("--fingerprint-login", "on|off", "let 'vault login' fill this login after a fresh finger scan (changing it needs a scan)")
@@ -285,7 +285,7 @@ enum ItemCommands {
                 let field = ItemField(parsing: c)
                 guard ItemField.clearable.contains(field) else {
                     let near = Spelling.nearest(to: c, among: ItemField.clearable.map(\.spelling))
-                    throw VaultError.usage("--clear: unknown field '\(c)'", hint: (near.map { "did you mean '\($0)'? " } ?? "") + "fields: \(ItemField.clearable.map(\.spelling).joined(separator: ", "))")
+                    throw VaultError.usage("--clear: unknown field '\(c)'", hint: (near.map { "did you mean '\($0)'? " } ?? "") + "fields: \(ItemField.clearable.map(\.spelling).joinedText(separator: ", "))")
                 }
                 return field
             }

@@ -66,15 +66,46 @@ package indirect enum JSONValue: Equatable, Sendable {
         return Int64(text)
     }
 
-    private struct Reader {
-        let b: UnsafeBufferPointer<UInt8>
-        var i: Int
+    /// The strict reader `parse` runs, lent to readers that decode a value in place (vault
+    /// JSON's items): the same grammar, so what they accept is what `parse` accepts.
+    package struct Reader {
+        package let b: UnsafeBufferPointer<UInt8>
+        /// The next byte to read.
+        package var i: Int
         var lenient = false
 
-        func fail(_ reason: String) -> Malformed { Malformed(offset: i, reason: reason) }
+        init(b: UnsafeBufferPointer<UInt8>, i: Int, lenient: Bool) {
+            self.b = b
+            self.i = i
+            self.lenient = lenient
+        }
 
-        mutating func skipSpace() {
-            while i < b.count, b[i] == 0x20 || b[i] == 0x0A || b[i] == 0x0D || b[i] == 0x09 { i += 1 }
+        /// A strict reader of `b` from its first byte.
+        package init(_ b: UnsafeBufferPointer<UInt8>) {
+            self.init(b: b, i: 0, lenient: false)
+        }
+
+        package func fail(_ reason: String) -> Malformed { Malformed(offset: i, reason: reason) }
+
+        package mutating func skipSpace() {
+            guard let p = b.baseAddress else { return }
+            let n = b.count
+            while i < n, p[i] == 0x20 || p[i] == 0x0A || p[i] == 0x0D || p[i] == 0x09 { i += 1 }
+        }
+
+        /// The index of the first byte from `from` that ends a string's plain run: a quote, a
+        /// backslash or a control character (`b.count` when none). Written over the base pointer
+        /// (no bounds check or helper call per byte: a debug build runs this over every string).
+        func plainEnd(from: Int) -> Int {
+            guard let p = b.baseAddress else { return from }
+            let n = b.count
+            var j = from
+            while j < n {
+                let c = p[j]
+                if c == 0x22 || c == 0x5C || c < 0x20 { break }
+                j += 1
+            }
+            return j
         }
 
         mutating func literal(_ word: StaticString, _ value: JSONValue) throws(Malformed) -> JSONValue {
@@ -84,7 +115,8 @@ package indirect enum JSONValue: Equatable, Sendable {
             return value
         }
 
-        mutating func value(depth: Int) throws(Malformed) -> JSONValue {
+        /// The value at `i`, `depth` the containers it is inside.
+        package mutating func value(depth: Int) throws(Malformed) -> JSONValue {
             guard i < b.count else { throw fail("a value is missing") }
             switch b[i] {
             case 0x22: return .string(try string())
@@ -145,6 +177,20 @@ package indirect enum JSONValue: Equatable, Sendable {
         }
 
         mutating func number() throws(Malformed) -> JSONValue {
+            let text = try numberText()
+            return .number(String(decoding: UnsafeBufferPointer(rebasing: b[text]), as: UTF8.self))
+        }
+
+        /// Whether `word` (`true`, `false`, `null`) is at `i`; `i` then past it.
+        package mutating func take(_ word: StaticString) -> Bool {
+            let n = word.utf8CodeUnitCount
+            guard i + n <= b.count, (0..<n).allSatisfy({ b[i + $0] == word.utf8Start[$0] }) else { return false }
+            i += n
+            return true
+        }
+
+        /// Where the number at `i` lies, checked against the grammar; `i` ends past it.
+        package mutating func numberText() throws(Malformed) -> Range<Int> {
             let start = i
             func digits(_ r: inout Reader) -> Int {
                 let s = r.i
@@ -163,15 +209,25 @@ package indirect enum JSONValue: Equatable, Sendable {
                 if i < b.count, b[i] == 0x2B || b[i] == 0x2D { i += 1 }
                 guard digits(&self) > 0 else { throw fail("a digit must follow the exponent") }
             }
-            return .number(String(decoding: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self))
+            return start..<i
+        }
+
+        /// The bytes of the string at `i` (its opening quote) when it holds no escape and no
+        /// control character, not checked as UTF-8 (the caller checks them, or calls `string`):
+        /// `i` then past its closing quote. Else nil, `i` unmoved.
+        package mutating func plainString() -> Range<Int>? {
+            let j = plainEnd(from: i + 1)
+            guard j < b.count, b[j] == 0x22 else { return nil }
+            defer { i = j + 1 }
+            return (i + 1)..<j
         }
 
         /// A string at `i` (its opening quote), unescaped; `i` ends past the closing quote.
-        mutating func string() throws(Malformed) -> String {
+        package mutating func string() throws(Malformed) -> String {
             i += 1
             let start = i
             // Most strings have no escape: checked as UTF-8 in place.
-            while i < b.count, b[i] != 0x22, b[i] != 0x5C, b[i] >= 0x20 { i += 1 }
+            i = plainEnd(from: i)
             guard i < b.count else { throw fail("the string is not closed") }
             if b[i] == 0x22 {
                 defer { i += 1 }

@@ -17,6 +17,19 @@ package enum WireJSON {
         return out
     }
 
+    /// The one key of the object `decoder` reads when it is this coder's (a message coded by
+    /// hand: `{"case":{...}}`), else of `container`: `allKeys` hands the keys over as
+    /// existentials cast back one by one, and the first such cast asks the runtime for the key
+    /// type's conformance (a scan of every conformance record). nil unless exactly one key.
+    package static func onlyKey(of decoder: any Decoder, _ container: KeyedDecodingContainer<WireKey>) -> WireKey? {
+        if let tree = decoder as? TreeDecoder {
+            guard case .object(let members) = tree.value, members.count == 1 else { return nil }
+            return WireKey(stringValue: members[0].key)
+        }
+        let keys = container.allKeys
+        return keys.count == 1 ? keys[0] : nil
+    }
+
     /// The `T` in `bytes`.
     /// - Throws: `DecodingError` with the coding path (malformed JSON is `.dataCorrupted` at the
     ///   top), as Foundation's decoder does.

@@ -161,6 +161,63 @@ final class RecordADBuffer {
     }
 }
 
+/// A new item's row as an import seals it, in buffers reused for every item (public bytes: the
+/// id, the name's index entry, the nonces and ciphertexts, bound to the INSERT in place, as a
+/// rotation's `ResealedColumns` are). The two records' plaintexts are encoded into two writers
+/// reused the same way; the secrets record, in ordinary memory as `SecretsRecord.encode`'s was,
+/// is zeroed as soon as it is sealed.
+final class NewItemRow {
+    let id = UnsafeMutableRawBufferPointer.allocate(byteCount: 16, alignment: 8)
+    let columns = ResealedColumns()
+    private var overview = RecordWriter(kind: .overview, capacity: 512)
+    private var secrets = RecordWriter(kind: .secrets, capacity: 512)
+
+    deinit {
+        id.deallocate()
+        secrets.wipeBytes()
+    }
+
+    /// Seals `item` (its name normalised) under `vault`'s key with a fresh id and nonces: the
+    /// bytes `UnlockedVault.seal(_:id:)` gives for that id and those nonces.
+    func seal(_ item: Item, in vault: UnlockedVault) throws {
+        RandomPool.shared.fill(id)
+        let id = UnsafeRawBufferPointer(self.id)
+        OverviewRecord.encode(item, into: &overview)
+        RandomPool.shared.fill(columns.overviewNonce)
+        let overviewNonce = UnsafeRawBufferPointer(columns.overviewNonce)
+        try overview.bytes.withUnsafeBytes { plain in
+            let ad = columns.associatedData.bytes(prefix: vault.recordADPrefix, id: id, kind: .overview, generation: vault.generation)
+            try AEAD.seal(plain, key: vault.itemKey, nonce: overviewNonce, associatedData: ad, into: columns.overview(sealing: plain.count))
+        }
+        SecretsRecord.encode(item, into: &secrets)
+        defer { secrets.zero() }
+        RandomPool.shared.fill(columns.secretsNonce)
+        try secrets.bytes.withUnsafeBytes { plain in
+            let ad = columns.associatedData.bytes(prefix: vault.recordADPrefix, id: id, kind: .secrets, generation: vault.generation,
+                                                  overviewNonce: overviewNonce)
+            try AEAD.seal(plain, key: vault.itemKey, nonce: UnsafeRawBufferPointer(columns.secretsNonce), associatedData: ad,
+                          into: columns.secrets(sealing: plain.count))
+        }
+        var name = item.name
+        try name.withUTF8 { try KeyedHash.hash(UnsafeRawBufferPointer($0), key: vault.indexKey, into: columns.nameMAC) }
+        columns.loginHint = ItemRow.loginHint(item.fingerprintLogin)
+    }
+
+    /// Binds the row to `insert` (`ItemRow.columns`, then `before` as ?9 when given), in place:
+    /// the caller steps it and resets it before the next row is sealed.
+    func bind(to insert: Statement, generation: Int64, before: Int64?) throws {
+        try insert.bind(borrowing: UnsafeRawBufferPointer(id), at: 1)
+        try insert.bind(borrowing: UnsafeRawBufferPointer(columns.nameMAC), at: 2)
+        try insert.bind(generation, at: 3)
+        try insert.bind(borrowing: UnsafeRawBufferPointer(columns.overviewNonce), at: 4)
+        try insert.bind(borrowing: columns.sealedOverview, at: 5)
+        try insert.bind(borrowing: UnsafeRawBufferPointer(columns.secretsNonce), at: 6)
+        try insert.bind(borrowing: columns.sealedSecrets, at: 7)
+        try insert.bind(columns.loginHint, at: 8)
+        if let before { try insert.bind(before, at: 9) }
+    }
+}
+
 /// A guarded buffer reused for every record one operation opens (a listing of 100,000 items makes
 /// one guarded allocation, not one per item); it grows when a record does not fit.
 /// The associated data of the record being opened and the name index checked against the row's
@@ -567,6 +624,15 @@ extension UnlockedVault {
     /// first existing name aborts the whole import (nothing is written). Returns how many.
     @discardableResult
     public func add(replace: Bool, from next: () throws -> Item?) throws -> Int {
+        try add(replace: replace, givenTwice: nil, from: next)
+    }
+
+    /// Adds the items `next` yields as `add(replace:from:)` does; an item whose name an earlier
+    /// item of the import had throws `givenTwice(name)`, the name as this item gives it (a
+    /// streamed import names the element; two names with one normal form are canonically
+    /// equivalent, so equal as Strings, as a set of the names given would find them).
+    @discardableResult
+    public func add(replace: Bool, givenTwice: ((String) -> VaultError)?, from next: () throws -> Item?) throws -> Int {
         // name_mac is UNIQUE: the insert itself finds an existing name, with no lookup or set of
         // names of its own per item. A name met twice in the import is told from one already in
         // the vault by its row: rows this import wrote have rowids above every row before it
@@ -583,15 +649,23 @@ extension UnlockedVault {
         return try withLargePageCache {
             try writeTransaction {
                 let before = try db.query("SELECT coalesce(max(rowid), 0) FROM items").first?.first?.int ?? 0
+                let row = NewItemRow()
                 var count = 0
                 while var item = try next() {
-                    item.name = try Item.normalize(name: item.name)
-                    let sealed = try seal(item, id: randomBytes(16))
-                    try insert.bind(replace ? sealed.values + [.integer(before)] : sealed.values)
-                    _ = try insert.next()
-                    if db.changes == 0 {
-                        let earlier = try db.query("SELECT rowid FROM items WHERE name_mac=?", [.blob(sealed.nameMAC)]).first?.first?.int ?? 0
-                        if earlier > before { throw VaultError.usage("'\(item.name)' appears twice in the import") }
+                    let given = item.name
+                    item.name = try Item.normalize(name: given)
+                    try row.seal(item, in: self)
+                    try row.bind(to: insert, generation: generation, before: replace ? before : nil)
+                    _ = try insert.step()
+                    let changed = db.changes
+                    try insert.reset()
+                    if changed == 0 {
+                        let mac = Array(UnsafeRawBufferPointer(row.columns.nameMAC))
+                        let earlier = try db.query("SELECT rowid FROM items WHERE name_mac=?", [.blob(mac)]).first?.first?.int ?? 0
+                        if earlier > before {
+                            if let givenTwice { throw givenTwice(given) }
+                            throw VaultError.usage("'\(item.name)' appears twice in the import")
+                        }
                         throw VaultError.alreadyExists(item.name)
                     }
                     count += 1

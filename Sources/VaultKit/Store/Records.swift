@@ -32,6 +32,20 @@ struct RecordWriter {
         bytes.append(kind.rawValue)
     }
 
+    /// Starts a new record of `kind` in the same storage (an import encodes every item's
+    /// records into two writers): what was written is zeroed first, the capacity kept.
+    mutating func restart(kind: RecordKind) {
+        zero()
+        bytes.removeAll(keepingCapacity: true)
+        bytes.append(Self.version)
+        bytes.append(kind.rawValue)
+    }
+
+    /// Overwrites what was written with zeros (a secrets record, once sealed), keeping the length.
+    mutating func zero() {
+        bytes.withUnsafeMutableBytes { b in _ = b.initializeMemory(as: UInt8.self, repeating: 0) }
+    }
+
     mutating func length(_ n: Int) {
         var n = UInt64(n)
         repeat {
@@ -41,6 +55,16 @@ struct RecordWriter {
         } while n != 0
     }
 
+    /// How many bytes `length(n)` writes.
+    static func lengthSize(_ n: Int) -> Int {
+        var n = UInt64(n), size = 1
+        while n >= 0x80 {
+            n >>= 7
+            size += 1
+        }
+        return size
+    }
+
     mutating func field(_ tag: UInt8, _ value: some Collection<UInt8>) {
         bytes.append(tag)
         length(value.count)
@@ -48,12 +72,25 @@ struct RecordWriter {
     }
 
     mutating func field(_ tag: UInt8, _ text: String?) {
-        guard let text else { return }
-        field(tag, text.utf8)
+        guard var text else { return }
+        text.withUTF8 { u in
+            bytes.append(tag)
+            length(u.count)
+            bytes.append(contentsOf: u)
+        }
+    }
+
+    /// A field of one byte.
+    mutating func field(_ tag: UInt8, byte: UInt8) {
+        bytes.append(tag)
+        bytes.append(1)
+        bytes.append(byte)
     }
 
     mutating func field(_ tag: UInt8, int64 n: Int64) {
-        field(tag, Self.bigEndian(n))
+        bytes.append(tag)
+        bytes.append(8)
+        appendBigEndian(n)
     }
 
     /// `n` as 8 big-endian bytes.
@@ -62,14 +99,28 @@ struct RecordWriter {
         return (0..<8).map { UInt8(truncatingIfNeeded: u >> (56 - 8 * UInt64($0))) }
     }
 
-    /// A field of two parts: a LEB128-prefixed name and the rest (custom fields).
-    mutating func field(_ tag: UInt8, prefix: [UInt8], name: String, value: String) {
-        var inner = RecordWriter(kind: .overview, capacity: 0)
-        inner.bytes = prefix
-        inner.length(name.utf8.count)
-        inner.bytes += name.utf8
-        inner.bytes += value.utf8
-        field(tag, inner.bytes)
+    private mutating func appendBigEndian(_ n: Int64) {
+        withUnsafeBytes(of: UInt64(bitPattern: n).bigEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// A field of two parts: a LEB128-prefixed name and the rest (custom fields), after the
+    /// `prefix` bytes (a kind byte, or none).
+    mutating func field(_ tag: UInt8, prefix: UInt8?, name: String, value: String) {
+        let nameCount = name.utf8.count
+        bytes.append(tag)
+        length((prefix == nil ? 0 : 1) + Self.lengthSize(nameCount) + nameCount + value.utf8.count)
+        if let prefix { bytes.append(prefix) }
+        length(nameCount)
+        bytes.append(contentsOf: name.utf8)
+        bytes.append(contentsOf: value.utf8)
+    }
+
+    /// A former password: when it was replaced (8 big-endian bytes), then the password.
+    mutating func field(_ tag: UInt8, replaced: Int64, password: String) {
+        bytes.append(tag)
+        length(8 + password.utf8.count)
+        appendBigEndian(replaced)
+        bytes.append(contentsOf: password.utf8)
     }
 
     /// Wipes the encoding (a secrets record is built in ordinary memory only briefly).
@@ -216,8 +267,19 @@ enum OverviewRecord {
     /// An overview encoded from an item whose secrets may already be withheld, with what it has.
     static func encode(_ item: Item, flags has: (password: Bool, totp: Bool, notes: Bool), historyCount: Int) -> [UInt8] {
         var w = RecordWriter(kind: .overview)
+        encode(item, flags: has, historyCount: historyCount, into: &w)
+        return w.bytes
+    }
+
+    /// The overview of `item`, encoded into `w` (restarted first: an import reuses one writer).
+    static func encode(_ item: Item, into w: inout RecordWriter) {
+        encode(item, flags: (item.password != nil, item.totp != nil, item.notes != nil), historyCount: item.passwordHistory.count, into: &w)
+    }
+
+    private static func encode(_ item: Item, flags has: (password: Bool, totp: Bool, notes: Bool), historyCount: Int, into w: inout RecordWriter) {
+        w.restart(kind: .overview)
         w.field(name, item.name)
-        w.field(type, [UInt8(types.firstIndex(of: item.type) ?? 0)])
+        w.field(type, byte: typeCode(item.type))
         w.field(username, item.username)
         for u in item.urls { w.field(url, u) }
         for t in item.tags { w.field(tag, t) }
@@ -228,18 +290,39 @@ enum OverviewRecord {
         if has.password { f |= hasPassword }
         if has.totp { f |= hasTOTP }
         if has.notes { f |= hasNotes }
-        w.field(flags, [f])
+        w.field(flags, byte: f)
         w.field(origin, item.origin)
         w.field(userPrompt, item.userPrompt)
         w.field(passwordPrompt, item.passwordPrompt)
         for c in item.fields {
-            w.field(field, prefix: [UInt8(kinds.firstIndex(of: c.kind) ?? 0)], name: c.name, value: c.kind.isSecret ? "" : c.value)
+            w.field(field, prefix: kindCode(c.kind), name: c.name, value: c.kind.isSecret ? "" : c.value)
         }
         if historyCount > 0 {
             let n = UInt32(clamping: historyCount)
             w.field(OverviewRecord.historyCount, [UInt8(n >> 24), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)])
         }
-        return w.bytes
+    }
+
+    /// The byte `types` gives `type` (its position).
+    static func typeCode(_ type: ItemType) -> UInt8 {
+        switch type {
+        case .login: 0
+        case .note: 1
+        case .card: 2
+        case .identity: 3
+        case .secretService: 4
+        case .sshKey: 5
+        }
+    }
+
+    /// The byte `kinds` gives `kind` (its position).
+    static func kindCode(_ kind: CustomFieldKind) -> UInt8 {
+        switch kind {
+        case .text: 0
+        case .hidden: 1
+        case .url: 2
+        case .totp: 3
+        }
     }
 
     /// Decodes an overview's plaintext.
@@ -340,12 +423,19 @@ enum SecretsRecord {
     /// `item`'s secrets record, encoded (the caller wipes it once sealed).
     static func encode(_ item: Item) -> [UInt8] {
         var w = RecordWriter(kind: .secrets, capacity: 64)
+        encode(item, into: &w)
+        return w.bytes
+    }
+
+    /// `item`'s secrets record, encoded into `w` (restarted first, what it held zeroed; the
+    /// caller zeroes it once sealed).
+    static func encode(_ item: Item, into w: inout RecordWriter) {
+        w.restart(kind: .secrets)
         w.field(password, item.password)
         w.field(totp, item.totp)
         w.field(notes, item.notes)
-        for c in item.fields where c.kind.isSecret { w.field(field, prefix: [], name: c.name, value: c.value) }
-        for h in item.passwordHistory { w.field(history, RecordWriter.bigEndian(h.replaced) + Array(h.password.utf8)) }
-        return w.bytes
+        for c in item.fields where c.kind.isSecret { w.field(field, prefix: nil, name: c.name, value: c.value) }
+        for h in item.passwordHistory { w.field(history, replaced: h.replaced, password: h.password) }
     }
 
     /// Fills `item`'s secrets from a secrets record's plaintext (the values of secret custom fields

@@ -282,15 +282,21 @@ final class ResealedColumns {
         return Self.room(&secretsStorage, secretsCount)
     }
 
+    /// The overview sealed last (valid until the next `overview(sealing:)`).
+    var sealedOverview: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: overviewStorage[0..<overviewCount]) }
+
+    /// The secrets record sealed last (valid until the next `secrets(sealing:)`).
+    var sealedSecrets: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: secretsStorage[0..<secretsCount]) }
+
     /// Binds the row to `update` (`ItemRow.updateSet`, then the rowid), in place: the caller
     /// steps it and resets it (which clears the bindings) before the next row is sealed.
     func bind(to update: Statement, generation: Int64, rowID: Int64) throws {
         try update.bind(borrowing: UnsafeRawBufferPointer(nameMAC), at: 1)
         try update.bind(generation, at: 2)
         try update.bind(borrowing: UnsafeRawBufferPointer(overviewNonce), at: 3)
-        try update.bind(borrowing: UnsafeRawBufferPointer(rebasing: overviewStorage[0..<overviewCount]), at: 4)
+        try update.bind(borrowing: sealedOverview, at: 4)
         try update.bind(borrowing: UnsafeRawBufferPointer(secretsNonce), at: 5)
-        try update.bind(borrowing: UnsafeRawBufferPointer(rebasing: secretsStorage[0..<secretsCount]), at: 6)
+        try update.bind(borrowing: sealedSecrets, at: 6)
         try update.bind(loginHint, at: 7)
         try update.bind(rowID, at: 8)
     }

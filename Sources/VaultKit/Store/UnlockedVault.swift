@@ -206,6 +206,21 @@ extension VaultStore {
     public func slotSequence() throws -> Int64 {
         try meta("slot_seq")?.int ?? 0
     }
+
+    /// ``keyGeneration()`` and ``slotSequence()`` in one query (an agent asks both before every
+    /// request it serves from a session).
+    public func keyGenerationAndSlotSequence() throws -> (generation: Int64, slotSequence: Int64) {
+        var generation: Int64?, sequence: Int64 = 0
+        for row in try db.query("SELECT key, value FROM meta WHERE key IN ('key_generation', 'slot_seq')") {
+            switch row.first?.string {
+            case "key_generation": generation = row.last?.int
+            case "slot_seq": sequence = row.last?.int ?? 0
+            default: break
+            }
+        }
+        guard let generation else { throw VaultError.corrupt("missing key generation") }
+        return (generation, sequence)
+    }
 }
 
 extension VaultLocation {
