@@ -25,12 +25,12 @@ enum Release {
         try guarded(vault, inv, ctx) { try vault.releaseSecret(named: name, field: field, command: command, freshMatch: $0) }
     }
 
-    /// Every item with its secrets lent from guarded memory, streamed (export), after one fresh
+    /// Every item's two records lent from guarded memory, streamed (export), after one fresh
     /// match for the whole vault when any has the switch on (the vault refuses before releasing
     /// anything).
-    static func each(command: String, from vault: any VaultAccess, _ inv: Invocation, _ ctx: CommandContext,
-                     _ body: (ReleasedEntry) throws -> Void) throws {
-        try guarded(vault, inv, ctx, purpose: { _ in .releaseAll }) { try vault.releaseEachSecrets(command: command, freshMatch: $0, body) }
+    static func each(command: String, from vault: UnlockedVault, _ inv: Invocation, _ ctx: CommandContext,
+                     _ body: (ReleasedRecordsEntry) throws -> Void) throws {
+        try guarded(vault, inv, ctx, purpose: { _ in .releaseAll }) { try vault.releaseEachRecords(command: command, freshMatch: $0, body) }
     }
 
     /// Runs `body` with `first` (nil: no token); when the vault answers that an item needs a

@@ -25,11 +25,11 @@ public enum ExportJSON {
         return o
     }
 
-    /// Writes the object `object(overview, secrets)` makes, as `JSONText` writes it (keys in
-    /// sorted order), straight into `out`: no dictionary, no dynamic cast per value (export's
-    /// path; a test compares the two texts). The secrets go from their record into `out` escaped
-    /// byte by byte.
-    public static func write(_ overview: ItemOverview, _ secrets: ItemSecrets, to out: SecretOutput) {
-        JSONText.appendExportObject(overview, secrets, to: out)
+    /// Writes the object of the item whose opened records `records` lends, as `JSONText` writes
+    /// `object` (keys in sorted order), straight into `out` from the records' fields where they
+    /// lie: no `Item`, no dictionary, no `String` per value (export's path; a test compares the
+    /// texts). The secrets go from their record into `out`, escaped a run at a time.
+    public static func write(_ records: ReleasedRecords, to out: SecretOutput) {
+        JSONText.appendExportObject(records, to: out)
     }
 }

@@ -53,4 +53,20 @@ import VaultKit
             #expect(r.out == expected, "\(args)")
         }
     }
+
+    /// `export` of odd items (every type and field kind, every escape, long texts) prints what
+    /// the build before the records writer printed (Tests/VaultKitTests/Fixtures/export).
+    @Test func theOddItemsExportAsBefore() throws {
+        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("VaultKitTests/Fixtures/export")
+        #expect(run(["init", "--kdf-memory", "8", "--kdf-ops", "1", "--no-fingerprint"]).status == 0)
+        let imported = run(["import", fixtures.appendingPathComponent("odd-items.json").path])
+        #expect(imported.status == 0, "\(imported.err)")
+        let r = run(["export"])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(Array(r.out.utf8) == Array(try Data(contentsOf: fixtures.appendingPathComponent("odd-expected.json"))))
+        #expect(r.err.contains("vault: exported 50 items (plain vault JSON: every secret readable)"), "\(r.err)")
+        let bitwarden = run(["export", "--format", "bitwarden"])
+        #expect(bitwarden.status == 0 && bitwarden.err.contains("vault: exported 50 items (plain Bitwarden JSON"), "\(bitwarden.err)")
+    }
 }

@@ -206,9 +206,17 @@ import Testing
             let out = try SecretOutput()
             JSONText.append(ExportJSON.object(overview, secrets), to: out)
             try out.withUnsafeBytes { #expect(String(decoding: $0, as: UTF8.self) == JSONText.text(VaultJSON.object(item)), "\(item.name)") }
-            // export's direct writer gives the same text, byte for byte.
+            seen += 1
+        }
+        #expect(seen == items.count)
+        // export's writer, from the two opened records, gives the same text, byte for byte.
+        seen = 0
+        try vault.releaseEachRecords(command: "export", freshMatch: nil) { e in
+            guard case .item(let records) = e, let item = items.first(where: { $0.name == records.name }) else {
+                Issue.record("unexpected entry"); return
+            }
             let direct = try SecretOutput()
-            ExportJSON.write(overview, secrets, to: direct)
+            ExportJSON.write(records, to: direct)
             try direct.withUnsafeBytes { #expect(String(decoding: $0, as: UTF8.self) == JSONText.text(VaultJSON.object(item)), "\(item.name), written directly") }
             seen += 1
         }

@@ -317,8 +317,8 @@ enum ImportExport {
             }
             let vault = try Auth.unlock(try VaultStore.open(loc), inv, ctx, purpose: "export every item")
             // Written as read, about 64 KiB at a time (sealed in 64 KiB chunks with --encrypt):
-            // never the whole vault in memory. The chunk is guarded memory: vault JSON copies
-            // each item's secrets into it from the opened record, escaped byte by byte.
+            // never the whole vault in memory. The chunk is guarded memory: vault JSON is written
+            // into it from each item's two opened records, the secrets copied from theirs.
             let chunk = try SecretOutput(capacity: 1 << 17)
             func flush() throws {
                 if let sealer {
@@ -335,15 +335,15 @@ enum ImportExport {
             chunk.append(format == "bitwarden" ? #"{"encrypted":false,"items":["# : "[")
             try Release.each(command: "export", from: vault, inv, ctx) { e in
                 switch e {
-                case .item(let overview, let secrets):
+                case .item(let records):
                     if !first { chunk.append(",\n") }
                     if format == "bitwarden" {
                         // Bitwarden's exporter takes the item as Strings (see docs/threat-model.md).
-                        var item = overview.item
-                        try secrets.decode(into: &item)
+                        var item = try records.decodedOverview().item
+                        try records.secrets.decode(into: &item)
                         JSONText.append(bitwarden.object(item), to: chunk)
                     } else {
-                        ExportJSON.write(overview, secrets, to: chunk)
+                        ExportJSON.write(records, to: chunk)
                     }
                     first = false
                     exported += 1

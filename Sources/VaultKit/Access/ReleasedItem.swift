@@ -141,3 +141,47 @@ public enum ReleasedEntry {
         }
     }
 }
+
+/// An item's two opened records as export reads them, lent (valid only during the call that
+/// lends them): the overview's and the secrets' plaintexts where they were opened, in guarded
+/// memory, each checked as decoding checks it (the secrets against the overview), with where
+/// every field lies. Export writes its JSON from here (`ExportJSON.write`) with no `Item`, no
+/// `String` and no array per item; the paths that take the item as text decode it.
+public struct ReleasedRecords {
+    let overview: UnsafeRawBufferPointer
+    let layout: OverviewLayout
+    let secretsRecord: UnsafeRawBufferPointer
+    let secretsLayout: SecretsLayout
+
+    /// Lends two opened records once both check.
+    /// - Throws: `RecordFormatError` for a record that decoding would refuse.
+    init(overview: UnsafeRawBufferPointer, secrets: UnsafeRawBufferPointer) throws(RecordFormatError) {
+        let layout = try OverviewLayout(checking: overview)
+        secretsLayout = try SecretsLayout(checking: secrets, against: overview, layout)
+        self.overview = overview
+        self.layout = layout
+        secretsRecord = secrets
+    }
+
+    /// The released secrets, lent.
+    public var secrets: ItemSecrets { ItemSecrets(checked: secretsRecord) }
+
+    /// Whether the item has fingerprint login on (its sealed flag).
+    public var fingerprintLogin: Bool { layout.fingerprintLogin }
+
+    /// The item's name (for a message).
+    public var name: String { String(decoding: overview.fieldBytes(layout.name), as: UTF8.self) }
+
+    /// The overview decoded (the paths that hand the item out as `String`s).
+    /// - Throws: `.corrupt`, which a checked record never gives.
+    public func decodedOverview() throws -> ItemOverview { try ItemOverview(record: overview) }
+}
+
+/// One row of an export read as records: an item's two records lent, or a row that failed
+/// authentication or does not decode.
+public enum ReleasedRecordsEntry {
+    /// A readable item's records.
+    case item(ReleasedRecords)
+    /// A row that could not be opened or read, by its row id (hex).
+    case damaged(rowID: String)
+}

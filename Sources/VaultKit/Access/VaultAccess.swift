@@ -363,24 +363,39 @@ extension UnlockedVault: VaultAccess {
     }
 
     /// Every item with its secrets, audited as released to `requester`, streamed as read: each
-    /// secrets record is lent from the one guarded buffer it was opened into. An item with
-    /// fingerprint login on must be known before anything is released, and then `freshMatch`
-    /// must be a token for `.releaseAll`: when the rows' login hints say no item has it on, the
-    /// one pass releases; otherwise a first pass over the overviews finds one. Either way an item
-    /// whose sealed flag says on while no token was checked (a hint changed in the file, or an
-    /// item written between the two passes) stops the release before that item, as a failure
-    /// (not a request for a match: what was already handed out would be handed out again).
+    /// secrets record is lent from the one guarded buffer it was opened into, with its overview
+    /// decoded. The release is `releaseEachRecords`'s.
     package func releaseEachSecrets(command: String, to requester: Requester, freshMatch: FreshMatchToken? = nil,
                                    _ body: (ReleasedEntry) throws -> Void) throws {
+        try releaseEachRecords(command: command, to: requester, freshMatch: freshMatch) { entry in
+            switch entry {
+            case .item(let records): try body(.item(try records.decodedOverview(), records.secrets))
+            case .damaged(let id): try body(.damaged(rowID: id))
+            }
+        }
+    }
+
+    /// Every item's two records, audited as released to `requester` (the caller of this process
+    /// by default), streamed as read and lent where they were opened (export writes its JSON
+    /// from them). An item with fingerprint login on must be known before anything is released,
+    /// and then `freshMatch` must be a token for `.releaseAll`: when the rows' login hints say no
+    /// item has it on, the one pass releases; otherwise a first pass over the overviews finds
+    /// one. Either way an item whose sealed flag says on while no token was checked (a hint
+    /// changed in the file, or an item written between the two passes) stops the release before
+    /// that item, as a failure (not a request for a match: what was already handed out would be
+    /// handed out again).
+    /// - Throws: `.freshMatchNeeded` (nothing released), `.failure` as above, `.keysRotated`.
+    public func releaseEachRecords(command: String, to requester: Requester = .current, freshMatch: FreshMatchToken? = nil,
+                                   _ body: (ReleasedRecordsEntry) throws -> Void) throws {
         var matched = false
         if try store.mayHaveFingerprintLogin(), let guarded = try firstFingerprintLoginItem() {
             try requireFreshMatch(freshMatch, for: .releaseAll, item: guarded)
             matched = true
         }
         try appendAudit(requester.auditRecord(item: "*", field: "all", command: command))
-        try forEachItemSecrets { entry in
-            if !matched, case .item(let overview, _) = entry, overview.item.fingerprintLogin {
-                throw VaultError.failure("'\(overview.item.name)' has fingerprint login on, which was not known when the release began (it was written meanwhile, or its row's login hint was changed); it and the items after it were not released",
+        try forEachItemRecords { entry in
+            if !matched, case .item(let records) = entry, records.fingerprintLogin {
+                throw VaultError.failure("'\(records.name)' has fingerprint login on, which was not known when the release began (it was written meanwhile, or its row's login hint was changed); it and the items after it were not released",
                                          hint: "run it again; if it says so again, 'vault rotate' rewrites every row's hint")
             }
             try body(entry)

@@ -65,20 +65,27 @@ package enum AEAD {
     /// - Throws: `CryptoError.authenticationFailed`, or `.badLength` when `out` is too small.
     package static func open(_ ciphertext: UnsafeRawBufferPointer, key: borrowing SecretBytes, nonce: UnsafeRawBufferPointer,
                             associatedData: UnsafeRawBufferPointer, into out: borrowing SecretBytes) throws -> Int {
+        try out.withUnsafeMutableBytes { o in try open(ciphertext, key: key, nonce: nonce, associatedData: associatedData, into: o) }
+    }
+
+    /// Opens bytes read in place into the start of `out`, guarded memory the caller lends (a
+    /// reused record buffer, already borrowed for the plaintext's whole use); returns the
+    /// plaintext length.
+    /// - Throws: `CryptoError.authenticationFailed`, or `.badLength` when `out` is too small.
+    package static func open(_ ciphertext: UnsafeRawBufferPointer, key: borrowing SecretBytes, nonce: UnsafeRawBufferPointer,
+                            associatedData: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) throws -> Int {
         guard key.count == keyLength else { throw CryptoError.badLength("key") }
         guard nonce.count == nonceLength else { throw CryptoError.badLength("nonce") }
         guard ciphertext.count >= tagLength else { throw CryptoError.authenticationFailed }
         guard out.count >= ciphertext.count - tagLength else { throw CryptoError.badLength("buffer") }
         var outLen: UInt64 = 0
         let rc = key.withUnsafeBytes { k in
-            out.withUnsafeMutableBytes { o in
-                crypto_aead_xchacha20poly1305_ietf_decrypt(
-                    o.baseAddress!.assumingMemoryBound(to: UInt8.self), &outLen, nil,
-                    ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(ciphertext.count),
-                    associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
-                    nonce.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                    k.baseAddress!.assumingMemoryBound(to: UInt8.self))
-            }
+            crypto_aead_xchacha20poly1305_ietf_decrypt(
+                out.baseAddress!.assumingMemoryBound(to: UInt8.self), &outLen, nil,
+                ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(ciphertext.count),
+                associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
+                nonce.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                k.baseAddress!.assumingMemoryBound(to: UInt8.self))
         }
         if rc != 0 { throw CryptoError.authenticationFailed }
         return Int(outLen)

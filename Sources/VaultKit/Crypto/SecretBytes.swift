@@ -69,6 +69,18 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
         try body(UnsafeMutableRawBufferPointer(start: base, count: count))
     }
 
+    /// Wipes the first `n` bytes (`sodium_memzero`, which no optimisation removes): a buffer
+    /// reused for one record after another is cleared of each as soon as it was read.
+    package func wipe(prefix n: Int) {
+        sodium_memzero(base, min(max(n, 0), count))
+    }
+
+    /// Wipes `bytes` (part of a guarded buffer lent by `withUnsafeMutableBytes`) as
+    /// `wipe(prefix:)` does.
+    package static func wipe(_ bytes: UnsafeMutableRawBufferPointer) {
+        if let b = bytes.baseAddress { sodium_memzero(b, bytes.count) }
+    }
+
     /// A copy in fresh guarded memory.
     public func duplicate() throws -> SecretBytes {
         try SecretBytes(copying: UnsafeRawBufferPointer(start: base, count: count))

@@ -26,16 +26,23 @@ public final class SecretOutput {
     private func reserve(_ more: Int) -> Bool {
         guard !failed else { return false }
         if count + more <= capacity { return true }
-        var size = capacity
-        while size < count + more { size *= 2 }
-        guard let grown = try? SecretBytes(zeroed: size) else {
+        guard reserve(more, keeping: count) else {
             failed = true
             return false
         }
-        let n = count
+        return true
+    }
+
+    /// Makes room for `more` bytes after the first `kept` (an appender's count), growing by
+    /// doubling into a new guarded buffer; false when the allocation failed.
+    private func reserve(_ more: Int, keeping kept: Int) -> Bool {
+        if kept + more <= capacity { return true }
+        var size = capacity
+        while size < kept + more { size *= 2 }
+        guard let grown = try? SecretBytes(zeroed: size) else { return false }
         storage.withUnsafeBytes { old in
             grown.withUnsafeMutableBytes { new in
-                if n > 0 { new.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: n) }
+                if kept > 0 { new.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: kept) }
             }
         }
         base = grown.withUnsafeMutableBytes { $0.baseAddress! }
@@ -49,6 +56,75 @@ public final class SecretOutput {
         guard !bytes.isEmpty, reserve(bytes.count) else { return }
         base.advanced(by: count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
         count += bytes.count
+    }
+
+    /// Lends `body` an appender at the end of the output: a writer of many small pieces (export's
+    /// JSON of an item) appends into the guarded buffer through a value of its own, with one
+    /// bounds check per piece and none of the checks a property of this object costs at each
+    /// append. What it appended counts once `body` returns; nothing is written once an
+    /// allocation failed.
+    package func append(_ body: (inout Appender) -> Void) {
+        guard !failed else { return }
+        var appender = Appender(output: self, base: base, count: count, capacity: capacity)
+        body(&appender)
+        if appender.failed { failed = true } else { count = appender.count }
+    }
+
+    /// Appends at the end of a `SecretOutput` (see `append(_:)`), growing it as the output
+    /// itself grows.
+    package struct Appender {
+        fileprivate let output: SecretOutput
+        /// The output's buffer, `count` bytes of it written.
+        private(set) var base: UnsafeMutableRawPointer
+        private(set) var count: Int
+        private var capacity: Int
+        fileprivate private(set) var failed = false
+
+        fileprivate init(output: SecretOutput, base: UnsafeMutableRawPointer, count: Int, capacity: Int) {
+            self.output = output
+            self.base = base
+            self.count = count
+            self.capacity = capacity
+        }
+
+        /// Makes room for `more` bytes at `base + count`; false once an allocation failed.
+        @inline(__always)
+        mutating func reserve(_ more: Int) -> Bool {
+            if count + more <= capacity { return !failed }
+            return grow(more)
+        }
+
+        private mutating func grow(_ more: Int) -> Bool {
+            guard !failed, output.reserve(more, keeping: count) else {
+                failed = true
+                return false
+            }
+            base = output.base
+            capacity = output.capacity
+            return true
+        }
+
+        /// Counts `n` bytes stored at `base + count` after `reserve`.
+        mutating func advance(_ n: Int) { count += n }
+
+        /// Appends bytes (a secret's, lent from guarded memory, or ordinary ones).
+        mutating func append(_ bytes: UnsafeRawBufferPointer) {
+            guard let from = bytes.baseAddress, reserve(bytes.count) else { return }
+            (base + count).copyMemory(from: from, byteCount: bytes.count)
+            count += bytes.count
+        }
+
+        /// Appends text that is never a secret (a key, punctuation).
+        mutating func append(_ text: StaticString) {
+            append(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        }
+
+        /// Appends one byte.
+        mutating func append(_ byte: UInt8) {
+            guard reserve(1) else { return }
+            base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
+            count += 1
+        }
     }
 
     /// Appends one byte.
@@ -114,10 +190,7 @@ public final class SecretOutput {
 
     /// Empties the output (the bytes are wiped; the room is kept).
     public func removeAll() {
-        let n = count
-        storage.withUnsafeMutableBytes { b in
-            _ = UnsafeMutableRawBufferPointer(rebasing: b[0..<n]).initializeMemory(as: UInt8.self, repeating: 0)
-        }
+        storage.wipe(prefix: count)
         count = 0
     }
 }

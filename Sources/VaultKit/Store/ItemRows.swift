@@ -22,6 +22,8 @@ struct ItemRow {
 
     static let columns = "id, name_mac, generation, overview_nonce, overview, secrets_nonce, secrets, login_hint"
     static let overviewColumns = "id, name_mac, generation, overview_nonce, overview"
+    /// What opening both records reads: `columns` without the login hint.
+    static let recordColumns = "id, name_mac, generation, overview_nonce, overview, secrets_nonce, secrets"
     /// One placeholder per column of `columns`, for an INSERT of `values`.
     static let placeholders = "?,?,?,?,?,?,?,?"
     /// Every column but the id, for an UPDATE of `values` without its first.
@@ -95,7 +97,7 @@ struct ItemRowColumns {
 }
 
 extension ItemRowColumns {
-    /// The current row of `statement`, selected with `ItemRow.columns` (or `overviewColumns`)
+    /// The current row of `statement`, selected with `ItemRow.columns` (or `overviewColumns`, `recordColumns`)
     /// from column `first` on, each column read as `ItemRow(_:)` reads a `[SQLValue]` row.
     init(_ statement: Statement, from first: Int32 = 0) {
         let n = statement.columnCount - first
@@ -232,12 +234,16 @@ final class RecordScratch {
     deinit { nameMAC.deallocate() }
 
     /// Opens `sealed` into the buffer and lends the plaintext; the plaintext is wiped after `body`.
+    /// The buffer is borrowed once for the open, the lending and the wipe (each access to it is
+    /// checked at run time: a loop over every row pays it per record).
     func open<R: ~Copyable>(_ sealed: UnsafeRawBufferPointer, key: borrowing SecretBytes, nonce: UnsafeRawBufferPointer,
                             associatedData: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         if sealed.count > buffer.count { buffer = try SecretBytes(zeroed: max(sealed.count, buffer.count * 2)) }
-        let n = try AEAD.open(sealed, key: key, nonce: nonce, associatedData: associatedData, into: buffer)
-        defer { buffer.withUnsafeMutableBytes { b in _ = UnsafeMutableRawBufferPointer(rebasing: b[0..<n]).initializeMemory(as: UInt8.self, repeating: 0) } }
-        return try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        return try buffer.withUnsafeMutableBytes { b in
+            let plain = UnsafeMutableRawBufferPointer(rebasing: b[0..<(try AEAD.open(sealed, key: key, nonce: nonce, associatedData: associatedData, into: b))])
+            defer { SecretBytes.wipe(plain) }
+            return try body(UnsafeRawBufferPointer(plain))
+        }
     }
 
     /// Opens `sealed` (arrays: a schema 1 row) into the buffer, as the form over bytes in place does.
@@ -245,7 +251,7 @@ final class RecordScratch {
                             _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         if sealed.count > buffer.count { buffer = try SecretBytes(zeroed: max(sealed.count, buffer.count * 2)) }
         let n = try AEAD.open(sealed, key: key, nonce: nonce, associatedData: associatedData, into: buffer)
-        defer { buffer.withUnsafeMutableBytes { b in _ = UnsafeMutableRawBufferPointer(rebasing: b[0..<n]).initializeMemory(as: UInt8.self, repeating: 0) } }
+        defer { buffer.wipe(prefix: n) }
         return try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
     }
 }
@@ -524,23 +530,25 @@ extension UnlockedVault {
         }
     }
 
-    /// Streams every item's overview with its secrets record lent in place (export): one guarded
-    /// buffer for every row, the record checked before it is lent. A row that cannot be opened
-    /// or read is reported damaged; an error of `body` ends the stream.
+    /// Streams every item's two records lent in place (export): the overview opened into one
+    /// guarded buffer and the secrets into another, both reused for every row, and both checked
+    /// (`ReleasedRecords`) before they are lent. A row that cannot be opened or read is
+    /// reported damaged; an error of `body` ends the stream.
     /// - Throws: `.keysRotated` instead of reporting rows damaged when a rotation committed since.
-    func forEachItemSecrets(_ body: (ReleasedEntry) throws -> Void) throws {
-        let scratch = try RecordScratch()
-        let statement = try db.prepare("SELECT \(ItemRow.columns) FROM items")
+    func forEachItemRecords(_ body: (ReleasedRecordsEntry) throws -> Void) throws {
+        let overviews = try RecordScratch(), secrets = try RecordScratch()
+        let statement = try db.prepare("SELECT \(ItemRow.recordColumns) FROM items")
         var checked = false
         while try statement.step() {
             let row = ItemRowColumns(statement)
             var lent = false
             do {
-                let overview = try openOverview(row, scratch: scratch)
-                try withSecrets(row, scratch: scratch) { plain in
-                    let secrets = try ItemSecrets(checking: plain, of: overview.item)
-                    lent = true
-                    try body(.item(overview, secrets))
+                try withOverview(row, scratch: overviews) { overview in
+                    try withSecrets(row, scratch: secrets) { plain in
+                        let records = try ReleasedRecords(overview: overview, secrets: plain)
+                        lent = true
+                        try body(.item(records))
+                    }
                 }
             } catch where !lent {
                 if !checked { try checkStillCurrent(); checked = true }
