@@ -61,9 +61,12 @@ public enum PrivateFiles {
     /// is what `umask 077` would give.
     /// - Throws: ``SystemError`` for `mkdir` (`ENOTDIR` when a component is not a folder).
     public static func makeFolder(_ path: String) throws(SystemError) {
+        // A folder that is there already (the common case) is every step of the way there too.
+        if let status = try? FileStatus.of(path, followingLinks: true), status.kind == .directory { return }
         var current = path.hasPrefix("/") ? "" : "."
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
-            current += "/" + part
+            current.append("/")
+            current.append(contentsOf: part)
             let folder = current
             do {
                 try syscall("mkdir", path: folder) { mkdir(folder, 0o700) }
