@@ -6,11 +6,10 @@ package enum JSONDepth {
     package static let limit = 32
 
     /// Whether `bytes` opens more than `limit` arrays or objects inside one another (brackets in
-    /// strings do not count). Inlinable, so each caller's sequence type is specialised: called
-    /// generically from another module, the loop asked the runtime for the iterator's type at
-    /// every first use (a scan of every conformance record in the static `vault`).
-    @inlinable
-    package static func exceeds(_ bytes: some Sequence<UInt8>, limit: Int = JSONDepth.limit) -> Bool {
+    /// strings do not count). Takes an array, not any sequence: called generically from another
+    /// module, the loop asked the runtime for the iterator's type at its first use (a scan of
+    /// every conformance record in the static `vault`).
+    package static func exceeds(_ bytes: [UInt8], limit: Int = JSONDepth.limit) -> Bool {
         var depth = 0, inString = false, escaped = false
         for b in bytes {
             if inString {
