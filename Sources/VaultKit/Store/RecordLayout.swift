@@ -85,16 +85,21 @@ struct RecordWalk {
     mutating func nextUnchecked() -> (tag: UInt8, value: FieldSpan)? {
         guard offset < end else { return nil }
         let tag = base.load(fromByteOffset: offset, as: UInt8.self)
-        var n = 0, shift = 0, i = offset + 1
+        let (n, i) = Self.lengthUnchecked(base, at: offset + 1)
+        offset = i + n
+        return (tag, FieldSpan(start: i, count: n))
+    }
+
+    /// The LEB128 length at `offset` of a run checked before, and where its bytes start.
+    static func lengthUnchecked(_ base: UnsafeRawPointer, at offset: Int) -> (length: Int, start: Int) {
+        var n = 0, shift = 0, i = offset
         while true {
             let b = base.load(fromByteOffset: i, as: UInt8.self)
             i += 1
             n |= Int(b & 0x7f) << shift
-            if b & 0x80 == 0 { break }
+            if b & 0x80 == 0 { return (n, i) }
             shift += 7
         }
-        offset = i + n
-        return (tag, FieldSpan(start: i, count: n))
     }
 
     /// Splits a two-part field at `value` (`prefix` bytes, a LEB128-prefixed name, then the
@@ -112,15 +117,7 @@ struct RecordWalk {
 
     /// Splits a two-part field checked before.
     static func namedUnchecked(_ record: UnsafeRawBufferPointer, _ value: FieldSpan, skipping prefix: Int = 0) -> (name: FieldSpan, value: FieldSpan) {
-        let base = record.baseAddress!
-        var n = 0, shift = 0, i = value.start + prefix
-        while true {
-            let b = base.load(fromByteOffset: i, as: UInt8.self)
-            i += 1
-            n |= Int(b & 0x7f) << shift
-            if b & 0x80 == 0 { break }
-            shift += 7
-        }
+        let (n, i) = lengthUnchecked(record.baseAddress!, at: value.start + prefix)
         return (FieldSpan(start: i, count: n), FieldSpan(start: i + n, count: value.start + value.count - i - n))
     }
 }
