@@ -134,17 +134,7 @@ public struct JSONArrayStream {
     /// - Throws: `JSONScan.Malformed` when the text is not an array, `JSONValueTooLarge` for an
     ///   element over `elementLimit`.
     public mutating func next() throws -> [UInt8]? {
-        if closed { return nil }
-        if !opened {
-            try reader.enterArray()
-            opened = true
-        }
-        guard try reader.nextElement() else {
-            closed = true
-            try reader.finish()
-            return nil
-        }
-        return try reader.value(limit: elementLimit)
+        try withNext { Array($0) }
     }
 
     /// Lends the next element's bytes where the stream holds them (valid during `body`, wiped

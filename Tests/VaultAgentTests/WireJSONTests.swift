@@ -96,6 +96,21 @@ import VaultWire
         #expect(try WireJSON.decode(M.self, from: Array(JSONEncoder().encode(m))) == m)
     }
 
+    /// A message is an object of exactly one key, the kind: none, two (the same one twice too), or
+    /// not an object at all is refused by this coder, which reads the key without `allKeys`.
+    @Test func aMessageHasExactlyOneKey() {
+        for json in [#"{}"#, #"{"probe":{"vault":"v"},"status":{}}"#, #"{"status":{},"status":{}}"#, #"[]"#, #""status""#, #"{"nope":{}}"#] {
+            #expect(throws: (any Error).self, "\(json)") { try WireJSON.decode(AgentRequest.self, from: Array(json.utf8)) }
+            #expect(throws: (any Error).self, "\(json)") { try WireJSON.decode(AgentReply.self, from: Array(json.utf8)) }
+            // Foundation's decoder keeps the last of a key given twice, so it reads that one.
+            if json != #"{"status":{},"status":{}}"# {
+                #expect(throws: (any Error).self, "\(json) (Foundation)") { try JSONDecoder().decode(AgentRequest.self, from: Data(json.utf8)) }
+            }
+        }
+        #expect((try? WireJSON.decode(AgentRequest.self, from: Array(#"{"status":{}}"#.utf8))) != nil)
+        #expect((try? JSONDecoder().decode(AgentReply.self, from: Data(#"{"sessionOpen":{}}"#.utf8))) != nil)
+    }
+
     /// Errors carry the coding path (never the value), as the frame checks report them.
     @Test func errorsNameThePath() {
         func path(_ json: String) -> String? {
