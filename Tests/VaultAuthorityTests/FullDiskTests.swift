@@ -202,7 +202,10 @@ struct FullDiskTests {
         #expect(try carol.run(.recordPasscode(vaultID: carolsVault.id, proofKey: carolsVault.proofKey, forged: false)).recorded == "not-bound")
         drew("carol's first request")
 
-        // Alice's passcode unlock is recorded; the wait before an attempt is read.
+        // Alice's passcode unlock is recorded; the wait before an attempt is read. The clock
+        // moves on a second first: an unlock that leaves the record as it was (the same second,
+        // nothing to clear) writes nothing, so it would not need the reserve.
+        #expect(try alice.run(.testSettings(bootID: nil, now: 1_800_000_001)).ok)
         try full("recordPasscodeUnlock")
         let recorded = try alice.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false))
         #expect(recorded.recorded == "owner", "\(String(describing: recorded.message))")
@@ -253,8 +256,9 @@ struct FullDiskTests {
         #expect(spent?.exitCode == 6 && spent?.message?.contains("No space left on device") == true, "\(String(describing: spent))")
         #expect(reserve() == nil, "a spent reserve is gone")
         #expect(rounds >= 5, "the reserve lasted \(rounds) rounds")
-        // A passcode unlock that cannot be recorded is an error, never "recorded"; the wait is
-        // still read (it writes nothing).
+        // A passcode unlock that cannot be recorded (a second later: its clock must be written)
+        // is an error, never "recorded"; the wait is still read (it writes nothing).
+        #expect(try alice.run(.testSettings(bootID: nil, now: 1_800_000_002)).ok)
         let unrecorded = try alice.run(.recordPasscode(vaultID: vault.id, proofKey: vault.proofKey, forged: false))
         #expect(unrecorded.exitCode == 6 && unrecorded.recorded == nil, "\(unrecorded)")
         #expect(try alice.run(.beginPasscodeAttempt(vaultID: vault.id)).wait == 0)

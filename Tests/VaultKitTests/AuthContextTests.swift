@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import VaultKit
+import VaultSystem
 
 /// A reader that answers every scan with `answer` (an index into the prints, or nil for no match),
 /// or throws `interruption`, and counts the scans. Its enrolment returns a fixed fake print.
@@ -215,6 +216,41 @@ private func isPasscodeNeeded(_ e: VaultError?) -> Bool {
         let other = try VaultStore.create(at: try otherRoot.location(), passcode: try secret("other pass"), kdf: fastKDF)
         #expect(try authority.recordPasscodeUnlock(try other.vault.proof(.passcodeUnlock, for: authority)) == .notBound)
         #expect(try failures(authority) == 5)
+    }
+
+    /// A passcode unlock that leaves the lockout record as it was writes nothing (no sealed file
+    /// replaced, no fsync); one with something to record (failures to clear, a clock to restart)
+    /// writes it, and what it wrote is what is read back.
+    @Test func anUnchangedRecordIsNotRewritten() throws {
+        let clock = TestClock(1_800_000_000)
+        let store = try boundVault(bootID: "boot-1", clock: clock)
+        let authority = try authority(bootID: "boot-1", clock: clock)
+        let vault = try store.unlock(passcode: try secret(passcodeText))
+        let path = stateFolder + "/auth.sealed"
+        let written = try Data(contentsOf: URL(fileURLWithPath: path))
+        // The same second, nothing to clear: the file is not replaced (same bytes, same inode).
+        let inode = try FileStatus.of(path).inode
+        #expect(try authority.recordPasscodeUnlock(try vault.proof(.passcodeUnlock, for: authority)) == .owner)
+        #expect(try FileStatus.of(path).inode == inode)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == written)
+        // A vault not bound here, with no failures counted: nothing to write either.
+        let otherRoot = TempRoot()
+        let other = try VaultStore.create(at: try otherRoot.location(), passcode: try secret("other pass"), kdf: fastKDF)
+        #expect(try authority.recordPasscodeUnlock(try other.vault.proof(.passcodeUnlock, for: authority)) == .notBound)
+        #expect(try FileStatus.of(path).inode == inode)
+        // A failure counted for it, then its unlock clears it: two writes.
+        try authority.recordPasscodeFailure(vaultID: other.vault.store.vaultID)
+        let counted = try FileStatus.of(path).inode
+        #expect(counted != inode)
+        #expect(try authority.beginPasscodeAttempt(vaultID: other.vault.store.vaultID) == passcodeDelay(afterFailures: 1))
+        #expect(try authority.recordPasscodeUnlock(try other.vault.proof(.passcodeUnlock, for: authority)) == .notBound)
+        #expect(try FileStatus.of(path).inode != counted)
+        #expect(try authority.beginPasscodeAttempt(vaultID: other.vault.store.vaultID) == 0)
+        // A second later the owner's clock moves: written.
+        clock.advance(hours: 0, seconds: 1)
+        let before = try FileStatus.of(path).inode
+        #expect(try authority.recordPasscodeUnlock(try vault.proof(.passcodeUnlock, for: authority)) == .owner)
+        #expect(try FileStatus.of(path).inode != before)
     }
 
     @Test func aNewBindingNeverReissuesAnOldKey() throws {

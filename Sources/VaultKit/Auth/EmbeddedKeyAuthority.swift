@@ -170,7 +170,7 @@ package final class EmbeddedKeyAuthority: KeyAuthority {
     }
 
     /// One recent match, for the reuse window of fingerprint login.
-    struct MatchRecord: Codable {
+    struct MatchRecord: Codable, Equatable {
         var vaultID: [UInt8]
         var slotID: Int64
         var time: Int64
@@ -178,13 +178,13 @@ package final class EmbeddedKeyAuthority: KeyAuthority {
     }
 
     /// When a vault's passcode last opened it.
-    struct PasscodeClock: Codable {
+    struct PasscodeClock: Codable, Equatable {
         var bootID: String
         var time: Int64
     }
 
     /// `auth.sealed`: the lockout counter and the passcode-unlock record.
-    struct AuthRecord: Codable {
+    struct AuthRecord: Codable, Equatable {
         var failedMatches = 0
         /// The last passcode unlock of an owner vault (every vault's clocks).
         var lastPasscodeBootID: String?
@@ -214,7 +214,7 @@ package final class EmbeddedKeyAuthority: KeyAuthority {
         do {
             let plain = try AEAD.open(Array(bytes[AEAD.nonceLength...]), key: key, nonce: Array(bytes[..<AEAD.nonceLength]),
                                       associatedData: Array(("vault-authority-v1/" + label).utf8))
-            return try plain.withUnsafeBytes { try JSONDecoder().decode(T.self, from: Data($0)) }
+            return try plain.withUnsafeBytes { try WireJSON.decode(T.self, from: $0) }
         } catch is CryptoError {
             throw VaultError.authorityDamaged("\(path) failed authentication (edited, or sealed under another device secret)")
         } catch is DecodingError {
@@ -224,7 +224,7 @@ package final class EmbeddedKeyAuthority: KeyAuthority {
 
     private func sealedWrite<T: Encodable>(_ value: T, _ path: String, label: String) throws {
         let key = try KeyedHash.deriveKey(from: secret, context: "vault/v1/authority/" + label)
-        let plain = try JSONEncoder().encode(value)
+        let plain = try WireJSON.encode(value)
         let s = try plain.withUnsafeBytes { try AEAD.seal($0, key: key, associatedData: Array(("vault-authority-v1/" + label).utf8)) }
         if let reserve { try reserve.write(s.nonce + s.ciphertext, to: path) } else { try AtomicFile.write(s.nonce + s.ciphertext, to: path) }
     }
@@ -261,12 +261,14 @@ package final class EmbeddedKeyAuthority: KeyAuthority {
     private func write(_ record: AuthRecord) throws { try sealedWrite(record, authPath, label: "auth") }
 
     /// Read-modify-write of the lockout record under the state folder's lock, so concurrent
-    /// processes never lose a failed match.
+    /// processes never lose a failed match. A change that leaves the record as it was (a
+    /// passcode unlock of a vault with no failures to clear) writes nothing: the file holds it.
     private func updateRecord<R>(_ change: (inout AuthRecord) throws -> R) throws -> R {
         try withStateLock {
-            var r = try record()
+            let before = try record()
+            var r = before
             let result = try change(&r)
-            try write(r)
+            if r != before { try write(r) }
             return result
         }
     }

@@ -45,13 +45,19 @@ package indirect enum JSONValue: Equatable, Sendable {
     ///   an object.
     package static func parse(_ bytes: ArraySlice<UInt8>, lenient: Bool = false) throws(Malformed) -> JSONValue {
         try bytes.withUnsafeBufferPointer { (b: UnsafeBufferPointer<UInt8>) throws(Malformed) -> JSONValue in
-            var reader = Reader(b: b, i: 0, lenient: lenient)
-            reader.skipSpace()
-            let value = try reader.value(depth: 0)
-            reader.skipSpace()
-            guard reader.i == b.count else { throw reader.fail("text after the value") }
-            return value
+            try parse(b, lenient: lenient)
         }
+    }
+
+    /// The one value `b` holds, as `parse(_:lenient:)` reads it: for bytes lent from guarded
+    /// memory (an opened record), read where they are.
+    package static func parse(_ b: UnsafeBufferPointer<UInt8>, lenient: Bool = false) throws(Malformed) -> JSONValue {
+        var reader = Reader(b: b, i: 0, lenient: lenient)
+        reader.skipSpace()
+        let value = try reader.value(depth: 0)
+        reader.skipSpace()
+        guard reader.i == b.count else { throw reader.fail("text after the value") }
+        return value
     }
 
     /// The member `key` of an object (nil for any other value, or when absent).

@@ -34,8 +34,14 @@ package enum WireJSON {
     /// - Throws: `DecodingError` with the coding path (malformed JSON is `.dataCorrupted` at the
     ///   top), as Foundation's decoder does.
     package static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        try bytes.withUnsafeBytes { try decode(type, from: $0) }
+    }
+
+    /// The `T` in `bytes`, read where they are (an opened record in guarded memory is not copied).
+    /// - Throws: as `decode(_:from:)` above.
+    package static func decode<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer) throws -> T {
         let value: JSONValue
-        do { value = try JSONValue.parse(bytes[...]) } catch {
+        do { value = try JSONValue.parse(bytes.bindMemory(to: UInt8.self)) } catch {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not JSON: \(error.reason) at byte \(error.offset)"))
         }
         return try decodeValue(type, value, path: [])

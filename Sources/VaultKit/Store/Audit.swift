@@ -37,7 +37,7 @@ extension UnlockedVault {
     public func appendAudit(_ record: AuditRecord) throws {
         try writeTransaction {
             let id = ((try db.query("SELECT coalesce(max(id), 0) + 1 FROM audit").first?.first?.int) ?? 1)
-            let plain = try JSONEncoder().encode(record)
+            let plain = try WireJSON.encode(record)
             let s = try plain.withUnsafeBytes { try AEAD.seal($0, key: auditKey, associatedData: auditAD(id: id, generation: generation)) }
             try db.query("INSERT INTO audit(id, generation, nonce, sealed) VALUES(?,?,?,?)",
                          [.integer(id), .integer(generation), .blob(s.nonce), .blob(s.ciphertext)])
@@ -54,7 +54,7 @@ extension UnlockedVault {
             do {
                 guard row[3].int == generation else { throw CryptoError.authenticationFailed }
                 let plain = try AEAD.open(row[2].bytes ?? [], key: auditKey, nonce: row[1].bytes ?? [], associatedData: auditAD(id: id, generation: generation))
-                return .success(try plain.withUnsafeBytes { try JSONDecoder().decode(AuditRecord.self, from: Data($0)) })
+                return .success(try plain.withUnsafeBytes { try WireJSON.decode(AuditRecord.self, from: $0) })
             } catch {
                 return .failure(VaultError.corrupt("audit record \(id) failed authentication"))
             }

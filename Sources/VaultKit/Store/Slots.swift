@@ -29,7 +29,7 @@ package struct KeySlot: Sendable, Equatable {
     /// The fingerprint binding of a fingerprint slot.
     /// - Throws: `.corrupt` when the parameters are unreadable.
     package func fingerprintBinding() throws -> FingerprintBinding {
-        guard kind == .fingerprint, let b = try? JSONDecoder().decode(FingerprintBinding.self, from: Data(params)) else {
+        guard kind == .fingerprint, let b = try? WireJSON.decode(FingerprintBinding.self, from: params) else {
             throw VaultError.corrupt("the fingerprint slot's binding is unreadable")
         }
         return b
@@ -39,7 +39,7 @@ package struct KeySlot: Sendable, Equatable {
     /// derivation runs (tampered parameters must not run "forever" or take all memory).
     /// - Throws: `.corrupt`.
     package func passcodeParameters() throws -> KDFParameters {
-        guard kind == .passcode, let p = try? JSONDecoder().decode(KDFParameters.self, from: Data(params)) else {
+        guard kind == .passcode, let p = try? WireJSON.decode(KDFParameters.self, from: params) else {
             throw VaultError.corrupt("the passcode slot's parameters are unreadable")
         }
         guard KDFParameters.acceptedMemoryBytes.contains(p.memoryBytes), KDFParameters.acceptedOperations.contains(p.operations) else {
@@ -133,7 +133,7 @@ extension KeySlot {
     /// The TPM half of a passcode slot, nil when the passcode is not on the TPM.
     /// - Throws: `.corrupt` when the parameters are unreadable.
     package func passcodeTPM() throws -> PasscodeTPMParameters? {
-        guard kind == .passcode, let p = try? JSONDecoder().decode(PasscodeSlotParameters.self, from: Data(params)) else {
+        guard kind == .passcode, let p = try? WireJSON.decode(PasscodeSlotParameters.self, from: params) else {
             throw VaultError.corrupt("the passcode slot's parameters are unreadable")
         }
         guard let t = p.tpm else { return nil }
@@ -244,8 +244,8 @@ package final class PasscodeSealer: SlotSealer {
     }
 
     package func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
-        let params = tpm == nil ? Array(try JSONEncoder().encode(parameters))
-                                : Array(try JSONEncoder().encode(PasscodeSlotParameters(parameters, tpm: tpm)))
+        let params = tpm == nil ? try WireJSON.encode(parameters)
+                                : try WireJSON.encode(PasscodeSlotParameters(parameters, tpm: tpm))
         let s = try masterKey.withUnsafeBytes { try AEAD.seal($0, key: kek, associatedData: associatedData(params)) }
         return SealedSlot(params: params, nonce: s.nonce, wrapped: s.ciphertext)
     }
@@ -285,14 +285,14 @@ package struct RecoverySealer: SlotSealer {
     let publicKey: [UInt8]
 
     package func seal(_ masterKey: borrowing SecretBytes, slotID: Int64, associatedData: ([UInt8]) -> [UInt8]) throws -> SealedSlot {
-        let params = Array(try JSONEncoder().encode(RecoveryParams(publicKey: hexString(publicKey))))
+        let params = try WireJSON.encode(RecoveryParams(publicKey: hexString(publicKey)))
         let s = try X25519Seal.seal(masterKey, to: publicKey, associatedData: associatedData(params))
         return SealedSlot(params: params, nonce: s.nonce, wrapped: s.sealed)
     }
 
     /// The sealer of an existing recovery slot (same recovery key), or nil when unreadable.
     static func reusing(_ slot: KeySlot) -> RecoverySealer? {
-        guard slot.kind == .recovery, let p = try? JSONDecoder().decode(RecoveryParams.self, from: Data(slot.params)),
+        guard slot.kind == .recovery, let p = try? WireJSON.decode(RecoveryParams.self, from: slot.params),
               let pk = bytesFromHex(p.publicKey) else { return nil }
         return RecoverySealer(publicKey: pk)
     }
@@ -345,7 +345,7 @@ package struct FingerprintSealer: SlotSealer {
         }
         report.changes = grant.changes
         report.owner = grant.owner
-        let params = Array(try JSONEncoder().encode(grant.binding))
+        let params = try WireJSON.encode(grant.binding)
         let s = try masterKey.withUnsafeBytes { try AEAD.seal($0, key: grant.kek, associatedData: associatedData(params)) }
         return SealedSlot(params: params, nonce: s.nonce, wrapped: s.ciphertext)
     }

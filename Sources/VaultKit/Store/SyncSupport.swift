@@ -246,7 +246,7 @@ extension VaultStore {
                 try store.setMeta("vault_id", .blob(vaultID))
                 try store.setMeta("key_generation", .integer(generation))
                 try store.setMeta("created", .integer(unixNow()))
-                try store.setMeta("settings", .blob(Array(try JSONEncoder().encode(VaultSettings()))))
+                try store.setMeta("settings", .blob(try WireJSON.encode(VaultSettings())))
                 try store.setMeta("slot_seq", .integer(slots.map(\.id).max() ?? 0))
                 for s in slots {
                     try db.query("INSERT INTO slots(id, kind, generation, params, nonce, wrapped) VALUES(?,?,?,?,?,?)",

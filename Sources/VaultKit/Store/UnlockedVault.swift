@@ -124,7 +124,7 @@ public final class UnlockedVault {
     /// and parameters, in place, if the row is unchanged since. - Returns: whether it was written.
     @discardableResult
     func reseal(fingerprintSlot slot: KeySlot, with next: NextSlotKey) throws -> Bool {
-        let params = Array(try JSONEncoder().encode(next.binding))
+        let params = try WireJSON.encode(next.binding)
         let ad = store.slotAD(id: slot.id, kind: .fingerprint, params: params, generation: slot.generation)
         let s = try masterKey.withUnsafeBytes { try AEAD.seal($0, key: next.kek, associatedData: ad) }
         return try writeTransaction {

@@ -81,7 +81,7 @@ public final class VaultStore {
                 try store.setMeta("vault_id", .blob(store.vaultID))
                 try store.setMeta("key_generation", .integer(1))
                 try store.setMeta("created", .integer(Int64(Date().timeIntervalSince1970)))
-                try store.setMeta("settings", .blob(Array(try JSONEncoder().encode(VaultSettings()))))
+                try store.setMeta("settings", .blob(try WireJSON.encode(VaultSettings())))
                 try unlocked.insertSlot(passcodeSealer, generation: 1)
                 try unlocked.insertSlot(RecoverySealer(publicKey: try recovery.publicKey()), generation: 1)
                 try unlocked.recordKeyCheck()
@@ -167,7 +167,7 @@ public final class VaultStore {
     ///   never silently becomes the defaults (which could turn `biometrics` into its fallback).
     public func settings() throws -> VaultSettings {
         guard let raw = try meta("settings")?.bytes else { return VaultSettings() }
-        guard let s = try? JSONDecoder().decode(VaultSettings.self, from: Data(raw)) else {
+        guard let s = try? WireJSON.decode(VaultSettings.self, from: raw) else {
             throw VaultError.settingsDamaged(vault: location.name)
         }
         return s
@@ -175,7 +175,7 @@ public final class VaultStore {
 
     /// Replaces the vault's settings.
     public func setSettings(_ settings: VaultSettings) throws {
-        try db.transaction { try setMeta("settings", .blob(Array(try JSONEncoder().encode(settings)))) }
+        try db.transaction { try setMeta("settings", .blob(try WireJSON.encode(settings))) }
     }
 
     /// Whether some item may have fingerprint login on, read before the vault opens (from the
