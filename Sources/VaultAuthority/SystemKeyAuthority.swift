@@ -69,9 +69,11 @@ public final class ScanControl: Sendable {
 }
 
 /// `KeyAuthority` over `vault-authd`'s socket: the daemon holds the device secret, the prints,
-/// the bindings and the counters of this uid and runs the match; this object only asks. Each
-/// request goes on a fresh connection, after checking that the socket and its peer belong to
-/// the daemon's user (`SO_PEERCRED`) and that no one else can replace the socket. Events
+/// the bindings and the counters of this uid and runs the match; this object only asks. A
+/// connection is made after checking that the socket and its peer belong to the daemon's user
+/// (`SO_PEERCRED`) and that no one else can replace the socket; the daemon serves requests one
+/// after another on it, so the next request of this object reuses it while it is fresh (see
+/// `reuseSeconds`; a passcode `get` asks four times). Events
 /// (`noMatch`, `retry`, `lockedOut`) go to a request's `events`, notices (touch the reader,
 /// enrolment progress) to `notices`; `control` cancels a running scan.
 public final class SystemKeyAuthority: KeyAuthority {
@@ -93,6 +95,13 @@ public final class SystemKeyAuthority: KeyAuthority {
     static let replySeconds: Double = AuthorityLimits.scanSeconds.upperBound + 10
     /// Seconds to wait for the daemon's answer after a cancel was sent.
     static let cancelSeconds: Double = 5
+    /// How long after its last answer a connection is used for the next request: well under
+    /// the 60 s the daemon keeps an idle connection, so it is never one the daemon is closing.
+    static let reuseSeconds: Double = 20
+    /// The connection of the last request that ended with its answer and nothing after it,
+    /// with its peer and when that was; a request takes it (a concurrent one connects anew) and
+    /// gives it back when it ends the same way.
+    private let kept = Mutex<(connection: AuthorityConnection, peer: PeerCredentials, at: Double)?>(nil)
 
     /// An authority over the daemon at `socketPath`, which must run as `daemon`.
     package init(socketPath: String = SystemKeyAuthority.defaultSocketPath, daemon: DaemonIdentity = .standard,
@@ -177,12 +186,39 @@ public final class SystemKeyAuthority: KeyAuthority {
     private func exchange(_ request: AuthorityRequest, key: [UInt8] = [], events: (AuthorityEvent) -> Void = { _ in },
                           timeout: Double? = nil, peer: inout PeerCredentials?) throws -> AuthorityResponse {
         let frame = try AuthorityCodec.frame(request, tail: key)
-        let (connection, credentials) = try connect()
-        peer = credentials
-        defer { connection.close() }
         var bytes = frame.encoded()
         defer { wipe(&bytes) }
-        do { try connection.socket.sendAll(bytes) } catch { throw Self.gone }
+        // A kept connection the daemon has closed since (it stopped, or restarted) reads as at
+        // its end, or refuses the send (EPIPE): nothing was delivered, so the request goes on a
+        // new one. One with anything to read is not the quiet connection it was: not used either.
+        let reused = kept.withLock { k -> (AuthorityConnection, PeerCredentials)? in
+            defer { k = nil }
+            guard let c = k, MonotonicClock.seconds() - c.at < Self.reuseSeconds, c.connection.isReadable(within: 0) == false else {
+                k?.connection.close()
+                return nil
+            }
+            return (c.connection, c.peer)
+        }
+        let connection: AuthorityConnection
+        if let reused, (try? reused.0.socket.sendAll(bytes)) != nil {
+            connection = reused.0
+            peer = reused.1
+        } else {
+            reused?.0.close()
+            let made = try connect()
+            connection = made.0
+            peer = made.1
+            do { try connection.socket.sendAll(bytes) } catch { connection.close(); throw Self.gone }
+        }
+        var keep = false
+        defer {
+            if keep, let p = peer {
+                let now = MonotonicClock.seconds(), c = connection
+                kept.withLock { k in k?.connection.close(); k = (c, p, now) }
+            } else {
+                connection.close()
+            }
+        }
 
         let scanning = request.mayScan
         if scanning { control.begin() }
@@ -198,7 +234,12 @@ public final class SystemKeyAuthority: KeyAuthority {
                     case .keepAlive: continue
                     case .event(let e): events(e)
                     case .notice(let n): notices(n)
-                    default: return AuthorityResponse(reply, tail: next.tail)
+                    default:
+                        // Kept for the next request only after an answer that is not a
+                        // refusal or a cancelled scan's (the daemon may close after those) and
+                        // with nothing unread behind it.
+                        if case .failed = reply {} else { keep = cancelSent == nil && !connection.decoder.hasPartialFrame }
+                        return AuthorityResponse(reply, tail: next.tail)
                     }
                     if cancelSent == nil { deadline = MonotonicClock.seconds() + patience }
                 }

@@ -296,6 +296,38 @@ func bindFake(_ authority: any KeyAuthority, _ vault: FakeVault, confirm: [Strin
         #expect(served.withLock { $0 } == 20)
     }
 
+    /// The requests of one client go on one connection (a passcode `get` asks four times), and
+    /// one the daemon closed since (it stopped, or restarted) is not used: the next request
+    /// connects again and is answered.
+    @Test func oneClientAsksOnOneConnectionAndReconnectsToARestartedDaemon() throws {
+        let daemon = try InProcessDaemon()
+        let client = daemon.client()
+        for _ in 0..<4 { _ = try client.challenge() }
+        #expect(daemon.server.connectionCount == 1, "\(daemon.server.connectionCount) connections for one client")
+        let other = daemon.client()
+        _ = try other.challenge()
+        #expect(daemon.server.connectionCount == 2)
+
+        // The daemon stops: its connections end (as they do when its process exits).
+        daemon.server.stop()
+        let end = MonotonicClock.seconds() + 10
+        while (daemon.server.connectionCount > 0 || rawPing(daemon.socketPath)) && MonotonicClock.seconds() < end {
+            MonotonicClock.sleep(seconds: 0.01)
+        }
+        #expect(daemon.server.connectionCount == 0)
+        let again = AuthorityServer(socketPath: daemon.socketPath, handler: daemon.fixture.handler)
+        let stopped = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? again.run()
+            stopped.signal()
+        }
+        defer { again.stop(); stopped.wait() }
+        while !rawPing(daemon.socketPath) && MonotonicClock.seconds() < end { MonotonicClock.sleep(seconds: 0.01) }
+        _ = try client.challenge()
+        _ = try client.fingers()
+        #expect(again.connectionCount == 1)
+    }
+
     @Test func theClientRefusesASocketOfAnotherUserAndProbeSaysSo() throws {
         let daemon = try InProcessDaemon()
         let me = ProcessIdentity.effectiveUID

@@ -40,13 +40,17 @@ import Testing
         }
     }
 
-    /// The in-place UTF-8 check accepts exactly what `String(validating:)` accepts: every one-
+    /// The in-place UTF-8 check accepts exactly what `String(validating:)` accepts, and a
+    /// record's text is the String it makes: every one-
     /// and two-byte string, the edges of every three- and four-byte form, and random strings
     /// with and without an ASCII run before them (the check reads eight ASCII bytes at a time).
     @Test func theInPlaceUTF8CheckAcceptsWhatStringsAccept() {
         func agree(_ bytes: [UInt8]) -> Bool {
             let inPlace = bytes.withUnsafeBytes { RecordReader.isUTF8($0) }
-            return inPlace == (String(validating: bytes, as: UTF8.self) != nil)
+            let strings = String(validating: bytes, as: UTF8.self)
+            // A record's text is that String, or refused when there is none.
+            let text = bytes.withUnsafeBytes { try? RecordReader.text($0) }
+            return inPlace == (strings != nil) && text == strings
         }
         var disagreements: [[UInt8]] = []
         func check(_ bytes: [UInt8]) { if !agree(bytes) { disagreements.append(bytes) } }
