@@ -171,7 +171,7 @@ public final class SystemKeyAuthority: KeyAuthority {
 
     // MARK: one request
 
-    /// Sends `request` on a fresh connection and returns the final answer; streamed events go to
+    /// Sends `request` (on the kept connection, else a new one) and returns the final answer; streamed events go to
     /// `events`, notices to `notices`. A scanning request watches `control` and sends a cancel.
     /// The socket is read all the time (every 50 ms at most), `keepAlive`s included, which are
     /// dropped: the daemon cancels a request whose client leaves its messages unread for 5 s.
@@ -188,37 +188,18 @@ public final class SystemKeyAuthority: KeyAuthority {
         let frame = try AuthorityCodec.frame(request, tail: key)
         var bytes = frame.encoded()
         defer { wipe(&bytes) }
-        // A kept connection the daemon has closed since (it stopped, or restarted) reads as at
-        // its end, or refuses the send (EPIPE): nothing was delivered, so the request goes on a
-        // new one. One with anything to read is not the quiet connection it was: not used either.
-        let reused = kept.withLock { k -> (AuthorityConnection, PeerCredentials)? in
-            defer { k = nil }
-            guard let c = k, MonotonicClock.seconds() - c.at < Self.reuseSeconds, c.connection.isReadable(within: 0) == false else {
-                k?.connection.close()
-                return nil
-            }
-            return (c.connection, c.peer)
-        }
+        let reused = takeKept()
         let connection: AuthorityConnection
-        if let reused, (try? reused.0.socket.sendAll(bytes)) != nil {
-            connection = reused.0
-            peer = reused.1
+        if let reused, (try? reused.connection.socket.sendAll(bytes)) != nil {
+            (connection, peer) = (reused.connection, reused.peer)
         } else {
-            reused?.0.close()
+            reused?.connection.close()
             let made = try connect()
-            connection = made.0
-            peer = made.1
+            (connection, peer) = (made.0, made.1)
             do { try connection.socket.sendAll(bytes) } catch { connection.close(); throw Self.gone }
         }
-        var keep = false
-        defer {
-            if keep, let p = peer {
-                let now = MonotonicClock.seconds(), c = connection
-                kept.withLock { k in k?.connection.close(); k = (c, p, now) }
-            } else {
-                connection.close()
-            }
-        }
+        var reusable = false
+        defer { if reusable, let peer { keep(connection, peer) } else { connection.close() } }
 
         let scanning = request.mayScan
         if scanning { control.begin() }
@@ -236,9 +217,9 @@ public final class SystemKeyAuthority: KeyAuthority {
                     case .notice(let n): notices(n)
                     default:
                         // Kept for the next request only after an answer that is not a
-                        // refusal or a cancelled scan's (the daemon may close after those) and
+                        // refusal or a cancelled scan's (the daemon closes after those) and
                         // with nothing unread behind it.
-                        if case .failed = reply {} else { keep = cancelSent == nil && !connection.decoder.hasPartialFrame }
+                        reusable = if case .failed = reply { false } else { cancelSent == nil && !connection.decoder.hasPartialFrame }
                         return AuthorityResponse(reply, tail: next.tail)
                     }
                     if cancelSent == nil { deadline = MonotonicClock.seconds() + patience }
@@ -260,6 +241,30 @@ public final class SystemKeyAuthority: KeyAuthority {
             guard let readable = connection.isReadable(within: Int32(max(1, min(left * 1000, 50)))) else { throw Self.gone }
             guard readable else { continue }
             guard connection.receive() else { throw Self.gone }
+        }
+    }
+
+    /// The kept connection, taken (a concurrent request connects anew), when it is fresh and
+    /// quiet; nil otherwise. One the daemon has closed since (it stopped, or restarted) reads as
+    /// at its end and is closed here; one that refuses the send (EPIPE) delivered nothing, and
+    /// the caller connects anew.
+    private func takeKept() -> (connection: AuthorityConnection, peer: PeerCredentials)? {
+        kept.withLock { k in
+            defer { k = nil }
+            guard let c = k, MonotonicClock.seconds() - c.at < Self.reuseSeconds, c.connection.isReadable(within: 0) == false else {
+                k?.connection.close()
+                return nil
+            }
+            return (c.connection, c.peer)
+        }
+    }
+
+    /// Keeps `connection` (whose peer was checked) for the next request, closing one kept before.
+    private func keep(_ connection: AuthorityConnection, _ peer: PeerCredentials) {
+        let now = MonotonicClock.seconds()
+        kept.withLock { k in
+            k?.connection.close()
+            k = (connection, peer, now)
         }
     }
 
